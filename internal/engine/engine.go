@@ -1,0 +1,89 @@
+// Package engine is the small interface stem needs from a container engine.
+// The Podman implementation (package engine/podman) is the only place that
+// imports the Podman bindings; everything else depends on this interface so
+// it can be tested without a daemon and so stem-mcp never links them.
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) when a container or image does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Mount is a bind mount.
+type Mount struct {
+	Source   string `json:"source"`
+	Dest     string `json:"dest"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Spec describes a container to create.
+type Spec struct {
+	Name      string            `json:"name"`
+	Image     string            `json:"image"`
+	Command   []string          `json:"command"`
+	Env       map[string]string `json:"env,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Mounts    []Mount           `json:"mounts,omitempty"`
+	Devices   []string          `json:"devices,omitempty"` // host paths, passed as-is
+	WorkDir   string            `json:"workdir,omitempty"`
+	MemoryMiB int64             `json:"memory_mib,omitempty"`
+	Pids      int64             `json:"pids,omitempty"`
+	CPUs      float64           `json:"cpus,omitempty"`
+	Network   string            `json:"network,omitempty"` // "none" or "" (engine default)
+	Init      bool              `json:"init,omitempty"`    // run an init (catatonit) as PID 1
+}
+
+// Container is what we read back from the engine.
+type Container struct {
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	Image    string            `json:"image"`
+	ImageID  string            `json:"image_id"`
+	Labels   map[string]string `json:"labels"`
+	State    string            `json:"state"` // created, running, exited, ...
+	Running  bool              `json:"running"`
+	Pid      int               `json:"pid"`
+	Created  time.Time         `json:"created"`
+	ExitCode int               `json:"exit_code"`
+}
+
+// ExecSpec is a process to run inside a running container.
+type ExecSpec struct {
+	Cmd     []string
+	Env     map[string]string
+	WorkDir string
+	Tty     bool
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// Image is a local image.
+type Image struct {
+	ID      string    `json:"id"`
+	Names   []string  `json:"names"`
+	Created time.Time `json:"created"`
+}
+
+// Engine is the container engine as stem uses it.
+type Engine interface {
+	// Ping checks the service answers and returns its version.
+	Ping(ctx context.Context) (string, error)
+	ImageInspect(ctx context.Context, ref string) (Image, error)
+	Create(ctx context.Context, spec Spec) (string, error)
+	Start(ctx context.Context, id string) error
+	Inspect(ctx context.Context, nameOrID string) (Container, error)
+	// List returns containers (running or not) carrying every given label.
+	List(ctx context.Context, labels map[string]string) ([]Container, error)
+	Stop(ctx context.Context, id string, timeout time.Duration) error
+	Remove(ctx context.Context, id string, force bool) error
+	// Exec runs a process and returns its exit code.
+	Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
+	// MemoryBytes is the container's current memory use (cgroup).
+	MemoryBytes(ctx context.Context, id string) (uint64, error)
+}

@@ -1,0 +1,246 @@
+// Package registry is the durable record of instances: one JSON file under
+// the state directory, read and rewritten under an exclusive flock, replaced
+// by write-to-temp-and-rename so a crash never leaves a torn file and
+// concurrent stemctl processes never lose each other's records.
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+// Schema is the registry file format version.
+const Schema = 1
+
+// Record is one instance.
+type Record struct {
+	Instance    string            `json:"instance"`
+	Profile     string            `json:"profile"`
+	Series      string            `json:"series"`
+	Card        string            `json:"card"`
+	Task        string            `json:"task"`
+	Target      string            `json:"target"`
+	ContainerID string            `json:"container_id"`
+	Image       string            `json:"image"`
+	ConfigHash  string            `json:"config_hash"`
+	Schema      int               `json:"schema"`
+	SocketDir   string            `json:"socket_dir"`
+	ThreadKey   string            `json:"thread_key"`
+	InstanceKey string            `json:"instance_key"`
+	CardPath    string            `json:"card_path"`
+	Workspace   string            `json:"workspace"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Devices     []string          `json:"devices,omitempty"`
+	Created     time.Time         `json:"created"`
+	Updated     time.Time         `json:"updated"`
+}
+
+// SocketDir returns the record's socket directory as a sockets.Dir.
+func (r Record) Dir() sockets.Dir { return sockets.Dir{Path: r.SocketDir, ContainerID: r.ContainerID} }
+
+type file struct {
+	Schema    int               `json:"schema"`
+	Instances map[string]Record `json:"instances"`
+}
+
+// Registry is the file at <state>/registry.json with its lock file.
+type Registry struct {
+	path string
+	lock string
+}
+
+// Open returns the registry under stateDir; the directory is created 0700.
+func Open(stateDir string) (*Registry, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w", stateDir, err)
+	}
+	return &Registry{
+		path: filepath.Join(stateDir, "registry.json"),
+		lock: filepath.Join(stateDir, "registry.lock"),
+	}, nil
+}
+
+// Path is the registry file.
+func (r *Registry) Path() string { return r.path }
+
+// ErrNotFound is returned by Get for an unknown instance.
+var ErrNotFound = errors.New("no such instance in the registry")
+
+// lockFile takes a flock on the lock file, polling until ctx is done so a
+// wedged peer never hangs us forever.
+func (r *Registry) lockFile(ctx context.Context, how int) (func(), error) {
+	f, err := os.OpenFile(r.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open registry lock: %w", err)
+	}
+	delay := time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock registry: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock registry %s: %w (another stemctl holds it)", r.lock, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 20*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+func (r *Registry) read() (file, error) {
+	f := file{Schema: Schema, Instances: map[string]Record{}}
+	data, err := os.ReadFile(r.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("read registry: %w", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return f, nil
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, fmt.Errorf("registry %s is corrupt (%v): move it aside and run `stemctl up` again to re-create records", r.path, err)
+	}
+	if f.Schema > Schema {
+		return f, fmt.Errorf("registry %s has schema %d, newer than this stemctl (%d): upgrade stemctl", r.path, f.Schema, Schema)
+	}
+	if f.Instances == nil {
+		f.Instances = map[string]Record{}
+	}
+	return f, nil
+}
+
+// List returns every record sorted by instance name.
+func (r *Registry) List(ctx context.Context) ([]Record, error) {
+	unlock, err := r.lockFile(ctx, syscall.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	f, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, len(f.Instances))
+	for _, rec := range f.Instances {
+		out = append(out, rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Instance < out[j].Instance })
+	return out, nil
+}
+
+// Get returns one record or ErrNotFound.
+func (r *Registry) Get(ctx context.Context, instance string) (Record, error) {
+	recs, err := r.List(ctx)
+	if err != nil {
+		return Record{}, err
+	}
+	for _, rec := range recs {
+		if rec.Instance == instance {
+			return rec, nil
+		}
+	}
+	return Record{}, fmt.Errorf("%w: %s", ErrNotFound, instance)
+}
+
+// Find resolves an instance name, a full container id, or a container id
+// prefix of at least 12 hex digits. An ambiguous prefix is an error.
+func (r *Registry) Find(ctx context.Context, ref string) (Record, error) {
+	recs, err := r.List(ctx)
+	if err != nil {
+		return Record{}, err
+	}
+	var hits []Record
+	for _, rec := range recs {
+		if rec.Instance == ref || rec.ContainerID == ref {
+			return rec, nil
+		}
+		if len(ref) >= 12 && strings.HasPrefix(rec.ContainerID, ref) {
+			hits = append(hits, rec)
+		}
+	}
+	switch len(hits) {
+	case 1:
+		return hits[0], nil
+	case 0:
+		names := make([]string, len(recs))
+		for i, rec := range recs {
+			names[i] = rec.Instance
+		}
+		if len(names) == 0 {
+			return Record{}, fmt.Errorf("%w: %q (the registry is empty; start one with `stemctl up`)", ErrNotFound, ref)
+		}
+		return Record{}, fmt.Errorf("%w: %q (known: %s)", ErrNotFound, ref, strings.Join(names, ", "))
+	default:
+		return Record{}, fmt.Errorf("container id prefix %q matches %d instances; give more digits", ref, len(hits))
+	}
+}
+
+// Update runs fn on the records under the exclusive lock and writes the
+// result atomically. If fn returns an error nothing is written.
+func (r *Registry) Update(ctx context.Context, fn func(map[string]Record) error) error {
+	unlock, err := r.lockFile(ctx, syscall.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := r.read()
+	if err != nil {
+		return err
+	}
+	if err := fn(f.Instances); err != nil {
+		return err
+	}
+	f.Schema = Schema
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode registry: %w", err)
+	}
+	return sockets.WriteFileAtomic(r.path, append(data, '\n'), 0o600)
+}
+
+// Put inserts or replaces a record, stamping Updated (and Created if zero).
+func (r *Registry) Put(ctx context.Context, rec Record) error {
+	if rec.Instance == "" {
+		return errors.New("registry: record without instance name")
+	}
+	now := time.Now().UTC()
+	if rec.Created.IsZero() {
+		rec.Created = now
+	}
+	rec.Updated = now
+	return r.Update(ctx, func(m map[string]Record) error {
+		m[rec.Instance] = rec
+		return nil
+	})
+}
+
+// Delete removes a record; a missing record is not an error.
+func (r *Registry) Delete(ctx context.Context, instance string) error {
+	return r.Update(ctx, func(m map[string]Record) error {
+		delete(m, instance)
+		return nil
+	})
+}

@@ -1,0 +1,336 @@
+// Package sockets owns the runtime socket layout:
+//
+//	$XDG_RUNTIME_DIR/stem/<thread-key>/<instance-key>/<cid12>/{t.sock,n.sock,g.sock,gdb-sync.json,container.json}
+//
+// Every directory is 0700 and owned by the current user; no symlink is
+// followed while creating or checking it; every socket path is asserted to be
+// shorter than MaxPath bytes. The container id is part of the path, so a
+// re-created container never serves a predecessor's socket.
+package sockets
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+)
+
+// MaxPath is our bound on AF_UNIX socket paths (the kernel's sun_path is 108
+// bytes including the NUL; we keep a margin).
+const MaxPath = 100
+
+// File names inside a socket directory.
+const (
+	TmuxSocket    = "t.sock"
+	NvimSocket    = "n.sock"
+	GDBSocket     = "g.sock"
+	GDBSync       = "gdb-sync.json"
+	ContainerJSON = "container.json"
+)
+
+// SocketNames are the sockets whose full paths must fit MaxPath.
+var socketNames = []string{TmuxSocket, NvimSocket, GDBSocket}
+
+// SelectedDir is the directory holding the `current` selection symlink.
+const SelectedDir = "mcp-selected"
+
+var (
+	keyRE = regexp.MustCompile(`^[0-9a-f]{8,16}$`)
+	cidRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// ThreadKey is the short key of a workspace: two workspaces on one account
+// never share socket directories.
+func ThreadKey(workspace string) string { return shortHash("thread\x00"+workspace, 8) }
+
+// InstanceKey is the short key of an instance's full name.
+func InstanceKey(instance string) string { return shortHash("instance\x00"+instance, 10) }
+
+func shortHash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+// Layout is rooted at $XDG_RUNTIME_DIR/stem.
+type Layout struct {
+	Runtime string // $XDG_RUNTIME_DIR
+}
+
+// Root is Runtime/stem.
+func (l Layout) Root() string { return filepath.Join(l.Runtime, "stem") }
+
+// InstanceDir is the parent of an instance's per-container directories.
+func (l Layout) InstanceDir(threadKey, instanceKey string) string {
+	return filepath.Join(l.Root(), threadKey, instanceKey)
+}
+
+// Selected is the `current` symlink path of the MCP selection.
+func (l Layout) Selected() string { return filepath.Join(l.Root(), SelectedDir, "current") }
+
+// Dir is one container's socket directory.
+type Dir struct {
+	Path        string `json:"path"`
+	ContainerID string `json:"container_id"`
+}
+
+// PathTooLongError reports a socket path over MaxPath.
+type PathTooLongError struct {
+	Path string
+	Len  int
+}
+
+func (e *PathTooLongError) Error() string {
+	return fmt.Sprintf("socket path %s is %d bytes, over the %d-byte limit for Unix sockets: use a shorter XDG_RUNTIME_DIR (for example /run/user/$(id -u))", e.Path, e.Len, MaxPath)
+}
+
+// ForContainer returns the directory for a container. It validates the keys
+// and the full container id and checks every socket path length; it does not
+// touch the filesystem.
+func (l Layout) ForContainer(threadKey, instanceKey, containerID string) (Dir, error) {
+	if !keyRE.MatchString(threadKey) || !keyRE.MatchString(instanceKey) {
+		return Dir{}, fmt.Errorf("invalid socket keys %q/%q", threadKey, instanceKey)
+	}
+	if !cidRE.MatchString(containerID) {
+		return Dir{}, fmt.Errorf("invalid container id %q: want 64 hex digits", containerID)
+	}
+	if !filepath.IsAbs(l.Runtime) {
+		return Dir{}, fmt.Errorf("runtime directory %q is not absolute", l.Runtime)
+	}
+	d := Dir{Path: filepath.Join(l.InstanceDir(threadKey, instanceKey), containerID[:12]), ContainerID: containerID}
+	if err := CheckLengths(d.Path); err != nil {
+		return Dir{}, err
+	}
+	return d, nil
+}
+
+// CheckLengths asserts every socket in dir fits MaxPath.
+func CheckLengths(dir string) error {
+	for _, n := range socketNames {
+		p := filepath.Join(dir, n)
+		if len(p) >= MaxPath {
+			return &PathTooLongError{Path: p, Len: len(p)}
+		}
+	}
+	// The selection path is fixed-length relative to the runtime root; it is
+	// checked by the selection code.
+	return nil
+}
+
+// CID12 is the container id prefix used in paths.
+func (d Dir) CID12() string { return filepath.Base(d.Path) }
+
+// Tmux, Nvim, GDB, GDBSync and ContainerJSON return file paths inside d.
+func (d Dir) Tmux() string          { return filepath.Join(d.Path, TmuxSocket) }
+func (d Dir) Nvim() string          { return filepath.Join(d.Path, NvimSocket) }
+func (d Dir) GDB() string           { return filepath.Join(d.Path, GDBSocket) }
+func (d Dir) GDBSync() string       { return filepath.Join(d.Path, GDBSync) }
+func (d Dir) ContainerJSON() string { return filepath.Join(d.Path, ContainerJSON) }
+
+// NotOursError says a directory fails the ownership/mode/symlink checks.
+type NotOursError struct {
+	Path   string
+	Reason string
+}
+
+func (e *NotOursError) Error() string {
+	return fmt.Sprintf("refusing to use %s: %s", e.Path, e.Reason)
+}
+
+// CheckRuntime verifies the runtime directory itself: a real directory (not
+// a symlink) owned by us and not accessible to group or others.
+func CheckRuntime(runtime string) error {
+	return checkDir(runtime, true)
+}
+
+// checkDir Lstats path: it must be a directory, not a symlink, owned by the
+// effective uid; with strict, group/other permission bits must be clear.
+func checkDir(path string, strict bool) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return &NotOursError{path, "it is a symlink"}
+	}
+	if !fi.IsDir() {
+		return &NotOursError{path, "it is not a directory"}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return &NotOursError{path, "cannot read its owner"}
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return &NotOursError{path, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid())}
+	}
+	if strict && fi.Mode().Perm()&0o077 != 0 {
+		return &NotOursError{path, fmt.Sprintf("its mode is %04o; it must be 0700 (chmod 700 %s)", fi.Mode().Perm(), path)}
+	}
+	return nil
+}
+
+// mkdirPrivate creates path (0700) if missing and then checks it strictly.
+// An existing symlink or foreign directory is refused, never followed.
+func mkdirPrivate(path string) error {
+	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return checkDir(path, true)
+}
+
+// Create makes d and every level from the runtime's stem root down to it,
+// each 0700 and checked. The runtime directory itself must already pass
+// CheckRuntime.
+func (l Layout) Create(d Dir) error {
+	if err := CheckRuntime(l.Runtime); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+	rel, err := filepath.Rel(l.Runtime, d.Path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("socket directory %s is not under %s", d.Path, l.Runtime)
+	}
+	cur := l.Runtime
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		if err := mkdirPrivate(cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Check verifies that every level of d exists with the right owner and mode
+// and that no level is a symlink.
+func (l Layout) Check(d Dir) error {
+	if err := CheckRuntime(l.Runtime); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+	rel, err := filepath.Rel(l.Runtime, d.Path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("socket directory %s is not under %s", d.Path, l.Runtime)
+	}
+	cur := l.Runtime
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		if err := checkDir(cur, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveStale removes every container directory of an instance except keep
+// (a cid12, or "" to remove all). It refuses to act on a symlinked or foreign
+// instance directory. It returns the removed paths.
+func (l Layout) RemoveStale(threadKey, instanceKey, keep string) ([]string, error) {
+	dir := l.InstanceDir(threadKey, instanceKey)
+	if err := checkDir(dir, true); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var removed []string
+	for _, e := range ents {
+		if e.Name() == keep {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return removed, fmt.Errorf("remove stale socket directory %s: %w", p, err)
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// WriteJSON writes v as JSON to name inside d atomically: a temporary file
+// in the same directory, fsync, then rename. The target is never followed if
+// it is a symlink (rename replaces the link itself).
+func WriteJSON(dir, name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	return WriteFileAtomic(filepath.Join(dir, name), append(data, '\n'), 0o600)
+}
+
+// WriteFileAtomic replaces path with data via a same-directory temp file.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	ok = true
+	return nil
+}
+
+// ReadJSON reads name inside dir into v, refusing symlinks and files larger
+// than 1 MiB.
+func ReadJSON(dir, name string, v any) error {
+	p := filepath.Join(dir, name)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > 1<<20 {
+		return fmt.Errorf("read %s: not a regular file under 1 MiB", p)
+	}
+	if err := json.NewDecoder(f).Decode(v); err != nil {
+		return fmt.Errorf("decode %s: %w", p, err)
+	}
+	return nil
+}
+
+// ContainerInfo is written to container.json by stemctl after creation.
+type ContainerInfo struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Instance  string            `json:"instance"`
+	Profile   string            `json:"profile"`
+	Image     string            `json:"image"`
+	Labels    map[string]string `json:"labels"`
+	Created   string            `json:"created"`
+	TmuxVer   string            `json:"tmux_version,omitempty"`
+	SocketDir string            `json:"socket_dir"`
+}

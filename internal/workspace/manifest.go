@@ -1,0 +1,202 @@
+package workspace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ManifestName is the file at the root of every card repository.
+const ManifestName = "stem.toml"
+
+// ManifestSchema is the manifest format version this code reads.
+const ManifestSchema = 1
+
+// maxManifestBytes bounds what we parse; a card manifest is a few KiB.
+const maxManifestBytes = 1 << 20
+
+// Commands are the shell commands of a task. Empty means "use the profile's
+// default" (Deploy has no default outside rp2350).
+type Commands struct {
+	Build  string `toml:"build" json:"build,omitempty"`
+	Test   string `toml:"test" json:"test,omitempty"`
+	Run    string `toml:"run" json:"run,omitempty"`
+	Debug  string `toml:"debug" json:"debug,omitempty"`
+	Deploy string `toml:"deploy" json:"deploy,omitempty"`
+	// DebugProgram runs in the "program" pane of the debug layout, for
+	// example a simulator waiting for gdb. Empty: the pane holds a terminal
+	// that the debugger uses as the program's tty.
+	DebugProgram string `toml:"debug_program" json:"debug_program,omitempty"`
+}
+
+// merge fills empty fields of c from d.
+func (c Commands) merge(d Commands) Commands {
+	pick := func(a, b string) string {
+		if a != "" {
+			return a
+		}
+		return b
+	}
+	return Commands{
+		Build:        pick(c.Build, d.Build),
+		Test:         pick(c.Test, d.Test),
+		Run:          pick(c.Run, d.Run),
+		Debug:        pick(c.Debug, d.Debug),
+		Deploy:       pick(c.Deploy, d.Deploy),
+		DebugProgram: pick(c.DebugProgram, d.DebugProgram),
+	}
+}
+
+// Task is one task of a card.
+type Task struct {
+	ID       string   `toml:"id" json:"id"`
+	Title    string   `toml:"title" json:"title"`
+	Profiles []string `toml:"profiles" json:"profiles"`
+	Targets  []string `toml:"targets" json:"targets,omitempty"`
+	Dir      string   `toml:"dir" json:"dir,omitempty"`
+	Commands
+	// Overrides holds commands per profile name or per target name; a target
+	// entry wins over a profile entry.
+	Overrides map[string]Commands `toml:"overrides" json:"overrides,omitempty"`
+}
+
+// Manifest is a card's stem.toml.
+type Manifest struct {
+	Schema   int      `toml:"schema" json:"schema"`
+	Title    string   `toml:"title" json:"title"`
+	Defaults Commands `toml:"defaults" json:"defaults"`
+	Tasks    []Task   `toml:"tasks" json:"tasks"`
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,23}$`)
+	taskRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,11}$`)
+	dirRE  = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,127}$`)
+)
+
+// ValidName reports whether s may be a series or card name. Names become
+// part of container names and labels, so the alphabet is small: lower-case
+// letters, digits and '_' (a '-' would make instance names ambiguous).
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidTaskID reports whether s may be a task id.
+func ValidTaskID(s string) bool { return taskRE.MatchString(s) }
+
+// LoadManifest reads and validates the manifest of the card at dir.
+func LoadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestName)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read card manifest: %w", err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(ioLimit(f, maxManifestBytes+1)); err != nil {
+		return nil, fmt.Errorf("read card manifest %s: %w", path, err)
+	}
+	if buf.Len() > maxManifestBytes {
+		return nil, fmt.Errorf("card manifest %s is larger than %d bytes", path, maxManifestBytes)
+	}
+	return ParseManifest(path, buf.Bytes())
+}
+
+// ParseManifest parses manifest bytes; name is used in error messages.
+func ParseManifest(name string, data []byte) (*Manifest, error) {
+	var m Manifest
+	md, err := toml.Decode(string(data), &m)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", name, err)
+	}
+	if undec := md.Undecoded(); len(undec) > 0 {
+		keys := make([]string, len(undec))
+		for i, k := range undec {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("parse %s: unknown keys %s (see docs/manifest.md)", name, strings.Join(keys, ", "))
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &m, nil
+}
+
+func (m *Manifest) validate() error {
+	if m.Schema != ManifestSchema {
+		return fmt.Errorf("schema = %d is not supported; this stemctl reads schema = %d", m.Schema, ManifestSchema)
+	}
+	if len(m.Tasks) == 0 {
+		return errors.New("no [[tasks]] declared")
+	}
+	seen := map[string]bool{}
+	for i := range m.Tasks {
+		t := &m.Tasks[i]
+		t.ID = normalizeTaskID(t.ID)
+		if !ValidTaskID(t.ID) {
+			return fmt.Errorf("task %d: id %q must be lower-case letters, digits or '_' (at most 12)", i+1, t.ID)
+		}
+		if seen[t.ID] {
+			return fmt.Errorf("task %s is declared twice", t.ID)
+		}
+		seen[t.ID] = true
+		if len(t.Profiles) == 0 {
+			return fmt.Errorf("task %s: profiles is empty; name at least one profile", t.ID)
+		}
+		if t.Dir != "" && (!dirRE.MatchString(t.Dir) || strings.Contains(t.Dir, "..") || filepath.IsAbs(t.Dir)) {
+			return fmt.Errorf("task %s: dir %q must be a relative path inside the card", t.ID, t.Dir)
+		}
+	}
+	return nil
+}
+
+// normalizeTaskID accepts "t4" as well as "4".
+func normalizeTaskID(s string) string {
+	s = strings.TrimSpace(strings.ToLower(s))
+	if len(s) > 1 && s[0] == 't' && s[1] >= '0' && s[1] <= '9' {
+		return s[1:]
+	}
+	return s
+}
+
+// TaskIDs returns the declared task ids in manifest order.
+func (m *Manifest) TaskIDs() []string {
+	ids := make([]string, len(m.Tasks))
+	for i, t := range m.Tasks {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// Task finds a task by id ("4" or "t4").
+func (m *Manifest) Task(id string) (*Task, bool) {
+	id = normalizeTaskID(id)
+	for i := range m.Tasks {
+		if m.Tasks[i].ID == id {
+			return &m.Tasks[i], true
+		}
+	}
+	return nil, false
+}
+
+// EffectiveCommands resolves the commands for a task run on profile/target:
+// target override, profile override, the task, the card defaults, then the
+// profile's own defaults.
+func (t *Task) EffectiveCommands(defaults Commands, profile, target string, profileDefaults Commands) Commands {
+	c := Commands{}
+	if o, ok := t.Overrides[target]; ok && target != "" {
+		c = c.merge(o)
+	}
+	if o, ok := t.Overrides[profile]; ok {
+		c = c.merge(o)
+	}
+	c = c.merge(t.Commands)
+	c = c.merge(defaults)
+	c = c.merge(profileDefaults)
+	return c
+}
+
