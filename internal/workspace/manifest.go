@@ -199,4 +199,3 @@ func (t *Task) EffectiveCommands(defaults Commands, profile, target string, prof
 	c = c.merge(profileDefaults)
 	return c
 }
-
