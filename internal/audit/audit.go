@@ -1,0 +1,360 @@
+// Package audit appends hash-chained JSON lines: every MCP session (start,
+// end), every effectful call and every refusal. Each line carries the hash of
+// the previous line, so an edited, removed or reordered line breaks the chain
+// at that point and `stemctl audit verify` names it.
+//
+// The log lives in the student's account, so the chain is tamper-evidence
+// against accidents and casual edits, not against that account's owner.
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// Events.
+const (
+	SessionStart = "session_start"
+	SessionEnd   = "session_end"
+	ToolCall     = "tool_call"
+	Refused      = "refused"
+	Select       = "select"
+	Grant        = "grant"
+	Revoke       = "revoke"
+	Agent        = "agent"
+)
+
+// maxDetail bounds free text so one line can never grow without limit.
+const maxDetail = 512
+
+// Entry is one audit line. Hash is computed on write.
+type Entry struct {
+	Seq         int64     `json:"seq"`
+	Time        time.Time `json:"time"`
+	Event       string    `json:"event"`
+	Account     string    `json:"account"`
+	Grant       string    `json:"grant,omitempty"`
+	KeyFP       string    `json:"key_fingerprint,omitempty"`
+	Client      string    `json:"client,omitempty"` // SSH client address
+	Session     string    `json:"session,omitempty"`
+	Instance    string    `json:"instance,omitempty"`
+	ContainerID string    `json:"container_id,omitempty"`
+	Level       string    `json:"level,omitempty"`
+	Tool        string    `json:"tool,omitempty"`
+	ArgsDigest  string    `json:"args_digest,omitempty"`
+	Result      string    `json:"result,omitempty"` // ok, error, refused
+	Detail      string    `json:"detail,omitempty"`
+	Prev        string    `json:"prev"`
+	Hash        string    `json:"hash,omitempty"`
+}
+
+// Digest returns a stable digest of tool arguments (sha256 of their JSON).
+func Digest(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data = []byte(fmt.Sprintf("%v", v))
+	}
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Log is an append-only audit file with a lock file beside it.
+type Log struct {
+	path string
+	lock string
+	now  func() time.Time
+}
+
+// Open returns the log at dir/audit.jsonl (dir is created 0700).
+func Open(dir string) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create audit directory %s: %w", dir, err)
+	}
+	return &Log{path: filepath.Join(dir, "audit.jsonl"), lock: filepath.Join(dir, "audit.lock"), now: time.Now}, nil
+}
+
+// Path is the log file.
+func (l *Log) Path() string { return l.path }
+
+func (l *Log) withLock(ctx context.Context, fn func() error) error {
+	f, err := os.OpenFile(l.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit lock: %w", err)
+	}
+	defer f.Close()
+	delay := 500 * time.Microsecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			return fmt.Errorf("lock audit log: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lock audit log: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 20*time.Millisecond {
+			delay *= 2
+		}
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return fn()
+}
+
+// Append writes e as the next line of the chain and returns it as written.
+func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
+	if e.Time.IsZero() {
+		e.Time = l.now().UTC()
+	}
+	e.Detail = clip(e.Detail, maxDetail)
+	err := l.withLock(ctx, func() error {
+		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return fmt.Errorf("open audit log: %w", err)
+		}
+		defer f.Close()
+		last, err := lastLine(f)
+		if err != nil {
+			return err
+		}
+		e.Seq, e.Prev = 1, ""
+		if len(last) > 0 {
+			var prev Entry
+			if err := json.Unmarshal(last, &prev); err != nil {
+				return fmt.Errorf("audit log %s: last line is not valid JSON (%v); run `stemctl audit verify`", l.path, err)
+			}
+			e.Seq, e.Prev = prev.Seq+1, prev.Hash
+		}
+		line, h, err := seal(e)
+		if err != nil {
+			return err
+		}
+		e.Hash = h
+		if _, err := f.Seek(0, io.SeekEnd); err != nil {
+			return fmt.Errorf("append audit log: %w", err)
+		}
+		if _, err := f.Write(line); err != nil {
+			return fmt.Errorf("append audit log: %w", err)
+		}
+		return f.Sync()
+	})
+	return e, err
+}
+
+// seal returns the line (with hash, newline-terminated) and the hash. The
+// hash is sha256(prev || body) where body is the entry's JSON without hash;
+// the hash is appended as the last key so a verifier can cut it off again.
+func seal(e Entry) ([]byte, string, error) {
+	e.Hash = ""
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode audit entry: %w", err)
+	}
+	h := chainHash(e.Prev, body)
+	line := make([]byte, 0, len(body)+80)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, `,"hash":"`...)
+	line = append(line, h...)
+	line = append(line, "\"}\n"...)
+	return line, h, nil
+}
+
+func chainHash(prev string, body []byte) string {
+	s := sha256.New()
+	s.Write([]byte(prev))
+	s.Write([]byte{'\n'})
+	s.Write(body)
+	return hex.EncodeToString(s.Sum(nil))
+}
+
+// lastLine returns the last non-empty line of f (reading backwards in
+// chunks) without its newline.
+func lastLine(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat audit log: %w", err)
+	}
+	size := fi.Size()
+	if size == 0 {
+		return nil, nil
+	}
+	const chunk = 8192
+	var tail []byte
+	for off := size; off > 0; {
+		n := int64(chunk)
+		if off < n {
+			n = off
+		}
+		off -= n
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return nil, fmt.Errorf("read audit log: %w", err)
+		}
+		tail = append(buf, tail...)
+		trimmed := bytes.TrimRight(tail, "\n")
+		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
+			return trimmed[i+1:], nil
+		}
+		if off == 0 {
+			return trimmed, nil
+		}
+		if len(tail) > 1<<20 {
+			return nil, errors.New("audit log: last line is over 1 MiB")
+		}
+	}
+	return nil, nil
+}
+
+// VerifyResult reports a verification.
+type VerifyResult struct {
+	Lines       int    `json:"lines"`
+	OK          bool   `json:"ok"`
+	BrokenLine  int    `json:"broken_line,omitempty"` // 1-based
+	Reason      string `json:"reason,omitempty"`
+	LastHash    string `json:"last_hash,omitempty"`
+	LastSeq     int64  `json:"last_seq,omitempty"`
+	Description string `json:"-"`
+}
+
+// Verify reads the whole chain from r and reports the first broken line.
+func Verify(r io.Reader) (VerifyResult, error) {
+	dec := newLineReader(r)
+	var res VerifyResult
+	prevHash, prevSeq := "", int64(0)
+	for {
+		line, err := dec.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Lines++
+		n := res.Lines
+		fail := func(reason string) (VerifyResult, error) {
+			res.OK, res.BrokenLine, res.Reason = false, n, reason
+			return res, nil
+		}
+		var e Entry
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fail("not valid JSON: " + err.Error())
+		}
+		suffix := []byte(`,"hash":"` + e.Hash + "\"}")
+		if len(e.Hash) != 64 || !bytes.HasSuffix(line, suffix) {
+			return fail("the hash is missing or not the last field")
+		}
+		body := append(append([]byte{}, line[:len(line)-len(suffix)]...), '}')
+		if e.Prev != prevHash {
+			return fail(fmt.Sprintf("prev does not match the hash of line %d (a line was removed, reordered or edited)", n-1))
+		}
+		if e.Seq != prevSeq+1 {
+			return fail(fmt.Sprintf("seq %d follows seq %d", e.Seq, prevSeq))
+		}
+		if chainHash(e.Prev, body) != e.Hash {
+			return fail("the line's content does not match its hash (it was edited)")
+		}
+		prevHash, prevSeq = e.Hash, e.Seq
+	}
+	res.OK = true
+	res.LastHash, res.LastSeq = prevHash, prevSeq
+	return res, nil
+}
+
+// VerifyFile verifies the log file.
+func (l *Log) Verify() (VerifyResult, error) {
+	f, err := os.Open(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return VerifyResult{OK: true}, nil
+	}
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("open audit log: %w", err)
+	}
+	defer f.Close()
+	return Verify(f)
+}
+
+// Filter selects entries for Show. Zero fields match everything.
+type Filter struct {
+	Instance string
+	Level    string
+	Event    string
+	Account  string
+	Since    time.Time
+	Until    time.Time
+	Limit    int // keep the last Limit matches
+}
+
+func (f Filter) match(e Entry) bool {
+	switch {
+	case f.Instance != "" && e.Instance != f.Instance,
+		f.Level != "" && e.Level != f.Level,
+		f.Event != "" && e.Event != f.Event,
+		f.Account != "" && e.Account != f.Account,
+		!f.Since.IsZero() && e.Time.Before(f.Since),
+		!f.Until.IsZero() && e.Time.After(f.Until):
+		return false
+	}
+	return true
+}
+
+// Read returns the entries matching f, oldest first. Unparseable lines are
+// skipped (Verify reports them).
+func (l *Log) Read(f Filter) ([]Entry, error) {
+	fh, err := os.Open(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	defer fh.Close()
+	lr := newLineReader(fh)
+	var out []Entry
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var e Entry
+		if json.Unmarshal(line, &e) != nil {
+			continue
+		}
+		if f.match(e) {
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[len(out)-f.Limit:]
+	}
+	return out, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}

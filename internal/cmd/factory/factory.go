@@ -1,0 +1,89 @@
+// Package factory builds the production cmdutil.Factory for stemctl: real
+// directories, the registry, the workspace and the Podman engine.
+package factory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/workspace"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+// New returns a Factory over the process environment.
+func New() *cmdutil.Factory {
+	f := &cmdutil.Factory{
+		IOStreams: iostreams.System(),
+		Getenv:    os.Getenv,
+	}
+	dirs := sync.OnceValues(func() (xdg.Dirs, error) { return xdg.Resolve(f.Getenv) })
+	f.Dirs = dirs
+	f.Registry = sync.OnceValues(func() (*registry.Registry, error) {
+		d, err := dirs()
+		if err != nil {
+			return nil, err
+		}
+		return registry.Open(d.State)
+	})
+	f.Workspace = func() (*workspace.Workspace, error) {
+		d, err := dirs()
+		if err != nil {
+			return nil, err
+		}
+		return workspace.Open(workspace.DefaultRoot(f.Getenv, d.Home))
+	}
+	f.Self = func() (string, error) {
+		p, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find the stemctl executable: %w", err)
+		}
+		return filepath.EvalSymlinks(p)
+	}
+	f.MCPBinary = func() (string, error) { return FindMCP(f.Getenv, f.Self) }
+	f.Engine = func(ctx context.Context) (engine.Engine, error) { return newEngine(ctx, f) }
+	return f
+}
+
+// FindMCP locates stem-mcp: $STEM_MCP_BIN, next to stemctl, then $PATH.
+func FindMCP(getenv func(string) string, self func() (string, error)) (string, error) {
+	if p := getenv("STEM_MCP_BIN"); p != "" {
+		return checkExec(p)
+	}
+	if s, err := self(); err == nil {
+		if p, err := checkExec(filepath.Join(filepath.Dir(s), "stem-mcp")); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("stem-mcp"); err == nil {
+		return checkExec(p)
+	}
+	return "", errors.New("stem-mcp not found next to stemctl or in PATH: build it with `make build` or set STEM_MCP_BIN")
+}
+
+func checkExec(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	abs, err = filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("stem-mcp at %s: %w", p, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("stem-mcp at %s: %w", abs, err)
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("stem-mcp at %s is not an executable file", abs)
+	}
+	return abs, nil
+}

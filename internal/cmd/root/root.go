@@ -1,0 +1,39 @@
+// Package root assembles stemctl's command tree. Each subcommand lives in
+// its own package under internal/cmd with an options struct and a run
+// function (the GitHub CLI's layout), so tests drive them without a process.
+package root
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// Version is set by the linker (-X) for release builds.
+var Version = "dev"
+
+// NewCmdRoot returns the stemctl root command.
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stemctl <command>",
+		Short: "Run student tasks in per-task containers and let agents help in the same session",
+		Long: `stemctl puts each student task (series, card, task) in its own Podman container
+with tmux, Neovim and a debugger, and connects AI agents and a teacher's agent to
+that same session through stem-mcp.`,
+		Example: `  stemctl up hazard3-sim inf bss 4
+  stemctl attach hazard3-sim-inf-bss-t4
+  stemctl debug hazard3-sim inf bss 4
+  stemctl mcp select hazard3-sim-inf-bss-t4
+  stemctl agent start codex hazard3-sim inf bss 4`,
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.SetIn(f.IOStreams.In)
+	cmd.SetOut(f.IOStreams.Out)
+	cmd.SetErr(f.IOStreams.ErrOut)
+	cmd.CompletionOptions.HiddenDefaultCmd = false
+	// One line per top-level command.
+	cmd.AddCommand()
+	return cmd
+}

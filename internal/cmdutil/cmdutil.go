@@ -1,0 +1,83 @@
+// Package cmdutil holds what every command shares: the Factory that builds
+// dependencies lazily, JSON output, and error types that map to exit codes.
+// It must not import the Podman bindings (stem-mcp uses it too).
+package cmdutil
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/workspace"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+// Factory builds a command's dependencies on demand, so a command that never
+// talks to Podman never pays for connecting to it.
+type Factory struct {
+	IOStreams *iostreams.IOStreams
+	Getenv    func(string) string
+
+	Dirs      func() (xdg.Dirs, error)
+	Registry  func() (*registry.Registry, error)
+	Workspace func() (*workspace.Workspace, error)
+	Engine    func(ctx context.Context) (engine.Engine, error)
+	// MCPBinary is the absolute path of the stem-mcp executable (mounted
+	// into containers and written into agent and SSH configurations).
+	MCPBinary func() (string, error)
+	// Self is the absolute path of the running executable.
+	Self func() (string, error)
+}
+
+// WriteJSON writes v as indented JSON followed by a newline.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// ExitError carries a process exit code without printing anything more
+// (the command already reported, or the exit code is the answer).
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// FlagError is a usage mistake: the usage line is printed with it.
+type FlagError struct{ err error }
+
+func (e *FlagError) Error() string { return e.err.Error() }
+func (e *FlagError) Unwrap() error { return e.err }
+
+// FlagErrorf builds a FlagError.
+func FlagErrorf(format string, args ...any) error {
+	return &FlagError{fmt.Errorf(format, args...)}
+}
+
+// IsFlagError reports whether err is a usage mistake.
+func IsFlagError(err error) bool {
+	var fe *FlagError
+	return errors.As(err, &fe)
+}
+
+// ExactArgs is cobra.ExactArgs with a message that names what is missing.
+func ExactArgs(n int, usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return FlagErrorf("%s takes %d argument(s): %s (got %d)", cmd.CommandPath(), n, usage, len(args))
+		}
+		return nil
+	}
+}
+
+// AddJSONFlag adds the standard --json flag.
+func AddJSONFlag(cmd *cobra.Command, target *bool) {
+	cmd.Flags().BoolVar(target, "json", false, "print machine-readable JSON")
+}
