@@ -12,9 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/verify"
 	"github.com/stem-edu/stem/internal/workspace"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -34,6 +38,11 @@ type Factory struct {
 	MCPBinary func() (string, error)
 	// Self is the absolute path of the running executable.
 	Self func() (string, error)
+
+	Layout  func() (sockets.Layout, error)
+	Audit   func() (*audit.Log, error)
+	Manager func(ctx context.Context) (*instance.Manager, error)
+	Checker func(ctx context.Context) (*verify.Checker, error)
 }
 
 // WriteJSON writes v as indented JSON followed by a newline.

@@ -11,10 +11,15 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/verify"
 	"github.com/stem-edu/stem/internal/workspace"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -49,8 +54,82 @@ func New() *cmdutil.Factory {
 		return filepath.EvalSymlinks(p)
 	}
 	f.MCPBinary = func() (string, error) { return FindMCP(f.Getenv, f.Self) }
-	f.Engine = func(ctx context.Context) (engine.Engine, error) { return newEngine(ctx, f) }
+	eng := onceCtx(func(ctx context.Context) (engine.Engine, error) { return newEngine(ctx, f) })
+	f.Engine = eng
+	f.Layout = func() (sockets.Layout, error) {
+		d, err := dirs()
+		if err != nil {
+			return sockets.Layout{}, err
+		}
+		return sockets.Layout{Runtime: d.Runtime}, nil
+	}
+	f.Audit = func() (*audit.Log, error) {
+		d, err := dirs()
+		if err != nil {
+			return nil, err
+		}
+		return audit.Open(d.State)
+	}
+	f.Manager = func(ctx context.Context) (*instance.Manager, error) {
+		e, err := eng(ctx)
+		if err != nil {
+			return nil, err
+		}
+		reg, err := f.Registry()
+		if err != nil {
+			return nil, err
+		}
+		l, err := f.Layout()
+		if err != nil {
+			return nil, err
+		}
+		mcp, err := f.MCPBinary()
+		if err != nil {
+			return nil, err
+		}
+		return &instance.Manager{
+			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp,
+			TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim,
+			Progress: f.IOStreams.ErrOut,
+		}, nil
+	}
+	f.Checker = func(ctx context.Context) (*verify.Checker, error) {
+		e, err := eng(ctx)
+		if err != nil {
+			return nil, err
+		}
+		reg, err := f.Registry()
+		if err != nil {
+			return nil, err
+		}
+		l, err := f.Layout()
+		if err != nil {
+			return nil, err
+		}
+		return &verify.Checker{Layout: l, Registry: reg, Inspector: e, Tmux: probe.Tmux, Nvim: probe.Nvim}, nil
+	}
 	return f
+}
+
+// onceCtx memoizes a constructor that needs a context; a failed attempt is
+// not cached, so a later call may succeed (e.g. after the service started).
+func onceCtx[T any](fn func(context.Context) (T, error)) func(context.Context) (T, error) {
+	var mu sync.Mutex
+	var val T
+	var ok bool
+	return func(ctx context.Context) (T, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ok {
+			return val, nil
+		}
+		v, err := fn(ctx)
+		if err != nil {
+			return v, err
+		}
+		val, ok = v, true
+		return val, nil
+	}
 }
 
 // FindMCP locates stem-mcp: $STEM_MCP_BIN, next to stemctl, then $PATH.

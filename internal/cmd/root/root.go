@@ -6,6 +6,16 @@ package root
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/stem-edu/stem/internal/cmd/attach"
+	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
+	"github.com/stem-edu/stem/internal/cmd/down"
+	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
+	"github.com/stem-edu/stem/internal/cmd/list"
+	"github.com/stem-edu/stem/internal/cmd/mcp"
+	"github.com/stem-edu/stem/internal/cmd/rm"
+	"github.com/stem-edu/stem/internal/cmd/status"
+	"github.com/stem-edu/stem/internal/cmd/task"
+	"github.com/stem-edu/stem/internal/cmd/up"
 	"github.com/stem-edu/stem/internal/cmdutil"
 )
 
@@ -34,6 +44,20 @@ that same session through stem-mcp.`,
 	cmd.SetErr(f.IOStreams.ErrOut)
 	cmd.CompletionOptions.HiddenDefaultCmd = false
 	// One line per top-level command.
-	cmd.AddCommand()
+	cmd.AddCommand(
+		up.NewCmdUp(f, nil),
+		list.NewCmdList(f, nil),
+		status.NewCmdStatus(f, nil),
+		attach.NewCmdAttach(f, nil),
+		execcmd.NewCmdExec(f, nil),
+		down.NewCmdDown(f, nil),
+		rm.NewCmdRm(f, nil),
+		task.NewCmd(f, task.Build, nil),
+		task.NewCmd(f, task.Test, nil),
+		task.NewCmd(f, task.Run, nil),
+		task.NewCmd(f, task.Deploy, nil),
+		mcp.NewCmdMCP(f),
+		auditcmd.NewCmdAudit(f),
+	)
 	return cmd
 }

@@ -1,0 +1,20 @@
+// Package audit groups `stemctl audit verify|show`.
+package audit
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmd/audit/show"
+	"github.com/stem-edu/stem/internal/cmd/audit/verify"
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// NewCmdAudit builds the group.
+func NewCmdAudit(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit <command>",
+		Short: "Read and verify the hash-chained audit log of MCP sessions and actions",
+	}
+	cmd.AddCommand(verify.NewCmdVerify(f, nil), show.NewCmdShow(f, nil))
+	return cmd
+}

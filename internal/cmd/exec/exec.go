@@ -1,0 +1,74 @@
+// Package exec implements `stemctl exec`.
+package exec
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/engine"
+)
+
+// Options are exec's inputs.
+type Options struct {
+	F        *cmdutil.Factory
+	Instance string
+	Command  []string
+	WorkDir  string
+	Env      []string
+	TTY      string // auto, always, never
+}
+
+// NewCmdExec builds the command.
+func NewCmdExec(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "exec INSTANCE -- COMMAND [ARG...]",
+		Short: "Run a command inside a running instance",
+		Long: `Run COMMAND inside the instance's container as the student, in the task's
+directory. The exit status is the command's. A terminal is allocated when stdin and
+stdout are terminals (override with --tty).`,
+		Example: `  stemctl exec native-amd64-demo-hello-t1 -- make
+  stemctl exec hazard3-sim-inf-bss-t4 -- bash
+  stemctl exec native-amd64-demo-hello-t1 --tty never -- ls -la`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return cmdutil.FlagErrorf("usage: stemctl exec INSTANCE -- COMMAND [ARG...]")
+			}
+			return nil
+		},
+		ValidArgsFunction: cmdutil.CompleteInstance(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Instance, opts.Command = args[0], args[1:]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.WorkDir, "workdir", "w", "", "working directory inside the container (default: the task's)")
+	cmd.Flags().StringArrayVarP(&opts.Env, "env", "e", nil, "extra environment NAME=VALUE (repeatable)")
+	cmd.Flags().StringVar(&opts.TTY, "tty", "auto", "allocate a terminal: auto, always or never")
+	return cmd
+}
+
+// Run executes the command and returns its exit status as an ExitError.
+func Run(ctx context.Context, opts *Options) error {
+	m, err := opts.F.Manager(ctx)
+	if err != nil {
+		return err
+	}
+	env, err := cmdutil.ParseEnv(opts.Env)
+	if err != nil {
+		return err
+	}
+	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, opts.Instance, engine.ExecSpec{Cmd: opts.Command, Env: env, WorkDir: opts.WorkDir}, opts.TTY)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &cmdutil.ExitError{Code: code}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Package mcpselect implements `stemctl mcp select`.
+package mcpselect
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/selection"
+)
+
+// Options are select's inputs.
+type Options struct {
+	F    *cmdutil.Factory
+	Ref  string
+	JSON bool
+}
+
+// NewCmdSelect builds the command.
+func NewCmdSelect(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "select INSTANCE_OR_CONTAINER_ID",
+		Short: "Verify an instance and make it the one MCP providers talk to",
+		Long: `Verify the registry record, the full container id, the instance label and that
+both tmux and nvim answer, then switch the selection symlink atomically. Nothing
+changes when a check fails.`,
+		Example: `  stemctl mcp select hazard3-sim-inf-bss-t4
+  stemctl mcp select 3f2a9c1b7d4e`,
+		Args:              cmdutil.ExactArgs(1, "INSTANCE_OR_CONTAINER_ID"),
+		ValidArgsFunction: cmdutil.CompleteInstance(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// Run verifies and selects.
+func Run(ctx context.Context, opts *Options) error {
+	c, err := opts.F.Checker(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := c.Instance(ctx, opts.Ref)
+	if err != nil {
+		return fmt.Errorf("not selected: %w", err)
+	}
+	if err := selection.Select(c.Layout, t.Dir); err != nil {
+		return err
+	}
+	if log, err := opts.F.Audit(); err == nil {
+		log.Append(ctx, audit.Entry{Event: audit.Select, Account: cmdutil.LocalAccount(), Instance: t.Record.Instance, ContainerID: t.Record.ContainerID, Result: "ok"})
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.F.IOStreams.Out, map[string]any{
+			"instance": t.Record.Instance, "container_id": t.Record.ContainerID,
+			"socket_dir": t.Dir.Path, "selected": c.Layout.Selected(),
+		})
+	}
+	fmt.Fprintf(opts.F.IOStreams.Out, "selected %s (container %.12s)\n  %s -> %s\n", t.Record.Instance, t.Record.ContainerID, c.Layout.Selected(), t.Dir.Path)
+	return nil
+}

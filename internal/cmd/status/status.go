@@ -1,0 +1,98 @@
+// Package status implements `stemctl status`.
+package status
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/instance"
+)
+
+// Options are status's inputs.
+type Options struct {
+	F        *cmdutil.Factory
+	Instance string
+	JSON     bool
+}
+
+// NewCmdStatus builds the command.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "status INSTANCE",
+		Short: "Show an instance's container, sockets and health",
+		Long: `Show whether the instance's container exists and runs, whether tmux and nvim
+answer on its sockets, and whether it is the MCP selection. The exit status is 0
+when the instance is running and healthy, 3 otherwise.`,
+		Example: `  stemctl status native-amd64-demo-hello-t1
+  stemctl status 3f2a9c1b7d4e --json`,
+		Args:              cmdutil.ExactArgs(1, "INSTANCE (name or container id)"),
+		ValidArgsFunction: cmdutil.CompleteInstance(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Instance = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// Run prints the status.
+func Run(ctx context.Context, opts *Options) error {
+	m, err := opts.F.Manager(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := m.Status(ctx, opts.Instance)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		if err := cmdutil.WriteJSON(opts.F.IOStreams.Out, st); err != nil {
+			return err
+		}
+	} else {
+		Print(opts.F.IOStreams.Out, st)
+	}
+	if st.State != "running" {
+		return &cmdutil.ExitError{Code: 3}
+	}
+	return nil
+}
+
+// Print writes a human-readable status.
+func Print(w io.Writer, st instance.Status) {
+	r := st.Record
+	yes := func(b bool) string {
+		if b {
+			return "answers"
+		}
+		return "does not answer"
+	}
+	fmt.Fprintf(w, "instance   %s\n", r.Instance)
+	fmt.Fprintf(w, "state      %s\n", st.State)
+	fmt.Fprintf(w, "container  %s\n", r.ContainerID)
+	fmt.Fprintf(w, "profile    %s (target %s)\n", r.Profile, r.Target)
+	fmt.Fprintf(w, "task       %s/%s task %s\n", r.Series, r.Card, r.Task)
+	fmt.Fprintf(w, "card       %s\n", r.CardPath)
+	fmt.Fprintf(w, "sockets    %s\n", r.SocketDir)
+	if st.State == "running" || st.State == "unhealthy" {
+		fmt.Fprintf(w, "tmux       %s\n", yes(st.Tmux))
+		fmt.Fprintf(w, "nvim       %s\n", yes(st.Nvim))
+	}
+	sel := "no"
+	if st.Selected {
+		sel = "yes (MCP providers talk to this instance)"
+	}
+	fmt.Fprintf(w, "selected   %s\n", sel)
+	for _, p := range st.Problems {
+		fmt.Fprintf(w, "problem    %s\n", p)
+	}
+}

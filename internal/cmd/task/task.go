@@ -1,0 +1,158 @@
+// Package task implements the task verbs `stemctl build|test|run|deploy`,
+// which run the card manifest's command for the task inside its instance.
+package task
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// Verb is one of the manifest's commands.
+type Verb string
+
+const (
+	Build  Verb = "build"
+	Test   Verb = "test"
+	Run    Verb = "run"
+	Deploy Verb = "deploy"
+)
+
+// Options are a task verb's inputs.
+type Options struct {
+	F       *cmdutil.Factory
+	Verb    Verb
+	Args    []string
+	Target  string
+	Devices []string
+	TTY     string
+	Print   bool
+}
+
+var blurbs = map[Verb]string{
+	Build:  "Build the task inside its instance (the manifest's build command)",
+	Test:   "Run the task's tests inside its instance",
+	Run:    "Run the task's program inside its instance",
+	Deploy: "Flash the task to the named device (rp2350)",
+}
+
+// NewCmd builds the command for verb.
+func NewCmd(f *cmdutil.Factory, verb Verb, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f, Verb: verb}
+	v := string(verb)
+	cmd := &cobra.Command{
+		Use:   v + " (INSTANCE | " + cmdutil.TaskArgs + ")",
+		Short: blurbs[verb],
+		Long: blurbs[verb] + `.
+
+Give an instance name, or PROFILE SERIES CARD TASK (the instance is started or
+reused first, as with ` + "`stemctl up`" + `). The command comes from the card's
+stem.toml at the moment you run this, so edits to the manifest apply at once. The
+exit status is the command's.`,
+		Example: fmt.Sprintf(`  stemctl %[1]s native-amd64 demo hello 1
+  stemctl %[1]s hazard3-sim-inf-bss-t4
+  stemctl %[1]s hazard3-sim-inf-bss-t4 --print`, v),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 && len(args) != 4 {
+				return cmdutil.FlagErrorf("%s takes INSTANCE or %s", v, cmdutil.TaskArgs)
+			}
+			return nil
+		},
+		ValidArgsFunction: cmdutil.CompleteTask(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args = args
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunVerb(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")
+	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350)")
+	cmd.Flags().StringVar(&opts.TTY, "tty", "auto", "allocate a terminal: auto, always or never")
+	cmd.Flags().BoolVar(&opts.Print, "print", false, "print the command instead of running it")
+	return cmd
+}
+
+// Command picks the verb's command from resolved commands.
+func Command(c workspace.Commands, v Verb) string {
+	switch v {
+	case Build:
+		return c.Build
+	case Test:
+		return c.Test
+	case Run:
+		return c.Run
+	case Deploy:
+		return c.Deploy
+	}
+	return ""
+}
+
+// RunVerb runs the verb.
+func RunVerb(ctx context.Context, opts *Options) error {
+	m, err := opts.F.Manager(ctx)
+	if err != nil {
+		return err
+	}
+	var r *workspace.Resolved
+	var instance string
+	var devices []string
+	if len(opts.Args) == 4 {
+		r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
+		if err != nil {
+			return err
+		}
+		if !opts.Print {
+			res, err := m.Up(ctx, r, opts.Devices)
+			if err != nil {
+				return err
+			}
+			instance, devices = res.Record.Instance, res.Record.Devices
+		}
+	} else {
+		rec, err := m.Registry.Find(ctx, opts.Args[0])
+		if err != nil {
+			return err
+		}
+		ws, err := workspace.Open(rec.Workspace)
+		if err != nil {
+			return err
+		}
+		r, err = ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
+		if err != nil {
+			return err
+		}
+		instance, devices = rec.Instance, rec.Devices
+	}
+	command := Command(r.Commands, opts.Verb)
+	if command == "" {
+		return fmt.Errorf("task %s of %s/%s declares no %s command (add `%s = \"...\"` to its [[tasks]] entry in stem.toml)", r.TaskID, r.Series, r.Card, opts.Verb, opts.Verb)
+	}
+	if opts.Print {
+		fmt.Fprintln(opts.F.IOStreams.Out, command)
+		return nil
+	}
+	if opts.Verb == Deploy && r.Profile.Devices == profiles.ExplicitDevices && len(devices) == 0 {
+		return fmt.Errorf("deploy needs the board: no device was passed into %s. Plug in the Pico 2 and re-create the instance with the device, e.g. `stemctl up %s %s %s %s --target %s --device /dev/ttyACM0` (or the probe's /dev/bus/usb/BUS/DEV path)", instance, r.Profile.Name, r.Series, r.Card, r.TaskID, r.Target.Name)
+	}
+	fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s in %s: %s\n", opts.Verb, instance, command)
+	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, instance, engine.ExecSpec{
+		Cmd:     []string{"bash", "-c", command},
+		WorkDir: r.TaskDir,
+	}, opts.TTY)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s failed with exit status %d\n", opts.Verb, code)
+		return &cmdutil.ExitError{Code: code}
+	}
+	return nil
+}

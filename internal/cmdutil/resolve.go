@@ -1,0 +1,88 @@
+package cmdutil
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// TaskArgs are the PROFILE SERIES CARD TASK positional arguments.
+const TaskArgs = "PROFILE SERIES CARD TASK"
+
+// ResolveTask resolves PROFILE SERIES CARD TASK [--target] in the workspace.
+func ResolveTask(f *Factory, args []string, target string) (*workspace.Resolved, error) {
+	ws, err := f.Workspace()
+	if err != nil {
+		return nil, err
+	}
+	return ws.Resolve(args[0], args[1], args[2], args[3], target)
+}
+
+// CompleteTask completes PROFILE SERIES CARD TASK from the workspace.
+func CompleteTask(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		nofile := cobra.ShellCompDirectiveNoFileComp
+		switch len(args) {
+		case 0:
+			return profiles.Names(), nofile
+		}
+		ws, err := f.Workspace()
+		if err != nil {
+			return nil, nofile
+		}
+		switch len(args) {
+		case 1:
+			s, _ := ws.Series()
+			return s, nofile
+		case 2:
+			c, _ := ws.Cards(args[1])
+			return c, nofile
+		case 3:
+			path, err := ws.CardPath(args[1], args[2])
+			if err != nil {
+				return nil, nofile
+			}
+			m, err := workspace.LoadManifest(path)
+			if err != nil {
+				return nil, nofile
+			}
+			var out []string
+			for _, t := range m.Tasks {
+				for _, p := range t.Profiles {
+					if p == args[0] {
+						out = append(out, t.ID+"\t"+t.Title)
+					}
+				}
+			}
+			return out, nofile
+		}
+		return nil, nofile
+	}
+}
+
+// CompleteInstance completes registered instance names.
+func CompleteInstance(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		reg, err := f.Registry()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		recs, err := reg.List(cmd.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, r := range recs {
+			if strings.HasPrefix(r.Instance, toComplete) {
+				out = append(out, r.Instance+"\t"+r.Series+"/"+r.Card+" task "+r.Task)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

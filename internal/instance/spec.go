@@ -1,0 +1,221 @@
+// Package instance brings instances up and down: it turns a resolved task
+// into a container spec with labels and a config hash, creates the socket
+// directory for the new container id, starts the container, waits for tmux
+// and nvim to answer, and keeps the registry and card state in step.
+package instance
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// MCPMountPath is where the stem-mcp binary appears inside every container
+// (read-only); the debugger layout runs its gdb bridge from there.
+const MCPMountPath = "/opt/stem/bin/stem-mcp"
+
+// SessionName is the tmux session the entrypoint creates.
+const SessionName = "stem"
+
+// Name returns the stable instance name: <profile>-<series>-<card>-t<task>,
+// plus -<suffix> for profiles with several targets.
+func Name(r *workspace.Resolved) string {
+	n := fmt.Sprintf("%s-%s-%s-t%s", r.Profile.Name, r.Series, r.Card, r.TaskID)
+	if r.Profile.MultiTarget() && r.Target.Suffix != "" {
+		n += "-" + r.Target.Suffix
+	}
+	return n
+}
+
+// Plan is everything needed to create an instance's container.
+type Plan struct {
+	Name        string
+	ThreadKey   string
+	InstanceKey string
+	InstanceDir string
+	Spec        engine.Spec
+	ConfigHash  string
+	ImageID     string
+	Resolved    *workspace.Resolved
+	Devices     []string
+}
+
+// PlanOptions are the inputs besides the resolved task.
+type PlanOptions struct {
+	Layout    sockets.Layout
+	ImageID   string
+	MCPBinary string
+	Devices   []string
+}
+
+// NewPlan builds the container spec and its config hash.
+func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
+	name := Name(r)
+	devices, err := checkDevices(r.Profile, opt.Devices)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{
+		Name:        name,
+		ThreadKey:   sockets.ThreadKey(r.Workspace),
+		InstanceKey: sockets.InstanceKey(name),
+		ImageID:     opt.ImageID,
+		Resolved:    r,
+		Devices:     devices,
+	}
+	p.InstanceDir = opt.Layout.InstanceDir(p.ThreadKey, p.InstanceKey)
+	// Check the socket paths now, with a dummy id of the right length, so a
+	// too-long runtime directory fails before anything is created.
+	if _, err := opt.Layout.ForContainer(p.ThreadKey, p.InstanceKey, strings.Repeat("0", 64)); err != nil {
+		return nil, err
+	}
+	env := map[string]string{
+		"STEM_INSTANCE":     name,
+		"STEM_INSTANCE_DIR": p.InstanceDir,
+		"STEM_CARD_PATH":    r.CardPath,
+		"STEM_TASK_DIR":     r.TaskDir,
+		"STEM_PROFILE":      r.Profile.Name,
+		"STEM_TARGET":       r.Target.Name,
+		"STEM_SERIES":       r.Series,
+		"STEM_CARD":         r.Card,
+		"STEM_TASK":         r.TaskID,
+		"STEM_MCP_BIN":      MCPMountPath,
+	}
+	if len(devices) > 0 {
+		env["STEM_DEVICE"] = devices[0]
+	}
+	lim := r.Profile.Limits
+	p.Spec = engine.Spec{
+		Name:  name,
+		Image: r.Profile.Image,
+		Env:   env,
+		Labels: map[string]string{
+			labels.Managed:   "true",
+			labels.Instance:  name,
+			labels.Profile:   r.Profile.Name,
+			labels.Series:    r.Series,
+			labels.Card:      r.Card,
+			labels.Task:      r.TaskID,
+			labels.Target:    r.Target.Name,
+			labels.Schema:    labels.SchemaVersion,
+			labels.Workspace: r.Workspace,
+		},
+		Mounts: []engine.Mount{
+			{Source: r.CardPath, Dest: r.CardPath},
+			// The instance directory, not the per-container one: Podman
+			// checks bind sources at create time, before the id exists.
+			// stemctl creates <instance-dir>/<cid12>/ between create and
+			// start and removes every sibling, so the container only ever
+			// sees its own directory.
+			{Source: p.InstanceDir, Dest: p.InstanceDir},
+			{Source: opt.MCPBinary, Dest: MCPMountPath, ReadOnly: true},
+		},
+		Devices:   devices,
+		WorkDir:   r.TaskDir,
+		MemoryMiB: lim.MemoryMiB,
+		Pids:      lim.Pids,
+		CPUs:      lim.CPUs,
+		Network:   lim.Network,
+		Init:      true,
+	}
+	hash, err := configHash(p.Spec, opt.ImageID, binaryIdentity(opt.MCPBinary))
+	if err != nil {
+		return nil, err
+	}
+	p.ConfigHash = hash
+	p.Spec.Labels[labels.ConfigHash] = hash
+	return p, nil
+}
+
+// configHash digests everything that, when changed, requires a new
+// container: the spec (minus the hash label itself), the image id, the
+// schema, and the identity of the mounted stem-mcp binary (a bind-mounted
+// file keeps its old inode after a rebuild).
+func configHash(spec engine.Spec, imageID, mcpIdentity string) (string, error) {
+	spec.Labels = copyWithout(spec.Labels, labels.ConfigHash)
+	data, err := json.Marshal(struct {
+		Spec   engine.Spec
+		Image  string
+		Schema string
+		MCP    string
+	}{spec, imageID, labels.SchemaVersion, mcpIdentity})
+	if err != nil {
+		return "", fmt.Errorf("config hash: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+func binaryIdentity(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st == nil {
+		return fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return fmt.Sprintf("%d:%d:%d", st.Ino, fi.Size(), fi.ModTime().UnixNano())
+}
+
+func copyWithout(m map[string]string, drop string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if k != drop {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkDevices applies the profile's device policy: none for profiles
+// without hardware; for rp2350 only what the user named, each an existing
+// character device under /dev (symlinks such as /dev/serial/by-id/... are
+// resolved so the container gets exactly that node).
+func checkDevices(p profiles.Profile, devs []string) ([]string, error) {
+	if len(devs) == 0 {
+		return nil, nil
+	}
+	if p.Devices == profiles.NoDevices {
+		return nil, fmt.Errorf("profile %s takes no devices; --device is only for profiles with hardware (rp2350)", p.Name)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range devs {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("--device %q: give an absolute path such as /dev/ttyACM0", d)
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			return nil, fmt.Errorf("--device %s: %w (is the board plugged in?)", d, err)
+		}
+		if !strings.HasPrefix(real, "/dev/") {
+			return nil, fmt.Errorf("--device %s resolves to %s, which is not under /dev", d, real)
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			return nil, fmt.Errorf("--device %s: %w", d, err)
+		}
+		if fi.Mode()&os.ModeCharDevice == 0 {
+			return nil, fmt.Errorf("--device %s (%s) is not a character device", d, real)
+		}
+		if !seen[real] {
+			seen[real] = true
+			out = append(out, real)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

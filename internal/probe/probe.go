@@ -1,0 +1,86 @@
+// Package probe answers one question cheaply: does a tmux or Neovim server
+// answer on this socket? stemctl uses it while waiting for a new instance and
+// in status; long-lived consumers (stem-mcp) keep real connections instead.
+package probe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/neovim/go-client/nvim"
+)
+
+// ErrTmuxVersion means the host's tmux cannot talk to the server (the
+// client/server protocol is version-specific).
+var ErrTmuxVersion = errors.New("tmux protocol version mismatch between the host client and the container's server")
+
+// Tmux asks the server on socket for its sessions with a host tmux client.
+func Tmux(ctx context.Context, socket string) error {
+	ctx, cancel := withDefault(ctx, 2*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "tmux", "-S", socket, "list-sessions", "-F", "#{session_name}")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "protocol version mismatch") {
+			return fmt.Errorf("%w: %s", ErrTmuxVersion, msg)
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("tmux server on %s does not answer: %s", socket, msg)
+	}
+	if len(bytes.TrimSpace(out)) == 0 {
+		return fmt.Errorf("tmux server on %s has no session", socket)
+	}
+	return nil
+}
+
+// Nvim dials the RPC socket and asks for the mode (a "fast" request that
+// nvim answers even while it waits for input).
+func Nvim(ctx context.Context, socket string) error {
+	ctx, cancel := withDefault(ctx, 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	var v *nvim.Nvim
+	go func() {
+		var err error
+		v, err = nvim.Dial(socket, nvim.DialContext(ctx), nvim.DialServe(true))
+		if err == nil {
+			_, err = v.Mode()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if v != nil {
+			v.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("nvim on %s does not answer: %w", socket, err)
+		}
+		return nil
+	case <-ctx.Done():
+		go func() {
+			<-done
+			if v != nil {
+				v.Close()
+			}
+		}()
+		return fmt.Errorf("nvim on %s does not answer: %w", socket, ctx.Err())
+	}
+}
+
+func withDefault(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}

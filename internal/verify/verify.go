@@ -1,0 +1,147 @@
+// Package verify is the one place that decides whether a socket directory
+// really belongs to a live instance. Every consumer (stemctl mcp select and
+// status, stem-mcp before serving) re-checks the same four things:
+//
+//  1. a registry record exists and its socket directory is the one derived
+//     from its keys and full container id (and passes ownership/mode checks);
+//  2. container.json in that directory names the same full id and instance;
+//  3. the engine reports that exact container, running, with our instance
+//     label;
+//  4. the tmux and nvim servers answer on the directory's sockets.
+//
+// A re-created container has a new id and a new directory, so a stale
+// directory fails 1-3 even if someone kept it around.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/selection"
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+// Inspector is the part of the engine verification needs.
+type Inspector interface {
+	Inspect(ctx context.Context, nameOrID string) (engine.Container, error)
+}
+
+// Probe checks that a server answers on a socket.
+type Probe func(ctx context.Context, socket string) error
+
+// Checker holds what verification needs.
+type Checker struct {
+	Layout    sockets.Layout
+	Registry  *registry.Registry
+	Inspector Inspector
+	Tmux      Probe // nil: not probed (the caller connects itself)
+	Nvim      Probe
+}
+
+// Target is a verified instance.
+type Target struct {
+	Record    registry.Record       `json:"record"`
+	Dir       sockets.Dir           `json:"dir"`
+	Container engine.Container      `json:"container"`
+	Info      sockets.ContainerInfo `json:"info"`
+}
+
+// Error is a failed check; Check names which one.
+type Error struct {
+	Instance string
+	Check    string // registry, socket-dir, container-json, container, label, tmux, nvim, selection
+	Err      error
+}
+
+func (e *Error) Error() string {
+	if e.Instance == "" {
+		return fmt.Sprintf("%s check failed: %v", e.Check, e.Err)
+	}
+	return fmt.Sprintf("instance %s: %s check failed: %v", e.Instance, e.Check, e.Err)
+}
+func (e *Error) Unwrap() error { return e.Err }
+
+// Instance verifies the instance named ref (instance name or container id).
+func (c *Checker) Instance(ctx context.Context, ref string) (Target, error) {
+	rec, err := c.Registry.Find(ctx, ref)
+	if err != nil {
+		return Target{}, &Error{Check: "registry", Err: err}
+	}
+	return c.Record(ctx, rec)
+}
+
+// Record verifies a registry record.
+func (c *Checker) Record(ctx context.Context, rec registry.Record) (Target, error) {
+	fail := func(check string, err error) (Target, error) {
+		return Target{}, &Error{Instance: rec.Instance, Check: check, Err: err}
+	}
+	want, err := c.Layout.ForContainer(rec.ThreadKey, rec.InstanceKey, rec.ContainerID)
+	if err != nil {
+		return fail("registry", err)
+	}
+	if filepath.Clean(rec.SocketDir) != want.Path {
+		return fail("registry", fmt.Errorf("record names socket directory %s, but its keys and container id give %s", rec.SocketDir, want.Path))
+	}
+	if err := c.Layout.Check(want); err != nil {
+		return fail("socket-dir", err)
+	}
+	var info sockets.ContainerInfo
+	if err := sockets.ReadJSON(want.Path, sockets.ContainerJSON, &info); err != nil {
+		return fail("container-json", err)
+	}
+	if info.ID != rec.ContainerID || info.Instance != rec.Instance {
+		return fail("container-json", fmt.Errorf("container.json names %s (%.12s), the registry %s (%.12s)", info.Instance, info.ID, rec.Instance, rec.ContainerID))
+	}
+	ctr, err := c.Inspector.Inspect(ctx, rec.ContainerID)
+	if err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			return fail("container", fmt.Errorf("container %.12s no longer exists (removed behind stem's back?): run `stemctl up` to re-create it", rec.ContainerID))
+		}
+		return fail("container", err)
+	}
+	if ctr.ID != rec.ContainerID {
+		return fail("container", fmt.Errorf("engine returned container %s for id %s", ctr.ID, rec.ContainerID))
+	}
+	if got := ctr.Labels[labels.Instance]; got != rec.Instance {
+		return fail("label", fmt.Errorf("container %.12s has instance label %q, want %q", ctr.ID, got, rec.Instance))
+	}
+	if !ctr.Running {
+		return fail("container", fmt.Errorf("container %.12s is %s, not running: run `stemctl up` to start it", ctr.ID, ctr.State))
+	}
+	if c.Tmux != nil {
+		if err := c.Tmux(ctx, want.Tmux()); err != nil {
+			return fail("tmux", err)
+		}
+	}
+	if c.Nvim != nil {
+		if err := c.Nvim(ctx, want.Nvim()); err != nil {
+			return fail("nvim", err)
+		}
+	}
+	return Target{Record: rec, Dir: want, Container: ctr, Info: info}, nil
+}
+
+// Selected verifies the instance the selection symlink points at. The link
+// target must be exactly some record's socket directory; a link swapped to
+// any other directory is refused.
+func (c *Checker) Selected(ctx context.Context) (Target, error) {
+	dir, err := selection.Current(c.Layout)
+	if err != nil {
+		return Target{}, &Error{Check: "selection", Err: err}
+	}
+	recs, err := c.Registry.List(ctx)
+	if err != nil {
+		return Target{}, &Error{Check: "registry", Err: err}
+	}
+	for _, rec := range recs {
+		if filepath.Clean(rec.SocketDir) == dir {
+			return c.Record(ctx, rec)
+		}
+	}
+	return Target{}, &Error{Check: "selection", Err: fmt.Errorf("the selection points at %s, which is no registered instance's socket directory (stale or tampered): run `stemctl mcp select INSTANCE`", dir)}
+}
