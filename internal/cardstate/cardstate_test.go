@@ -1,0 +1,61 @@
+package cardstate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteReadAndFallback(t *testing.T) {
+	card := t.TempDir()
+	if err := Write(card, "i1", map[string]string{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	dir, err := Read(card, "i1", &got)
+	if err != nil || got["a"] != "b" || dir != Dir(card, "i1") {
+		t.Fatalf("%v %v %s", got, err, dir)
+	}
+	// Older layout under .rv is read when .stem has nothing.
+	old := filepath.Join(card, ".rv", "instances", "i2")
+	os.MkdirAll(old, 0o755)
+	os.WriteFile(filepath.Join(old, InstanceFile), []byte(`{"a":"rv"}`), 0o644)
+	dir, err = Read(card, "i2", &got)
+	if err != nil || got["a"] != "rv" || dir != old {
+		t.Fatalf("fallback: %v %v %s", got, err, dir)
+	}
+	if _, err := Read(card, "none", &got); err == nil {
+		t.Fatal("missing state read without error")
+	}
+}
+
+func TestHostileCardSymlinks(t *testing.T) {
+	for _, level := range []string{".stem", ".stem/instances", ".stem/instances/i"} {
+		t.Run(level, func(t *testing.T) {
+			card, victim := t.TempDir(), t.TempDir()
+			parent := filepath.Join(card, filepath.Dir(level))
+			os.MkdirAll(parent, 0o755)
+			if err := os.Symlink(victim, filepath.Join(card, level)); err != nil {
+				t.Fatal(err)
+			}
+			err := Write(card, "i", map[string]int{"x": 1})
+			if err == nil || !strings.Contains(err.Error(), "symlink") {
+				t.Fatalf("wrote through a symlinked %s: %v", level, err)
+			}
+			if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+				t.Fatalf("files appeared behind the symlink: %v", ents)
+			}
+		})
+	}
+	// A symlinked instance.json is not read.
+	card, victim := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(victim, "secret"), []byte(`{"a":"secret"}`), 0o600)
+	d := Dir(card, "i")
+	os.MkdirAll(d, 0o755)
+	os.Symlink(filepath.Join(victim, "secret"), filepath.Join(d, InstanceFile))
+	var got map[string]string
+	if _, err := Read(card, "i", &got); err == nil {
+		t.Fatal("read through a symlinked instance.json")
+	}
+}

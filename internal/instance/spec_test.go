@@ -1,0 +1,128 @@
+package instance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+func resolved(t *testing.T, profile, target, series, card, task string) *workspace.Resolved {
+	t.Helper()
+	p, err := profiles.Get(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := p.ResolveTarget(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &workspace.Resolved{Workspace: "/ws", Series: series, Card: card, CardPath: "/ws/" + series + "/" + card,
+		TaskID: task, TaskDir: "/ws/" + series + "/" + card + "/t" + task, Profile: p, Target: tg}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct{ profile, target, want string }{
+		{"hazard3-sim", "", "hazard3-sim-inf-bss-t4"},
+		{"native-amd64", "", "native-amd64-inf-bss-t4"},
+		{"rp2350", "rp2350-rv", "rp2350-inf-bss-t4-rv"},
+		{"rp2350", "rp2350-arm", "rp2350-inf-bss-t4-arm"},
+	} {
+		if got := Name(resolved(t, c.profile, c.target, "inf", "bss", "4")); got != c.want {
+			t.Errorf("%s/%s: %s, want %s", c.profile, c.target, got, c.want)
+		}
+	}
+}
+
+func mcpBinary(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "stem-mcp")
+	os.WriteFile(p, []byte("#!/bin/true\n"), 0o755)
+	return p
+}
+
+func TestPlanSpecAndHash(t *testing.T) {
+	l := sockets.Layout{Runtime: "/run/user/1000"}
+	bin := mcpBinary(t)
+	r := resolved(t, "hazard3-sim", "", "inf", "bss", "4")
+	p, err := NewPlan(r, PlanOptions{Layout: l, ImageID: "img1", MCPBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Spec
+	if s.Name != "hazard3-sim-inf-bss-t4" || s.Labels[labels.Instance] != s.Name || s.Labels[labels.ConfigHash] != p.ConfigHash || s.Labels[labels.Schema] != labels.SchemaVersion {
+		t.Fatalf("labels %v", s.Labels)
+	}
+	if s.Network != "none" || !s.Init || s.MemoryMiB == 0 || s.Pids == 0 {
+		t.Fatalf("limits not applied: %+v", s)
+	}
+	same := map[string]bool{}
+	for _, m := range s.Mounts {
+		same[m.Source] = m.Source == m.Dest
+	}
+	if !same[r.CardPath] || !same[p.InstanceDir] {
+		t.Fatalf("card and socket dirs must be mounted at the same path: %+v", s.Mounts)
+	}
+	if s.Env["STEM_INSTANCE_DIR"] != p.InstanceDir || !strings.HasPrefix(p.InstanceDir, l.Root()) {
+		t.Fatalf("env %v", s.Env)
+	}
+	// Same inputs, same hash; each relevant change gives a new one.
+	again, _ := NewPlan(r, PlanOptions{Layout: l, ImageID: "img1", MCPBinary: bin})
+	if again.ConfigHash != p.ConfigHash {
+		t.Fatal("hash is not stable")
+	}
+	other, _ := NewPlan(r, PlanOptions{Layout: l, ImageID: "img2", MCPBinary: bin})
+	if other.ConfigHash == p.ConfigHash {
+		t.Fatal("a new image id must change the hash")
+	}
+	os.WriteFile(bin, []byte("#!/bin/true\n# rebuilt\n"), 0o755)
+	rebuilt, _ := NewPlan(r, PlanOptions{Layout: l, ImageID: "img1", MCPBinary: bin})
+	if rebuilt.ConfigHash == p.ConfigHash {
+		t.Fatal("a rebuilt stem-mcp must change the hash")
+	}
+	r2 := resolved(t, "hazard3-sim", "", "inf", "bss", "4")
+	r2.CardPath = "/elsewhere"
+	moved, _ := NewPlan(r2, PlanOptions{Layout: l, ImageID: "img1", MCPBinary: bin})
+	if moved.ConfigHash == rebuilt.ConfigHash {
+		t.Fatal("a moved card must change the hash")
+	}
+}
+
+func TestDevicePolicy(t *testing.T) {
+	l := sockets.Layout{Runtime: "/run/user/1000"}
+	bin := mcpBinary(t)
+	if _, err := NewPlan(resolved(t, "native-amd64", "", "d", "h", "1"), PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{"/dev/null"}}); err == nil {
+		t.Fatal("native-amd64 accepted a device")
+	}
+	rp := resolved(t, "rp2350", "rp2350-rv", "d", "h", "3")
+	p, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{"/dev/null"}})
+	if err != nil || len(p.Spec.Devices) != 1 || p.Spec.Env["STEM_DEVICE"] != "/dev/null" {
+		t.Fatalf("rp2350 device: %+v %v", p, err)
+	}
+	for _, bad := range []string{"ttyACM0", "/dev/does-not-exist", "/etc/passwd", "/tmp"} {
+		if _, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{bad}}); err == nil {
+			t.Errorf("device %q accepted", bad)
+		}
+	}
+	// A symlink into /dev resolves to the real node; one out of /dev is refused.
+	link := filepath.Join(t.TempDir(), "board")
+	os.Symlink("/dev/null", link)
+	if p, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{link}}); err != nil || p.Spec.Devices[0] != "/dev/null" {
+		t.Fatalf("symlinked device: %v", err)
+	}
+	p0, _ := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin})
+	if len(p0.Spec.Devices) != 0 || p0.ConfigHash == p.ConfigHash {
+		t.Fatal("no device by default, and devices change the hash")
+	}
+}
+
+func TestPlanRejectsLongRuntime(t *testing.T) {
+	l := sockets.Layout{Runtime: "/tmp/" + strings.Repeat("r", 70)}
+	if _, err := NewPlan(resolved(t, "native-amd64", "", "d", "h", "1"), PlanOptions{Layout: l, MCPBinary: mcpBinary(t)}); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Fatalf("long runtime dir: %v", err)
+	}
+}
