@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/stem-edu/stem/internal/profiles"
 )
 
 // ManifestName is the file at the root of every card repository.
@@ -60,6 +64,10 @@ type Task struct {
 	Profiles []string `toml:"profiles" json:"profiles"`
 	Targets  []string `toml:"targets" json:"targets,omitempty"`
 	Dir      string   `toml:"dir" json:"dir,omitempty"`
+	// Editable lists card-relative glob patterns (path.Match syntax, plus
+	// "dir/**" for a whole tree) that an assist-level agent may change.
+	// Files outside it are editable only when the student marks the buffer.
+	Editable []string `toml:"editable" json:"editable,omitempty"`
 	Commands
 	// Overrides holds commands per profile name or per target name; a target
 	// entry wins over a profile entry.
@@ -147,8 +155,52 @@ func (m *Manifest) validate() error {
 		if len(t.Profiles) == 0 {
 			return fmt.Errorf("task %s: profiles is empty; name at least one profile", t.ID)
 		}
+		for _, g := range t.Editable {
+			if _, err := path.Match(strings.TrimSuffix(g, "/**"), ""); err != nil || g == "" || strings.Contains(g, "..") || strings.HasPrefix(g, "/") {
+				return fmt.Errorf("task %s: editable pattern %q must be a card-relative glob", t.ID, g)
+			}
+		}
 		if t.Dir != "" && (!dirRE.MatchString(t.Dir) || strings.Contains(t.Dir, "..") || filepath.IsAbs(t.Dir)) {
 			return fmt.Errorf("task %s: dir %q must be a relative path inside the card", t.ID, t.Dir)
+		}
+		if err := t.validateNames(); err != nil {
+			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// validateNames checks the task's profile, target and override names
+// against the known profiles, so a misspelt [tasks.overrides.NAME] fails
+// when the card is loaded instead of being ignored.
+func (t *Task) validateNames() error {
+	targets := map[string]bool{}
+	var targetNames []string
+	for _, name := range t.Profiles {
+		p, err := profiles.Get(name)
+		if err != nil {
+			return &NotFoundError{Kind: "profile", Name: name, Where: "profiles", Candidates: profiles.Names()}
+		}
+		for _, tg := range p.Targets {
+			if !targets[tg.Name] {
+				targets[tg.Name] = true
+				targetNames = append(targetNames, tg.Name)
+			}
+		}
+	}
+	for _, name := range t.Targets {
+		if !targets[name] {
+			return &NotFoundError{Kind: "target", Name: name, Where: "targets", Candidates: targetNames}
+		}
+	}
+	keys := make([]string, 0, len(t.Overrides))
+	for key := range t.Overrides {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if !targets[key] && !contains(t.Profiles, key) {
+			return &NotFoundError{Kind: "override", Name: key, Where: "[tasks.overrides]", Candidates: append(append([]string(nil), t.Profiles...), targetNames...)}
 		}
 	}
 	return nil

@@ -154,6 +154,7 @@ type Resolved struct {
 	Profile   profiles.Profile `json:"-"`
 	Target    profiles.Target  `json:"target"`
 	Commands  Commands         `json:"commands"`
+	Editable  []string         `json:"editable,omitempty"`
 	Manifest  *Manifest        `json:"-"`
 }
 
@@ -220,6 +221,7 @@ func (w *Workspace) Resolve(profile, series, card, task, target string) (*Resolv
 		Commands: t.EffectiveCommands(m.Defaults, p.Name, tg.Name, Commands{
 			Build: pd.Build, Test: pd.Test, Run: pd.Run, Debug: pd.Debug, Deploy: pd.Deploy,
 		}),
+		Editable: t.Editable,
 		Manifest: m,
 	}, nil
 }
@@ -233,11 +235,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// closest returns the candidate within edit distance 2 of name, if any.
+// closest returns the candidate within edit distance 2 of name, if any. A
+// candidate that would have to be rewritten entirely ("5" for "1") is no
+// suggestion.
 func closest(name string, cands []string) string {
 	best, bestD := "", 3
 	for _, c := range cands {
-		if d := levenshtein(name, c); d < bestD {
+		if d := levenshtein(name, c); d < bestD && d < len(c) && d < len(name) {
 			best, bestD = c, d
 		}
 	}

@@ -1,0 +1,164 @@
+// Package inspect reads one container's id, state and labels from Podman
+// without the Go bindings: stem-mcp starts once per SSH connection and only
+// needs this check, and linking the bindings would cost start-up time. It
+// speaks the libpod REST API over the service socket with net/http, and
+// falls back to the podman CLI when no service answers.
+package inspect
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/stem-edu/stem/internal/engine"
+)
+
+// Inspector implements verify.Inspector.
+type Inspector struct {
+	// Sockets are tried in order; the first that answers is kept.
+	Sockets []string
+	// PodmanCLI is the podman binary for the fallback ("" disables it).
+	PodmanCLI string
+	client    *http.Client
+	socket    string
+}
+
+// SocketCandidates lists the Podman API sockets in podman's own order:
+// CONTAINER_HOST (unix://), the rootless socket, the rootful one.
+func SocketCandidates(getenv func(string) string) []string {
+	var out []string
+	if h := getenv("CONTAINER_HOST"); strings.HasPrefix(h, "unix://") {
+		out = append(out, strings.TrimPrefix(h, "unix://"))
+	}
+	if os.Geteuid() != 0 {
+		if rt := getenv("XDG_RUNTIME_DIR"); rt != "" {
+			out = append(out, filepath.Join(rt, "podman", "podman.sock"))
+		}
+	}
+	return append(out, "/run/podman/podman.sock")
+}
+
+// New returns an Inspector over the usual sockets with the CLI fallback.
+func New(getenv func(string) string) *Inspector {
+	cli, _ := exec.LookPath("podman")
+	return &Inspector{Sockets: SocketCandidates(getenv), PodmanCLI: cli}
+}
+
+var idRE = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
+
+// Inspect returns the container; engine.ErrNotFound (wrapped) if it is gone.
+func (in *Inspector) Inspect(ctx context.Context, id string) (engine.Container, error) {
+	if !idRE.MatchString(id) {
+		return engine.Container{}, fmt.Errorf("inspect: %q is not a container id", id)
+	}
+	c, err := in.viaAPI(ctx, id)
+	if err == nil || errors.Is(err, engine.ErrNotFound) {
+		return c, err
+	}
+	if in.PodmanCLI == "" {
+		return engine.Container{}, err
+	}
+	c, cerr := in.viaCLI(ctx, id)
+	if cerr != nil {
+		return c, fmt.Errorf("%v; podman CLI: %w", err, cerr)
+	}
+	return c, nil
+}
+
+type apiContainer struct {
+	ID      string    `json:"Id"`
+	Name    string    `json:"Name"`
+	Created time.Time `json:"Created"`
+	Image   string    `json:"ImageName"`
+	ImageID string    `json:"Image"`
+	State   struct {
+		Status   string `json:"Status"`
+		Running  bool   `json:"Running"`
+		Pid      int    `json:"Pid"`
+		ExitCode int    `json:"ExitCode"`
+	} `json:"State"`
+	Config struct {
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
+}
+
+func (a apiContainer) container() engine.Container {
+	return engine.Container{ID: a.ID, Name: a.Name, Image: a.Image, ImageID: a.ImageID, Labels: a.Config.Labels,
+		State: a.State.Status, Running: a.State.Running, Pid: a.State.Pid, Created: a.Created, ExitCode: a.State.ExitCode}
+}
+
+func (in *Inspector) viaAPI(ctx context.Context, id string) (engine.Container, error) {
+	if in.client == nil {
+		for _, s := range in.Sockets {
+			if fi, err := os.Stat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+				sock := s
+				in.socket = s
+				in.client = &http.Client{Transport: &http.Transport{
+					DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+						var d net.Dialer
+						return d.DialContext(ctx, "unix", sock)
+					},
+				}}
+				break
+			}
+		}
+		if in.client == nil {
+			return engine.Container{}, fmt.Errorf("no Podman API socket among %s", strings.Join(in.Sockets, ", "))
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u := "http://d/v4.0.0/libpod/containers/" + url.PathEscape(id) + "/json"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return engine.Container{}, err
+	}
+	resp, err := in.client.Do(req)
+	if err != nil {
+		in.client = nil
+		return engine.Container{}, fmt.Errorf("podman API at %s: %w", in.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return engine.Container{}, fmt.Errorf("container %.12s: %w", id, engine.ErrNotFound)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return engine.Container{}, fmt.Errorf("podman API: inspect %.12s: %s", id, resp.Status)
+	}
+	var a apiContainer
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(&a); err != nil {
+		return engine.Container{}, fmt.Errorf("podman API: decode inspect: %w", err)
+	}
+	return a.container(), nil
+}
+
+func (in *Inspector) viaCLI(ctx context.Context, id string) (engine.Container, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, in.PodmanCLI, "container", "inspect", "--format", "json", id)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if strings.Contains(stderr.String(), "no such container") {
+			return engine.Container{}, fmt.Errorf("container %.12s: %w", id, engine.ErrNotFound)
+		}
+		return engine.Container{}, fmt.Errorf("podman container inspect: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var list []apiContainer
+	if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 {
+		return engine.Container{}, fmt.Errorf("podman container inspect: unexpected output (%v)", err)
+	}
+	return list[0].container(), nil
+}
