@@ -1,0 +1,237 @@
+package access
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+// Schema is the grants file format version.
+const Schema = 1
+
+// Grant is one teacher automation key's permission on this account. The
+// authorized_keys line carries only the grant's ID; everything that decides
+// what the key may do lives here, where the SSH client cannot reach it.
+type Grant struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Level          string    `json:"level"`
+	Instances      []string  `json:"instances,omitempty"` // empty: every instance of this account
+	KeyFP          string    `json:"key_fingerprint"`
+	PublicKey      string    `json:"public_key"` // "type base64", no comment
+	From           string    `json:"from,omitempty"`
+	Expires        time.Time `json:"expires,omitzero"`
+	Created        time.Time `json:"created"`
+	AuthorizedKeys string    `json:"authorized_keys"` // the file holding the line
+	Command        string    `json:"command"`         // the forced command written
+}
+
+// Label names the grant in audit entries: "name:id" (names are unique at
+// any moment, IDs forever).
+func (g Grant) Label() string { return g.Name + ":" + g.ID }
+
+// Expired reports whether the grant has expired at now.
+func (g Grant) Expired(now time.Time) bool { return !g.Expires.IsZero() && !now.Before(g.Expires) }
+
+// Allows reports whether the grant covers instance.
+func (g Grant) Allows(instance string) bool {
+	if len(g.Instances) == 0 {
+		return true
+	}
+	for _, i := range g.Instances {
+		if i == instance {
+			return true
+		}
+	}
+	return false
+}
+
+// State is the content of the grants file.
+type State struct {
+	Schema int `json:"schema"`
+	// Env is the environment the gate hands to stem-mcp. sshd starts the
+	// gate with almost no environment (no XDG variables), so stemctl records
+	// here where this account's runtime, state and config directories are.
+	Env    map[string]string `json:"env"`
+	Grants map[string]Grant  `json:"grants"`
+}
+
+// Find returns the grant named ref or with ID ref.
+func (s *State) Find(ref string) (Grant, bool) {
+	if g, ok := s.Grants[ref]; ok {
+		return g, true
+	}
+	for _, g := range s.Grants {
+		if g.Name == ref {
+			return g, true
+		}
+	}
+	return Grant{}, false
+}
+
+// Sorted returns the grants by name.
+func (s *State) Sorted() []Grant {
+	out := make([]Grant, 0, len(s.Grants))
+	for _, g := range s.Grants {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Store is <config>/access/grants.json with a lock file beside it.
+type Store struct {
+	dir  string
+	path string
+	lock string
+}
+
+// StoreDir is where the grants live under a config directory.
+func StoreDir(configDir string) string { return filepath.Join(configDir, "access") }
+
+// OpenStore returns the store under configDir (stem's config directory).
+// Nothing is created until the first write.
+func OpenStore(configDir string) (*Store, error) {
+	if !filepath.IsAbs(configDir) {
+		return nil, fmt.Errorf("config directory %q is not an absolute path", configDir)
+	}
+	dir := StoreDir(filepath.Clean(configDir))
+	return &Store{dir: dir, path: filepath.Join(dir, "grants.json"), lock: filepath.Join(dir, "grants.lock")}, nil
+}
+
+// Path is the grants file.
+func (s *Store) Path() string { return s.path }
+
+// lockFile takes a flock on the lock file, polling until ctx is done.
+func (s *Store) lockFile(ctx context.Context, how int) (func(), error) {
+	if how == syscall.LOCK_EX {
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", s.dir, err)
+		}
+	}
+	f, err := os.OpenFile(s.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, os.ErrNotExist) && how == syscall.LOCK_SH {
+		return func() {}, nil // no store yet: nothing to read consistently
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open grants lock: %w", err)
+	}
+	delay := time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock grants: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock grants %s: %w (another stemctl holds it)", s.lock, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 20*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+func (s *Store) read() (*State, error) {
+	st := &State{Schema: Schema, Env: map[string]string{}, Grants: map[string]Grant{}}
+	data, err := os.ReadFile(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read grants: %w", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return st, nil
+	}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("grants file %s is corrupt (%v): every grant is refused until it is repaired or moved aside (then grant again)", s.path, err)
+	}
+	if st.Schema > Schema {
+		return nil, fmt.Errorf("grants file %s has schema %d, newer than this program (%d): upgrade stem", s.path, st.Schema, Schema)
+	}
+	if st.Env == nil {
+		st.Env = map[string]string{}
+	}
+	if st.Grants == nil {
+		st.Grants = map[string]Grant{}
+	}
+	return st, nil
+}
+
+// Load returns the current state under a shared lock.
+func (s *Store) Load(ctx context.Context) (*State, error) {
+	unlock, err := s.lockFile(ctx, syscall.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return s.read()
+}
+
+// LoadChecked is Load for the gate: it also refuses a grants file or
+// directory that someone other than this account could have written, since
+// whoever writes it decides what a key may do.
+func (s *Store) LoadChecked(ctx context.Context) (*State, error) {
+	for _, p := range []string{s.dir, s.path} {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no grants on this account (%s is missing)", p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("grants: %w", err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("refusing grants at %s: it is a symlink", p)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if ok && int(st.Uid) != os.Geteuid() {
+			return nil, fmt.Errorf("refusing grants at %s: owned by uid %d, not %d", p, st.Uid, os.Geteuid())
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			return nil, fmt.Errorf("refusing grants at %s: writable by group or others (mode %v); chmod go-w it", p, fi.Mode().Perm())
+		}
+	}
+	return s.Load(ctx)
+}
+
+// Update runs fn on the state under the exclusive lock and writes the
+// result atomically; nothing is written if fn fails.
+func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
+	unlock, err := s.lockFile(ctx, syscall.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := s.read()
+	if err != nil {
+		return err
+	}
+	if err := fn(st); err != nil {
+		return err
+	}
+	st.Schema = Schema
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode grants: %w", err)
+	}
+	return sockets.WriteFileAtomic(s.path, append(data, '\n'), 0o600)
+}

@@ -1,0 +1,176 @@
+package access
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// KeyPair is a generated automation key.
+type KeyPair struct {
+	PrivatePath string `json:"private_key"`
+	PublicPath  string `json:"public_key_file"`
+	PublicLine  string `json:"public_key"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// DefaultKeyPath is where keygen puts the automation key of name.
+func DefaultKeyPath(home, name string) string {
+	return filepath.Join(home, ".ssh", "stem_"+name)
+}
+
+// Keygen writes a new ed25519 key pair: the private key (OpenSSH format,
+// unencrypted so an agent's ssh can use it with BatchMode) at path with
+// mode 0600 and the public line at path.pub. It never overwrites.
+func Keygen(path, name string) (KeyPair, error) {
+	if err := ValidName(name); err != nil {
+		return KeyPair{}, err
+	}
+	pub := path + ".pub"
+	for _, p := range []string{path, pub} {
+		if _, err := os.Lstat(p); err == nil {
+			return KeyPair{}, fmt.Errorf("%s already exists: keep using it, or remove it (and revoke its grants) before making a new one", p)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return KeyPair{}, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	pk, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("generate ed25519 key: %w", err)
+	}
+	comment := "stem-automation:" + name
+	block, err := ssh.MarshalPrivateKey(sk, comment)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("encode private key: %w", err)
+	}
+	sshPub, err := ssh.NewPublicKey(pk)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("encode public key: %w", err)
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + comment
+	if err := writeNew(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return KeyPair{}, err
+	}
+	if err := writeNew(pub, []byte(line+"\n"), 0o644); err != nil {
+		os.Remove(path)
+		return KeyPair{}, err
+	}
+	return KeyPair{PrivatePath: path, PublicPath: pub, PublicLine: line, Fingerprint: ssh.FingerprintSHA256(sshPub)}, nil
+}
+
+// writeNew creates path exclusively with mode (umask cannot widen it).
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// Target is how a teacher's agent reaches one student's gate.
+type Target struct {
+	Host       string   // USER@HOST (or HOST)
+	Key        string   // the automation private key
+	Port       int      // 0: ssh's default
+	SSHOptions []string // extra -o KEY=VALUE options
+}
+
+var (
+	hostRE   = regexp.MustCompile(`^(?:[A-Za-z0-9._][A-Za-z0-9._-]{0,63}@)?[A-Za-z0-9_\[][A-Za-z0-9._:%\]-]{0,254}$`)
+	sshOptRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[^\s"'\\]*$`)
+)
+
+// defaultIdentities are the files ssh offers by default: by convention the
+// teacher's ordinary key, which must never go into an MCP configuration.
+var defaultIdentities = map[string]bool{
+	"id_rsa": true, "id_ecdsa": true, "id_ecdsa_sk": true, "id_ed25519": true,
+	"id_ed25519_sk": true, "id_dsa": true, "id_xmss": true,
+}
+
+// CheckKeyFile vets the private key an MCP configuration will name. It
+// refuses ssh's default identity files (the teacher's ordinary key) and
+// files others can read (ssh would refuse them). warn is advice that does
+// not stop the configuration.
+func CheckKeyFile(path string) (abs string, warn string, err error) {
+	abs, err = filepath.Abs(path)
+	if err != nil {
+		return "", "", fmt.Errorf("key path %s: %w", path, err)
+	}
+	if defaultIdentities[filepath.Base(abs)] {
+		return "", "", fmt.Errorf("%s is one of ssh's default identities, normally the teacher's ordinary key with a full shell; it must never be put in an MCP configuration: make a separate automation key with `stemctl access keygen --name NAME` and have the student grant its .pub", abs)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", "", fmt.Errorf("automation key %s: %w (make one with `stemctl access keygen --name NAME`)", abs, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", "", fmt.Errorf("automation key %s has mode %v; ssh refuses private keys others can read: chmod 600 %s", abs, fi.Mode().Perm(), abs)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return "", "", fmt.Errorf("read automation key: %w", err)
+	}
+	if _, err := ssh.ParseRawPrivateKey(data); err != nil {
+		var pe *ssh.PassphraseMissingError
+		if !errors.As(err, &pe) {
+			return "", "", fmt.Errorf("%s is not an SSH private key (%v): give the private half of the automation key, not the .pub", abs, err)
+		}
+		warn = fmt.Sprintf("%s is passphrase-protected; with BatchMode ssh cannot ask for it, so it must be loaded in ssh-agent whenever the agent CLI runs", abs)
+	}
+	return abs, warn, nil
+}
+
+// Command returns the ssh argv (without "ssh") that runs verb on the
+// student's gate. IdentitiesOnly keeps ssh from offering other keys (an
+// agent's or the default identities, which may be the teacher's ordinary
+// key and would get a shell), and ControlPath=none keeps it from reusing a
+// multiplexed connection someone opened with such a key.
+func (t Target) Command(verb ...string) ([]string, error) {
+	if !hostRE.MatchString(t.Host) || strings.HasPrefix(t.Host, "-") {
+		return nil, fmt.Errorf("invalid --host %q: use USER@HOST (the student's account on the student's machine)", t.Host)
+	}
+	if !filepath.IsAbs(t.Key) {
+		return nil, fmt.Errorf("key path %q must be absolute (MCP clients start ssh from any directory)", t.Key)
+	}
+	args := []string{"-T", "-i", t.Key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none"}
+	if t.Port != 0 {
+		if t.Port < 1 || t.Port > 65535 {
+			return nil, fmt.Errorf("invalid port %d", t.Port)
+		}
+		args = append(args, "-p", strconv.Itoa(t.Port))
+	}
+	for _, o := range t.SSHOptions {
+		if !sshOptRE.MatchString(o) {
+			return nil, fmt.Errorf("invalid ssh option %q: use KEY=VALUE without spaces or quotes, for example UserKnownHostsFile=/path", o)
+		}
+		switch strings.ToLower(strings.SplitN(o, "=", 2)[0]) {
+		case "proxycommand", "localcommand", "permitlocalcommand", "identityfile", "identitiesonly", "controlpath", "controlmaster", "forwardagent", "batchmode", "remotecommand", "requesttty":
+			return nil, fmt.Errorf("ssh option %q is not allowed here: stem sets what the automation connection needs, and this one could run commands or change which key is used", o)
+		}
+		args = append(args, "-o", o)
+	}
+	args = append(args, t.Host)
+	return append(args, verb...), nil
+}

@@ -1,0 +1,167 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+// Status is the JSON the `status` verb prints.
+type Status struct {
+	Account   string           `json:"account"`
+	Grant     string           `json:"grant"`
+	Level     string           `json:"level"`
+	Expires   *time.Time       `json:"expires,omitempty"`
+	Instances []InstanceStatus `json:"instances"`
+	// Session describes this SSH session as sshd set it up; with a
+	// `restrict` key both are false.
+	Session SessionInfo `json:"session"`
+}
+
+// SessionInfo reports what sshd granted this session.
+type SessionInfo struct {
+	TTY            bool `json:"tty"`
+	AgentForwarded bool `json:"agent_forwarded"`
+}
+
+// InstanceStatus is one allowed instance.
+type InstanceStatus struct {
+	Instance    string `json:"instance"`
+	Registered  bool   `json:"registered"`
+	ContainerID string `json:"container_id,omitempty"`
+	Profile     string `json:"profile,omitempty"`
+	Tmux        bool   `json:"tmux"`
+	Nvim        bool   `json:"nvim"`
+	Answers     bool   `json:"answers"` // both servers answer
+	Error       string `json:"error,omitempty"`
+}
+
+// instances returns the registry records the grant allows, plus a bare
+// entry for each named-but-unregistered instance.
+func (s *session) instances(ctx context.Context) ([]InstanceStatus, []registry.Record, error) {
+	d, err := xdg.Resolve(s.env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolve directories: %w", err)
+	}
+	reg, err := registry.Open(d.State)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := reg.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]registry.Record{}
+	for _, r := range recs {
+		byName[r.Instance] = r
+	}
+	var names []string
+	if len(s.grant.Instances) > 0 {
+		names = append(names, s.grant.Instances...)
+	} else {
+		for _, r := range recs {
+			names = append(names, r.Instance)
+		}
+	}
+	sort.Strings(names)
+	out := make([]InstanceStatus, 0, len(names))
+	var found []registry.Record
+	for _, n := range names {
+		r, ok := byName[n]
+		is := InstanceStatus{Instance: n, Registered: ok}
+		if ok {
+			is.ContainerID, is.Profile = r.ContainerID, r.Profile
+			found = append(found, r)
+		}
+		out = append(out, is)
+	}
+	return out, found, nil
+}
+
+func (s *session) status(ctx context.Context) error {
+	list, recs, err := s.instances(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]registry.Record{}
+	for _, r := range recs {
+		byName[r.Instance] = r
+	}
+	tmux, nvim := s.opt.Tmux, s.opt.Nvim
+	if tmux == nil {
+		tmux = dialProbe
+	}
+	if nvim == nil {
+		nvim = dialProbe
+	}
+	// Probe in parallel: a teacher polls many students and each probe may
+	// wait for its timeout.
+	done := make(chan struct{}, len(list))
+	for i := range list {
+		r, ok := byName[list[i].Instance]
+		if !ok {
+			list[i].Error = "not in the registry (not started on this account)"
+			done <- struct{}{}
+			continue
+		}
+		go func(is *InstanceStatus, r registry.Record) {
+			defer func() { done <- struct{}{} }()
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			terr := tmux(pctx, r.Dir().Tmux())
+			nerr := nvim(pctx, r.Dir().Nvim())
+			is.Tmux, is.Nvim = terr == nil, nerr == nil
+			is.Answers = is.Tmux && is.Nvim
+			if err := errors.Join(terr, nerr); err != nil {
+				is.Error = oneLine(err.Error())
+			}
+		}(&list[i], r)
+	}
+	for range list {
+		<-done
+	}
+	st := Status{
+		Account: s.id.Account, Grant: s.grant.Name, Level: s.grant.Level, Instances: list,
+		Session: SessionInfo{TTY: s.opt.Getenv("SSH_TTY") != "", AgentForwarded: s.opt.Getenv("SSH_AUTH_SOCK") != ""},
+	}
+	if !s.grant.Expires.IsZero() {
+		t := s.grant.Expires.UTC()
+		st.Expires = &t
+	}
+	s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.status", Level: s.grant.Level, Result: "ok"})
+	enc := json.NewEncoder(s.opt.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(st)
+}
+
+func (s *session) list(ctx context.Context) error {
+	list, _, err := s.instances(ctx)
+	if err != nil {
+		return err
+	}
+	for _, is := range list {
+		if _, err := fmt.Fprintln(s.opt.Out, is.Instance); err != nil {
+			return err
+		}
+	}
+	s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.list", Level: s.grant.Level, Result: "ok"})
+	return nil
+}
+
+// dialProbe says a server answers if its socket accepts a connection.
+func dialProbe(ctx context.Context, socket string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return fmt.Errorf("%s does not answer: %w", socket, err)
+	}
+	return c.Close()
+}

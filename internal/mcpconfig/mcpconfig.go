@@ -1,0 +1,255 @@
+// Package mcpconfig writes MCP server entries into agent CLIs'
+// configuration files: Codex (config.toml, [mcp_servers.NAME]), Claude Code
+// (.mcp.json or ~/.claude.json, "mcpServers") and Gemini CLI
+// (settings.json, "mcpServers").
+//
+// Merging changes only the named entry. Everything else in the file (other
+// servers, other settings, comments, key order, indentation) is kept byte
+// for byte: the new entry is spliced into the original text, and the result
+// is parsed back and compared with the original minus that entry before it
+// is returned, so a merge that would disturb anything else fails instead.
+package mcpconfig
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+// Entry is one MCP server launched over stdio.
+type Entry struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Validate checks what every provider accepts: names of letters, digits,
+// '-' and '_' (Claude's rule), a command, and printable strings.
+func (e Entry) Validate() error {
+	if !nameRE.MatchString(e.Name) {
+		return fmt.Errorf("invalid MCP server name %q: use 1-64 letters, digits, '-' or '_'", e.Name)
+	}
+	if e.Command == "" {
+		return fmt.Errorf("MCP server %s has no command", e.Name)
+	}
+	for _, s := range append([]string{e.Command}, e.Args...) {
+		if strings.ContainsAny(s, "\x00\n\r") {
+			return fmt.Errorf("MCP server %s: argument %q contains a control character", e.Name, s)
+		}
+	}
+	for k := range e.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00\n") {
+			return fmt.Errorf("MCP server %s: invalid environment variable name %q", e.Name, k)
+		}
+	}
+	return nil
+}
+
+// Provider is an agent CLI.
+type Provider string
+
+// Providers.
+const (
+	Codex  Provider = "codex"
+	Claude Provider = "claude"
+	Gemini Provider = "gemini"
+)
+
+// ParseProvider validates a provider name.
+func ParseProvider(s string) (Provider, error) {
+	switch p := Provider(s); p {
+	case Codex, Claude, Gemini:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown provider %q: use codex, claude or gemini", s)
+}
+
+// Scope selects the configuration file of a provider.
+type Scope string
+
+// Scopes: user-wide or for one project directory.
+const (
+	User    Scope = "user"
+	Project Scope = "project"
+)
+
+// DefaultPath is the file an entry goes into. home is the user's home,
+// dir the project directory (for Project scope), getenv the environment
+// (CODEX_HOME, CLAUDE_CONFIG_DIR).
+func (p Provider) DefaultPath(scope Scope, home, dir string, getenv func(string) string) (string, error) {
+	switch p {
+	case Codex:
+		if scope == Project {
+			return filepath.Join(dir, ".codex", "config.toml"), nil
+		}
+		if h := getenv("CODEX_HOME"); h != "" {
+			return filepath.Join(h, "config.toml"), nil
+		}
+		return filepath.Join(home, ".codex", "config.toml"), nil
+	case Claude:
+		if scope == Project {
+			return filepath.Join(dir, ".mcp.json"), nil
+		}
+		if d := getenv("CLAUDE_CONFIG_DIR"); d != "" {
+			return filepath.Join(d, ".claude.json"), nil
+		}
+		return filepath.Join(home, ".claude.json"), nil
+	case Gemini:
+		if scope == Project {
+			return filepath.Join(dir, ".gemini", "settings.json"), nil
+		}
+		return filepath.Join(home, ".gemini", "settings.json"), nil
+	}
+	return "", fmt.Errorf("unknown provider %q", p)
+}
+
+// Merge returns existing (a whole configuration file, possibly empty) with
+// e added or replaced.
+func (p Provider) Merge(existing []byte, e Entry) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	switch p {
+	case Codex:
+		return mergeTOML(existing, e)
+	case Claude, Gemini:
+		return mergeJSON(existing, e, p.jsonValue(e))
+	}
+	return nil, fmt.Errorf("unknown provider %q", p)
+}
+
+// Remove returns existing without the entry named name (and whether it
+// was there).
+func (p Provider) Remove(existing []byte, name string) ([]byte, bool, error) {
+	switch p {
+	case Codex:
+		return removeTOML(existing, name)
+	case Claude, Gemini:
+		return removeJSON(existing, name)
+	}
+	return nil, false, fmt.Errorf("unknown provider %q", p)
+}
+
+// Snippet is a complete configuration file holding only e: what to paste
+// when not merging.
+func (p Provider) Snippet(e Entry) ([]byte, error) {
+	return p.Merge(nil, e)
+}
+
+// claudeServer and geminiServer fix the key order each CLI itself writes.
+type claudeServer struct {
+	Type    string            `json:"type"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+type geminiServer struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// jsonValue is the provider's object for e under "mcpServers".
+func (p Provider) jsonValue(e Entry) any {
+	args := e.Args
+	if args == nil {
+		args = []string{}
+	}
+	if p == Claude {
+		// What `claude mcp add` writes for a stdio server.
+		env := e.Env
+		if env == nil {
+			env = map[string]string{}
+		}
+		return claudeServer{Type: "stdio", Command: e.Command, Args: args, Env: env}
+	}
+	return geminiServer{Command: e.Command, Args: args, Env: e.Env}
+}
+
+// ClaudeAddArgs is the argv of the `claude mcp add` command that registers
+// e (Claude's own way; it writes ~/.claude.json for scope user).
+func ClaudeAddArgs(e Entry, scope Scope) []string {
+	args := []string{"claude", "mcp", "add", "--scope", string(scope)}
+	keys := make([]string, 0, len(e.Env))
+	for k := range e.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-e", k+"="+e.Env[k])
+	}
+	args = append(args, e.Name, "--", e.Command)
+	return append(args, e.Args...)
+}
+
+// ShellQuote renders argv for a POSIX shell.
+func ShellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// MergeFile merges e into the file at path: created (0600, parent 0700)
+// when missing, otherwise replaced atomically with its mode kept.
+func (p Provider) MergeFile(path string, e Entry) error {
+	return editFile(path, func(data []byte) ([]byte, error) { return p.Merge(data, e) })
+}
+
+// RemoveFile removes the entry name from the file at path, if present.
+func (p Provider) RemoveFile(path, name string) (bool, error) {
+	var found bool
+	err := editFile(path, func(data []byte) ([]byte, error) {
+		out, ok, err := p.Remove(data, name)
+		found = ok
+		return out, err
+	})
+	return found, err
+}
+
+func editFile(path string, edit func([]byte) ([]byte, error)) error {
+	real := path
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		real = r // keep a symlinked dotfile a symlink
+	}
+	mode := os.FileMode(0o600)
+	data, err := os.ReadFile(real)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(real), 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Dir(real), err)
+		}
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
+	default:
+		fi, err := os.Stat(real)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", path, err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+			return fmt.Errorf("%s belongs to uid %d, not to you: edit it as its owner", real, st.Uid)
+		}
+		mode = fi.Mode().Perm()
+	}
+	out, err := edit(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return sockets.WriteFileAtomic(real, out, mode)
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs the agent CLIs that stem's tests use as real MCP-configuration
+# readers (codex, claude, gemini) into a repo-local prefix, .cache/agent-clis
+# (git-ignored). Idempotent: a CLI already at its pinned version is kept.
+#
+#   scripts/install-agent-clis.sh            # install or verify
+#   AGENT_CLIS_PREFIX=/elsewhere scripts/install-agent-clis.sh
+#
+# The tests look for the binaries in $AGENT_CLIS_PREFIX/bin (default
+# .cache/agent-clis/bin) and fail naming this script when they are absent.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+prefix=${AGENT_CLIS_PREFIX:-$top/.cache/agent-clis}
+
+# package@version binary
+pins=(
+	"@openai/codex@0.169.0 codex"
+	"@anthropic-ai/claude-code@2.1.328 claude"
+	"@google/gemini-cli@0.61.0 gemini"
+)
+
+command -v npm >/dev/null 2>&1 || {
+	echo "install-agent-clis: npm is not installed (Debian: apt-get install -y nodejs npm)" >&2
+	exit 1
+}
+
+mkdir -p "$prefix"
+want=()
+for pin in "${pins[@]}"; do
+	read -r spec bin <<<"$pin"
+	pkg=${spec%@*}
+	ver=${spec##*@}
+	manifest="$prefix/lib/node_modules/$pkg/package.json"
+	have=""
+	if [ -f "$manifest" ]; then
+		have=$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$manifest" 2>/dev/null || true)
+	fi
+	if [ "$have" = "$ver" ] && [ -x "$prefix/bin/$bin" ]; then
+		echo "install-agent-clis: $pkg $ver already in $prefix"
+	else
+		want+=("$spec")
+	fi
+done
+
+if [ ${#want[@]} -gt 0 ]; then
+	echo "install-agent-clis: installing ${want[*]} into $prefix"
+	npm install --global --prefix "$prefix" --no-fund --no-audit --loglevel=error "${want[@]}"
+fi
+
+for pin in "${pins[@]}"; do
+	read -r _ bin <<<"$pin"
+	[ -x "$prefix/bin/$bin" ] || {
+		echo "install-agent-clis: $prefix/bin/$bin is missing after install" >&2
+		exit 1
+	}
+done
+echo "install-agent-clis: ready in $prefix/bin (codex, claude, gemini)"
