@@ -83,7 +83,7 @@ func (r *Refusal) Error() string { return "refused: " + r.Reason }
 // Exit codes.
 const (
 	ExitRefused = 1 // the request was refused (and audited)
-	ExitFailed  = 2 // the forced command itself is wrong (not the client's fault)
+	ExitFailed  = 2 // the forced command is wrong, or serving failed (not a refusal)
 )
 
 // Main parses the forced command's own arguments (everything after
