@@ -94,7 +94,9 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		"STEM_MCP_BIN":      MCPMountPath,
 	}
 	if len(devices) > 0 {
+		// STEM_DEVICE is the first (usually the probe); STEM_DEVICES all.
 		env["STEM_DEVICE"] = devices[0]
+		env["STEM_DEVICES"] = strings.Join(devices, " ")
 	}
 	lim := r.Profile.Limits
 	p.Spec = engine.Spec{

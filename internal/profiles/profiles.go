@@ -46,6 +46,9 @@ type Commands struct {
 	Run    string `json:"run"`
 	Debug  string `json:"debug"`
 	Deploy string `json:"deploy,omitempty"`
+	// DebugProgram runs in the debug layout's program pane (a simulator
+	// waiting for gdb); empty means the pane is the program's terminal.
+	DebugProgram string `json:"debug_program,omitempty"`
 }
 
 // Profile is one container environment.
@@ -102,6 +105,9 @@ var all = []Profile{
 			Test:  "make test",
 			Run:   "make run",
 			Debug: "gdb-multiarch -q -ex 'target remote 127.0.0.1:1234' main.elf",
+			// QEMU halted, its gdb stub on the container's loopback (the
+			// container has no other network).
+			DebugProgram: "qemu-system-riscv32 -M virt -cpu rv32 -nographic -bios none -kernel main.elf -S -gdb tcp:127.0.0.1:1234",
 		},
 		Limits:  Limits{MemoryMiB: 1024, Pids: 512, CPUs: 1.5, Network: "none"},
 		Devices: NoDevices,
@@ -127,6 +133,8 @@ var all = []Profile{
 			Run:    "make run",
 			Debug:  "gdb-multiarch -q -ex 'target extended-remote 127.0.0.1:3333' main.elf",
 			Deploy: "make deploy",
+			// OpenOCD's gdb server for the probe named with --device.
+			DebugProgram: "make gdbserver",
 		},
 		Limits:  Limits{MemoryMiB: 1024, Pids: 512, CPUs: 1.5, Network: "none"},
 		Devices: ExplicitDevices,

@@ -219,7 +219,7 @@ func (w *Workspace) Resolve(profile, series, card, task, target string) (*Resolv
 		Profile:   p,
 		Target:    tg,
 		Commands: t.EffectiveCommands(m.Defaults, p.Name, tg.Name, Commands{
-			Build: pd.Build, Test: pd.Test, Run: pd.Run, Debug: pd.Debug, Deploy: pd.Deploy,
+			Build: pd.Build, Test: pd.Test, Run: pd.Run, Debug: pd.Debug, Deploy: pd.Deploy, DebugProgram: pd.DebugProgram,
 		}),
 		Editable: t.Editable,
 		Manifest: m,

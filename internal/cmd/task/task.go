@@ -140,7 +140,7 @@ func RunVerb(ctx context.Context, opts *Options) error {
 		return nil
 	}
 	if opts.Verb == Deploy && r.Profile.Devices == profiles.ExplicitDevices && len(devices) == 0 {
-		return fmt.Errorf("deploy needs the board: no device was passed into %s. Plug in the Pico 2 and re-create the instance with the device, e.g. `stemctl up %s %s %s %s --target %s --device /dev/ttyACM0` (or the probe's /dev/bus/usb/BUS/DEV path)", instance, r.Profile.Name, r.Series, r.Card, r.TaskID, r.Target.Name)
+		return fmt.Errorf("deploy needs the board: no device was passed into %s. Plug in the debug probe (and the Pico 2) and re-create the instance with the probe's USB node, e.g. `stemctl up %s %s %s %s --target %s --device /dev/bus/usb/001/005` (find BUS/DEV with lsusb); add --device /dev/ttyACM0 too for the serial console", instance, r.Profile.Name, r.Series, r.Card, r.TaskID, r.Target.Name)
 	}
 	fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s in %s: %s\n", opts.Verb, instance, command)
 	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, instance, engine.ExecSpec{
