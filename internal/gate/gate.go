@@ -72,6 +72,9 @@ type Options struct {
 	// socket (it answers if it accepts a connection).
 	Tmux, Nvim Probe
 	Now        func() time.Time
+	// RecheckEvery is how often an open MCP session re-reads its grant
+	// (default 2s); the session ends when the grant is revoked or expires.
+	RecheckEvery time.Duration
 }
 
 // Refusal is a request the gate turned down. Its message is the one line
@@ -188,22 +191,93 @@ func Run(ctx context.Context, opt Options) error {
 		if opt.Serve == nil {
 			return errors.New("this stem-mcp cannot serve MCP from the gate (no server wired)")
 		}
-		return opt.Serve(ctx, ServeRequest{
-			Level:            g.Level,
-			Instance:         arg,
-			AllowedInstances: allowed(g),
-			Identity:         s.id,
-			Getenv:           s.env,
-			In:               opt.In,
-			Out:              opt.Out,
-			ErrOut:           opt.ErrOut,
-		})
+		return s.serve(ctx, store, arg)
 	case "status":
 		return s.status(ctx)
 	case "list":
 		return s.list(ctx)
 	}
 	return s.refuse(ctx, "", fmt.Sprintf("unknown verb %q", verb))
+}
+
+// serve runs the MCP server and ends it when the grant is revoked or
+// expires: revoking must not leave an open session running at a level
+// nobody grants any more.
+func (s *session) serve(ctx context.Context, store *access.Store, instance string) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	every := s.opt.RecheckEvery
+	if every == 0 {
+		every = 2 * time.Second
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if reason := s.recheck(ctx, store); reason != "" {
+				cancel(&Refusal{Reason: reason})
+				return
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.opt.Serve(ctx, ServeRequest{
+			Level:            s.grant.Level,
+			Instance:         instance,
+			AllowedInstances: allowed(s.grant),
+			Identity:         s.id,
+			Getenv:           s.env,
+			In:               s.opt.In,
+			Out:              s.opt.Out,
+			ErrOut:           s.opt.ErrOut,
+		})
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// A server blocked in a read may not notice the cancellation; the
+		// gate's caller exits the process when Run returns, which ends it.
+		select {
+		case err = <-done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	var r *Refusal
+	if cause := context.Cause(ctx); errors.As(cause, &r) {
+		s.audit(context.WithoutCancel(ctx), audit.Entry{
+			Event: audit.SessionEnd, Instance: instance, Level: s.grant.Level, Result: "refused", Detail: r.Reason,
+		})
+		return r
+	}
+	return err
+}
+
+// recheck returns why the session must end now, or "".
+func (s *session) recheck(ctx context.Context, store *access.Store) string {
+	st, err := store.LoadChecked(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ""
+		}
+		return fmt.Sprintf("grant %s can no longer be read (%v); session ended", s.grant.Name, err)
+	}
+	g, ok := st.Grants[s.grant.ID]
+	switch {
+	case !ok:
+		return fmt.Sprintf("grant %s was revoked; session ended", s.grant.Name)
+	case g.Expired(s.opt.Now()):
+		return fmt.Sprintf("grant %s expired; session ended", s.grant.Name)
+	case g.Level != s.grant.Level || strings.Join(g.Instances, ",") != strings.Join(s.grant.Instances, ","):
+		return fmt.Sprintf("grant %s was changed; session ended (connect again)", s.grant.Name)
+	}
+	return ""
 }
 
 func allowed(g access.Grant) []string {

@@ -362,3 +362,45 @@ func TestServeErrorIsReported(t *testing.T) {
 		t.Fatalf("%d %q", code, errOut.String())
 	}
 }
+
+// Revoking a grant ends a session that is already open, whether or not the
+// server notices its context.
+func TestRevokeEndsAnOpenSession(t *testing.T) {
+	for name, serve := range map[string]func(context.Context, ServeRequest) error{
+		"server honours ctx": func(ctx context.Context, _ ServeRequest) error { <-ctx.Done(); return ctx.Err() },
+		"server ignores ctx": func(context.Context, ServeRequest) error { select {} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, access.Full)
+			started := time.Now()
+			done := make(chan int, 1)
+			var errOut bytes.Buffer
+			go func() {
+				done <- Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
+					Getenv: f.env("mcp"), ErrOut: &errOut, Serve: serve, RecheckEvery: 50 * time.Millisecond,
+				})
+			}()
+			time.Sleep(200 * time.Millisecond)
+			select {
+			case code := <-done:
+				t.Fatalf("session ended before the revoke: %d %s", code, errOut.String())
+			default:
+			}
+			if _, _, err := f.mgr.Revoke(context.Background(), "kowalski"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case code := <-done:
+				if code != ExitRefused || !strings.Contains(errOut.String(), "revoked; session ended") {
+					t.Fatalf("code %d, %q", code, errOut.String())
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("session still open %v after the revoke", time.Since(started))
+			}
+			log, _ := audit.Open(f.state)
+			if e, _ := log.Read(audit.Filter{Event: audit.SessionEnd}); len(e) != 1 || e[0].Result != "refused" {
+				t.Fatalf("audit = %+v", e)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ package root
 import (
 	"github.com/spf13/cobra"
 
+	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
 	"github.com/stem-edu/stem/internal/cmd/down"
@@ -15,6 +16,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/rm"
 	"github.com/stem-edu/stem/internal/cmd/status"
 	"github.com/stem-edu/stem/internal/cmd/task"
+	"github.com/stem-edu/stem/internal/cmd/teacher"
 	"github.com/stem-edu/stem/internal/cmd/up"
 	"github.com/stem-edu/stem/internal/cmdutil"
 )
@@ -58,6 +60,8 @@ that same session through stem-mcp.`,
 		task.NewCmd(f, task.Deploy, nil),
 		mcp.NewCmdMCP(f),
 		auditcmd.NewCmdAudit(f),
+		accesscmd.NewCmdAccess(f),
+		teacher.NewCmdTeacher(f),
 	)
 	return cmd
 }

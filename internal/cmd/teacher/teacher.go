@@ -1,0 +1,338 @@
+// Package teacher implements `stemctl teacher`: on the teacher's machine,
+// write agent CLIs' MCP configuration for reaching students' sessions over
+// SSH with the automation key, and ask a student's gate for its status.
+package teacher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/gate"
+	"github.com/stem-edu/stem/internal/mcpconfig"
+)
+
+// NewCmdTeacher builds the group.
+func NewCmdTeacher(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "teacher <command>",
+		Short: "Connect a teacher's agent CLIs to students' sessions over SSH",
+		Long: `Run these on the teacher's machine. Each student gets one MCP entry, named after
+them, whose command is ssh with the automation key (never the ordinary key) to
+the student's account, where the forced command stem-mcp gate serves MCP at the
+level the student granted.`,
+	}
+	cmd.AddCommand(NewCmdConfig(f, nil), NewCmdStatus(f, nil))
+	return cmd
+}
+
+// targetFlags are shared by config and status.
+type targetFlags struct {
+	Host       string
+	Key        string
+	Port       int
+	SSHOptions []string
+}
+
+func (t *targetFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.Host, "host", "", "the student's account: USER@HOST (required)")
+	cmd.Flags().StringVar(&t.Key, "key", "", "the automation private key (required; made by `stemctl access keygen`)")
+	cmd.Flags().IntVar(&t.Port, "port", 0, "SSH port on the student's machine")
+	cmd.Flags().StringArrayVar(&t.SSHOptions, "ssh-option", nil, "extra ssh -o KEY=VALUE (repeatable), e.g. UserKnownHostsFile=/path")
+}
+
+// target validates the flags; warn collects advice for stderr.
+func (t *targetFlags) target() (access.Target, string, error) {
+	if t.Host == "" {
+		return access.Target{}, "", cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
+	}
+	if t.Key == "" {
+		return access.Target{}, "", cmdutil.FlagErrorf("--key is required: the automation private key (make one with `stemctl access keygen --name NAME`)")
+	}
+	key, warn, err := access.CheckKeyFile(t.Key)
+	if err != nil {
+		return access.Target{}, "", err
+	}
+	tg := access.Target{Host: t.Host, Key: key, Port: t.Port, SSHOptions: t.SSHOptions}
+	if _, err := tg.Command(); err != nil {
+		return access.Target{}, "", err
+	}
+	return tg, warn, nil
+}
+
+// ConfigOptions are `teacher config`'s inputs.
+type ConfigOptions struct {
+	F        *cmdutil.Factory
+	Target   targetFlags
+	Provider string
+	Instance string
+	Name     string
+	Write    bool
+	File     string
+	Scope    string
+	JSON     bool
+}
+
+// NewCmdConfig builds `teacher config`.
+func NewCmdConfig(f *cmdutil.Factory, runF func(context.Context, *ConfigOptions) error) *cobra.Command {
+	opts := &ConfigOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "config --provider codex|claude|gemini --host USER@HOST --key KEY",
+		Short: "Print or merge an agent CLI's MCP entry for one student",
+		Long: `Print the MCP configuration entry that reaches a student's session, or with
+--write merge it into the provider's file, keeping every other entry intact:
+
+  codex   ~/.codex/config.toml ($CODEX_HOME)   [mcp_servers.NAME]
+  claude  .mcp.json (--scope project, default) or ~/.claude.json (--scope user)
+          "mcpServers"; also printed as a "claude mcp add" command
+  gemini  ~/.gemini/settings.json (--scope user, default) or .gemini/settings.json
+          "mcpServers"
+
+The entry runs: ssh -T -i KEY -o BatchMode=yes -o IdentitiesOnly=yes
+-o ControlPath=none USER@HOST mcp [INSTANCE]. IdentitiesOnly and ControlPath=none
+keep ssh from using any other key (such as your ordinary one) or an existing
+connection. The level is decided on the student's side by their grant.
+
+Many students: one entry each, named after them (default name stem-USER).
+The student's host key must already be in known_hosts (BatchMode cannot ask).`,
+		Example: `  stemctl teacher config --provider codex --host anna@lab-03 --key ~/.ssh/stem_kowalski --write
+  stemctl teacher config --provider claude --host anna@lab-03 --key ~/.ssh/stem_kowalski \
+      --instance hazard3-sim-inf-bss-t4 --scope user --write
+  stemctl teacher config --provider gemini --host bob@lab-04 --key ~/.ssh/stem_kowalski --name bob`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunConfig(cmd.Context(), opts)
+		},
+	}
+	opts.Target.add(cmd)
+	cmd.Flags().StringVar(&opts.Provider, "provider", "", "codex, claude or gemini (required)")
+	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the student's instance (default: the one the student selected)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "entry name (default stem-USER from --host)")
+	cmd.Flags().BoolVar(&opts.Write, "write", false, "merge the entry into the provider's configuration file")
+	cmd.Flags().StringVar(&opts.File, "file", "", "configuration file to merge into (default: the provider's, see above)")
+	cmd.Flags().StringVar(&opts.Scope, "scope", "", "user or project (which default file; claude defaults to project, the others to user)")
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// defaultName is stem-USER (or stem-HOST) from USER@HOST.
+func defaultName(host string) string {
+	n := host
+	if i := strings.IndexByte(host, '@'); i >= 0 {
+		n = host[:i]
+	}
+	n = strings.Trim(nameUnsafe.ReplaceAllString(n, "-"), "-")
+	if len(n) > 59 {
+		n = n[:59]
+	}
+	return "stem-" + n
+}
+
+// Entry builds the MCP entry for a student.
+func Entry(tg access.Target, name, instance string) (mcpconfig.Entry, error) {
+	verb := []string{"mcp"}
+	if instance != "" {
+		if err := access.ValidInstance(instance); err != nil {
+			return mcpconfig.Entry{}, err
+		}
+		verb = append(verb, instance)
+	}
+	args, err := tg.Command(verb...)
+	if err != nil {
+		return mcpconfig.Entry{}, err
+	}
+	e := mcpconfig.Entry{Name: name, Command: "ssh", Args: args}
+	return e, e.Validate()
+}
+
+// RunConfig prints or writes the entry.
+func RunConfig(_ context.Context, opts *ConfigOptions) error {
+	if opts.Provider == "" {
+		return cmdutil.FlagErrorf("--provider is required: codex, claude or gemini")
+	}
+	p, err := mcpconfig.ParseProvider(opts.Provider)
+	if err != nil {
+		return cmdutil.FlagErrorf("--provider: %v", err)
+	}
+	scope := mcpconfig.Scope(opts.Scope)
+	switch scope {
+	case "":
+		scope = mcpconfig.User
+		if p == mcpconfig.Claude {
+			scope = mcpconfig.Project
+		}
+	case mcpconfig.User, mcpconfig.Project:
+	default:
+		return cmdutil.FlagErrorf("--scope must be user or project")
+	}
+	tg, warn, err := opts.Target.target()
+	if err != nil {
+		return err
+	}
+	name := opts.Name
+	if name == "" {
+		name = defaultName(tg.Host)
+	}
+	e, err := Entry(tg, name, opts.Instance)
+	if err != nil {
+		return err
+	}
+	ios := opts.F.IOStreams
+	if warn != "" {
+		fmt.Fprintln(ios.ErrOut, "warning: "+warn)
+	}
+	path := opts.File
+	if path == "" && (opts.Write || opts.JSON) {
+		d, err := opts.F.Dirs()
+		if err != nil {
+			return err
+		}
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("current directory: %w", err)
+		}
+		if path, err = p.DefaultPath(scope, d.Home, wd, opts.F.Getenv); err != nil {
+			return err
+		}
+	}
+	if opts.Write {
+		if err := p.MergeFile(path, e); err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(ios.Out, struct {
+			Provider mcpconfig.Provider `json:"provider"`
+			File     string             `json:"file"`
+			Written  bool               `json:"written"`
+			Entry    mcpconfig.Entry    `json:"entry"`
+		}{p, path, opts.Write, e})
+	}
+	if opts.Write {
+		fmt.Fprintf(ios.Out, "merged MCP server %q into %s\n", e.Name, path)
+		return nil
+	}
+	snippet, err := p.Snippet(e)
+	if err != nil {
+		return err
+	}
+	switch p {
+	case mcpconfig.Codex:
+		fmt.Fprintf(ios.ErrOut, "# add to ~/.codex/config.toml (or run again with --write):\n")
+	case mcpconfig.Claude:
+		fmt.Fprintf(ios.ErrOut, "# register with Claude Code:\n%s\n# or put this in .mcp.json (or run again with --write):\n",
+			mcpconfig.ShellQuote(mcpconfig.ClaudeAddArgs(e, scope)))
+	case mcpconfig.Gemini:
+		fmt.Fprintf(ios.ErrOut, "# merge into ~/.gemini/settings.json (or run again with --write):\n")
+	}
+	_, err = ios.Out.Write(snippet)
+	return err
+}
+
+// StatusOptions are `teacher status`'s inputs.
+type StatusOptions struct {
+	F       *cmdutil.Factory
+	Target  targetFlags
+	Timeout time.Duration
+	JSON    bool
+}
+
+// NewCmdStatus builds `teacher status`.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "status --host USER@HOST --key KEY",
+		Short: "Ask a student's gate which instances this key may reach and whether they answer",
+		Long: `Run the gate's status verb over SSH with the automation key: the grant's name
+and level, the allowed instances, and whether each one's tmux and Neovim answer.`,
+		Example: `  stemctl teacher status --host anna@lab-03 --key ~/.ssh/stem_kowalski
+  stemctl teacher status --host anna@lab-03 --key ~/.ssh/stem_kowalski --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunStatus(cmd.Context(), opts)
+		},
+	}
+	opts.Target.add(cmd)
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Second, "give up after this long")
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// RunStatus runs `ssh ... status` and prints the answer.
+func RunStatus(ctx context.Context, opts *StatusOptions) error {
+	tg, warn, err := opts.Target.target()
+	if err != nil {
+		return err
+	}
+	ios := opts.F.IOStreams
+	if warn != "" {
+		fmt.Fprintln(ios.ErrOut, "warning: "+warn)
+	}
+	args, err := tg.Command("status")
+	if err != nil {
+		return err
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ssh", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil {
+			return fmt.Errorf("ssh %s status: no answer within %v", tg.Host, timeout)
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("ssh %s status: %s", tg.Host, msg)
+	}
+	var st gate.Status
+	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
+		return fmt.Errorf("ssh %s status: the answer is not the gate's JSON (%v): is the key's forced command stem-mcp gate? %s", tg.Host, err, strings.TrimSpace(stdout.String()))
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(ios.Out, st)
+	}
+	fmt.Fprintf(ios.Out, "%s: account %s, grant %s, level %s\n", tg.Host, st.Account, st.Grant, st.Level)
+	if len(st.Instances) == 0 {
+		fmt.Fprintln(ios.Out, "no instances on this account")
+		return nil
+	}
+	tw := tabwriter.NewWriter(ios.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tANSWERS\tTMUX\tNVIM\tCONTAINER")
+	for _, is := range st.Instances {
+		cid := is.ContainerID
+		if len(cid) > 12 {
+			cid = cid[:12]
+		}
+		if !is.Registered {
+			cid = "(not started)"
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%s\n", is.Instance, is.Answers, is.Tmux, is.Nvim, cid)
+	}
+	return tw.Flush()
+}

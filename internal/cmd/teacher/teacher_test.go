@@ -1,0 +1,185 @@
+package teacher
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+type env struct {
+	f           *cmdutil.Factory
+	out, errOut *bytes.Buffer
+	home, key   string
+	vars        map[string]string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	home := t.TempDir()
+	ios, _, out, errOut := iostreams.Test()
+	e := &env{out: out, errOut: errOut, home: home, vars: map[string]string{"HOME": home}}
+	e.f = &cmdutil.Factory{
+		IOStreams: ios,
+		Getenv:    func(k string) string { return e.vars[k] },
+		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: home}, nil },
+	}
+	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.key = kp.PrivatePath
+	return e
+}
+
+func (e *env) run(t *testing.T, args ...string) error {
+	t.Helper()
+	e.out.Reset()
+	e.errOut.Reset()
+	cmd := NewCmdTeacher(e.f)
+	cmd.SetArgs(args)
+	cmd.SetOut(e.out)
+	cmd.SetErr(e.errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	return cmd.Execute()
+}
+
+func TestConfigPrintsEachProvider(t *testing.T) {
+	e := newEnv(t)
+	wantArgs := []any{"-T", "-i", e.key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none", "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
+
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--key", e.key, "--instance", "hazard3-sim-inf-bss-t4"); err != nil {
+		t.Fatal(err)
+	}
+	var codex map[string]map[string]map[string]any
+	if _, err := toml.Decode(e.out.String(), &codex); err != nil {
+		t.Fatalf("codex snippet is not TOML: %v\n%s", err, e.out.String())
+	}
+	entry := codex["mcp_servers"]["stem-anna"]
+	if entry["command"] != "ssh" || !equalAny(entry["args"].([]any), wantArgs) {
+		t.Fatalf("codex entry = %v", entry)
+	}
+
+	if err := e.run(t, "config", "--provider", "claude", "--host", "anna@lab-03", "--key", e.key, "--instance", "hazard3-sim-inf-bss-t4", "--name", "anna"); err != nil {
+		t.Fatal(err)
+	}
+	var claude struct {
+		MCPServers map[string]struct {
+			Type    string `json:"type"`
+			Command string `json:"command"`
+			Args    []any  `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(e.out.Bytes(), &claude); err != nil {
+		t.Fatalf("claude snippet is not JSON: %v\n%s", err, e.out.String())
+	}
+	if c := claude.MCPServers["anna"]; c.Type != "stdio" || !equalAny(c.Args, wantArgs) {
+		t.Fatalf("claude entry = %+v", c)
+	}
+	if !strings.Contains(e.errOut.String(), "claude mcp add --scope project anna -- ssh -T -i "+e.key) {
+		t.Fatalf("no claude mcp add line:\n%s", e.errOut.String())
+	}
+
+	if err := e.run(t, "config", "--provider", "gemini", "--host", "bob@lab-04", "--key", e.key); err != nil {
+		t.Fatal(err)
+	}
+	var gem map[string]map[string]map[string]any
+	if err := json.Unmarshal(e.out.Bytes(), &gem); err != nil {
+		t.Fatal(err)
+	}
+	if args := gem["mcpServers"]["stem-bob"]["args"].([]any); args[len(args)-1] != "mcp" {
+		t.Fatalf("gemini entry without instance = %v", args)
+	}
+}
+
+func TestConfigWriteMergesOneEntryPerStudent(t *testing.T) {
+	e := newEnv(t)
+	codexHome := filepath.Join(e.home, "codexhome")
+	e.vars["CODEX_HOME"] = codexHome
+	cfg := filepath.Join(codexHome, "config.toml")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	orig := "# mine\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"npx\"\n"
+	if err := os.WriteFile(cfg, []byte(orig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"anna", "bob", "celina"} {
+		if err := e.run(t, "config", "--provider", "codex", "--host", who+"@lab", "--key", e.key, "--write"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(e.out.String(), cfg) {
+			t.Fatalf("did not say where it wrote: %s", e.out.String())
+		}
+	}
+	data, _ := os.ReadFile(cfg)
+	if !strings.HasPrefix(string(data), orig) {
+		t.Fatalf("existing content changed:\n%s", data)
+	}
+	var m map[string]map[string]map[string]any
+	if _, err := toml.Decode(string(data), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m["mcp_servers"]) != 4 {
+		t.Fatalf("servers = %v", m["mcp_servers"])
+	}
+
+	// Claude, user scope: ~/.claude.json.
+	if err := e.run(t, "config", "--provider", "claude", "--scope", "user", "--host", "anna@lab", "--key", e.key, "--write", "--json"); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		File    string `json:"file"`
+		Written bool   `json:"written"`
+	}
+	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || res.File != filepath.Join(e.home, ".claude.json") || !res.Written {
+		t.Fatalf("json: %v %s", err, e.out.String())
+	}
+}
+
+func TestConfigRefusesTheOrdinaryKeyAndBadHosts(t *testing.T) {
+	e := newEnv(t)
+	data, _ := os.ReadFile(e.key)
+	ordinary := filepath.Join(e.home, ".ssh", "id_ed25519")
+	if err := os.WriteFile(ordinary, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", ordinary); err == nil || !strings.Contains(err.Error(), "ordinary key") {
+		t.Fatalf("ordinary key: %v", err)
+	}
+	for _, host := range []string{"-oProxyCommand=id", "anna@lab;id", "anna@lab mcp x"} {
+		if err := e.run(t, "config", "--provider", "codex", "--host", host, "--key", e.key); err == nil {
+			t.Errorf("host %q accepted", host)
+		}
+	}
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", e.key, "--instance", "../x"); err == nil {
+		t.Error("instance ../x accepted")
+	}
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", e.key, "--ssh-option", "ProxyCommand=id"); err == nil {
+		t.Error("ProxyCommand accepted")
+	}
+	if err := e.run(t, "config", "--provider", "vim", "--host", "anna@lab", "--key", e.key); !cmdutil.IsFlagError(err) {
+		t.Errorf("unknown provider: %v", err)
+	}
+}
+
+func equalAny(got []any, want []any) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
