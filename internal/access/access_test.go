@@ -143,7 +143,10 @@ func passwdHome(t *testing.T) string {
 	return u.HomeDir
 }
 
-func mustLine(t *testing.T) string { _, l := newKey(t); return strings.TrimSuffix(l, " teacher@laptop") }
+func mustLine(t *testing.T) string {
+	_, l := newKey(t)
+	return strings.TrimSuffix(l, " teacher@laptop")
+}
 
 func TestNewFileIsPrivate(t *testing.T) {
 	f := newFixture(t)
