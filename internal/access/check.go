@@ -111,11 +111,11 @@ func (m *Manager) Check(ctx context.Context) (Report, error) {
 				add(Problem{File: kf.Path, Line: l.Num, Message: fmt.Sprintf("forces grant %s, which does not exist (revoked, or copied by hand); the gate refuses it: remove the line", l.GrantID)})
 				continue
 			}
-			lineCount[g.ID]++
 			if l.FP != g.KeyFP {
 				add(Problem{File: kf.Path, Line: l.Num, Grant: g.Name, Message: fmt.Sprintf("the line's key %s is not the granted key %s: remove the line", l.FP, g.KeyFP)})
 				continue
 			}
+			lineCount[g.ID]++
 			if !l.Restrict {
 				add(Problem{File: kf.Path, Line: l.Num, Grant: g.Name, Message: "the line lacks `restrict` (pty and forwarding are allowed): revoke and grant again"})
 			}
