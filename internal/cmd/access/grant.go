@@ -48,7 +48,7 @@ The teacher's ordinary key (the one that gives a shell) is refused: the
 automation key must be a separate key, made with "stemctl access keygen".`,
 		Example: `  stemctl access grant --name kowalski --key stem_kowalski.pub --level observe
   stemctl access grant --name kowalski --key - --level assist \
-      --instance hazard3-sim-inf-bss-t4 --from 192.168.10.0/24 --expires 2025-06-30
+      --instance hazard3-sim-inf-bss-t4 --from 192.168.10.0/24 --expires 2030-06-30
   stemctl access grant --name lab-helper --key helper.pub --level full --expires 2h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
