@@ -53,12 +53,25 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{
 		dir: dir, keys: keys, audit: log,
 		m: &Manager{
-			Store: store, AuthorizedKeys: keys, MCPBinary: "/usr/local/bin/stem-mcp",
+			Store: store, AuthorizedKeys: keys, MCPBinary: fakeMCP(t, dir),
 			ConfigDirArg: filepath.Join(dir, "config"),
 			Env:          map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "STEM_STATE_DIR": filepath.Join(dir, "state")},
 			Audit:        log, Account: "anna",
 		},
 	}
+}
+
+// fakeMCP is an executable named stem-mcp (check wants the program to exist).
+func fakeMCP(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "bin", "stem-mcp")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func (f *fixture) write(t *testing.T, content string, mode os.FileMode) {
@@ -103,8 +116,8 @@ func TestGrantAppendsRestrictedLineAndKeepsTheRest(t *testing.T) {
 		t.Fatalf("existing lines changed:\n%q\n%q", before, after)
 	}
 	added := strings.TrimSuffix(strings.TrimPrefix(after, before+"\n"), "\n")
-	want := fmt.Sprintf(`restrict,command="/usr/local/bin/stem-mcp gate --grant %s --config-dir %s",from="192.168.1.0/24,*.lab.example",expiry-time="20310630180000Z" %s stem-grant:kowalski`,
-		g.ID, filepath.Join(f.dir, "config"), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
+	want := fmt.Sprintf(`restrict,command="%s gate --grant %s --config-dir %s",from="192.168.1.0/24,*.lab.example",expiry-time="20310630180000Z" %s stem-grant:kowalski`,
+		f.m.MCPBinary, g.ID, filepath.Join(f.dir, "config"), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
 	if added != want {
 		t.Fatalf("line\n got %s\nwant %s", added, want)
 	}
@@ -357,7 +370,7 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 	// Hand edits: tb's line loses restrict; an orphan line for a revoked
 	// ID; c's key copied onto ta's forced command; a's key also as a shell.
 	lines[1] = strings.Replace(lines[1], "restrict,", "", 1)
-	orphan := fmt.Sprintf(`restrict,command="/usr/local/bin/stem-mcp gate --grant g00000000deadbeef" %s`, c)
+	orphan := fmt.Sprintf(`restrict,command="%s gate --grant g00000000deadbeef" %s`, f.m.MCPBinary, c)
 	stolen := strings.Replace(lines[0], strings.Fields(a)[1], strings.Fields(c)[1], 1)
 	f.write(t, strings.Join(append(lines, orphan, stolen, a), "\n")+"\n", 0o600)
 	// And the store gets a second grant for b's key (hand-edited).
@@ -367,6 +380,10 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 		st.Grants[dup.ID] = dup
 		return nil
 	}); err != nil {
+		t.Fatal(err)
+	}
+	// And stem-mcp went away.
+	if err := os.Remove(f.m.MCPBinary); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := f.m.Check(ctx)
@@ -384,6 +401,7 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 		"grant ta: the grant's automation key also logs in here without a forced command",
 		"has 2 grants (tb, tb-copy)",
 		"grant tb-copy: no authorized_keys line",
+		"grant ta: the forced command's program " + f.m.MCPBinary + " is missing",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("check did not report %q; got:\n%s", want, all)

@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 )
@@ -119,6 +120,9 @@ func (m *Manager) Check(ctx context.Context) (Report, error) {
 			if !l.Restrict {
 				add(Problem{File: kf.Path, Line: l.Num, Grant: g.Name, Message: "the line lacks `restrict` (pty and forwarding are allowed): revoke and grant again"})
 			}
+			if prog := strings.Fields(l.Command)[0]; !isExecutable(prog) {
+				add(Problem{File: kf.Path, Line: l.Num, Grant: g.Name, Message: fmt.Sprintf("the forced command's program %s is missing or not executable (was stem-mcp moved?), so the key cannot work: revoke and grant again", prog)})
+			}
 			if want := optionsOf(g.Line(l.Key)); !sameOptions(want, l.Options) {
 				add(Problem{File: kf.Path, Line: l.Num, Grant: g.Name, Message: fmt.Sprintf("the line's options differ from the grant (want %s): revoke and grant again", strings.Join(want, ","))})
 			}
@@ -189,4 +193,9 @@ func normOption(o string) string {
 		return strings.ToLower(o)
 	}
 	return strings.ToLower(name) + "=" + val
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }

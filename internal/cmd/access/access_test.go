@@ -17,13 +17,11 @@ import (
 )
 
 type env struct {
-	f                *cmdutil.Factory
-	in, out, errOut  *bytes.Buffer
-	dirs             xdg.Dirs
-	keys             string
-	teacherPub       string
-	teacherPrivate   string
-	ordinaryKeysLine string
+	f               *cmdutil.Factory
+	in, out, errOut *bytes.Buffer
+	dirs            xdg.Dirs
+	keys            string
+	mcp             string
 }
 
 func newEnv(t *testing.T) *env {
@@ -34,11 +32,20 @@ func newEnv(t *testing.T) *env {
 	e.dirs = xdg.Dirs{Runtime: filepath.Join(base, "run"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"), Home: filepath.Join(base, "home")}
 	e.keys = filepath.Join(e.dirs.Home, ".ssh", "authorized_keys")
 	vars := map[string]string{"HOME": e.dirs.Home, "STEM_WORKSPACE": filepath.Join(base, "ws")}
+	// check wants the forced command's program to exist.
+	mcp := filepath.Join(base, "bin", "stem-mcp")
+	if err := os.MkdirAll(filepath.Dir(mcp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mcp, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.mcp = mcp
 	e.f = &cmdutil.Factory{
 		IOStreams: ios,
 		Getenv:    func(k string) string { return vars[k] },
 		Dirs:      func() (xdg.Dirs, error) { return e.dirs, nil },
-		MCPBinary: func() (string, error) { return "/usr/local/bin/stem-mcp", nil },
+		MCPBinary: func() (string, error) { return mcp, nil },
 		Audit:     func() (*audit.Log, error) { return audit.Open(e.dirs.State) },
 	}
 	return e
@@ -91,7 +98,7 @@ func TestKeygenGrantListCheckRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(data), `restrict,command="/usr/local/bin/stem-mcp gate --grant `+g.ID+` --config-dir `+e.dirs.Config+`",expiry-time="`) {
+	if !strings.HasPrefix(string(data), `restrict,command="`+e.mcp+` gate --grant `+g.ID+` --config-dir `+e.dirs.Config+`",expiry-time="`) {
 		t.Fatalf("line: %s", data)
 	}
 	// What the gate will need, recorded from this stemctl's environment.
@@ -119,7 +126,7 @@ func TestKeygenGrantListCheckRevoke(t *testing.T) {
 
 	// A hand-added line for a grant that does not exist: check fails.
 	f, _ := os.OpenFile(e.keys, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`restrict,command="/usr/local/bin/stem-mcp gate --grant g0000000000000000" ` + pubLine + "\n")
+	f.WriteString(`restrict,command="` + e.mcp + ` gate --grant g0000000000000000" ` + pubLine + "\n")
 	f.Close()
 	err = e.run(t, "check")
 	var ee *cmdutil.ExitError
