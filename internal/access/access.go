@@ -301,7 +301,7 @@ func (m *Manager) Grant(ctx context.Context, req GrantRequest) (Grant, error) {
 		if err := kf.checkEditable(); err != nil {
 			return err
 		}
-		if err := refuseKnownKey(kf, g.KeyFP); err != nil {
+		if err := refuseKnownKey(kf, g.KeyFP, st); err != nil {
 			return err
 		}
 		g.AuthorizedKeys = kf.Path
@@ -338,11 +338,14 @@ func (m *Manager) Grant(ctx context.Context, req GrantRequest) (Grant, error) {
 // uses the first line that matches, so a second line would either never
 // apply or, worse, an unrestricted line would give the automation key (and
 // so every MCP client holding it) a full shell.
-func refuseKnownKey(kf *KeysFile, fp string) error {
+func refuseKnownKey(kf *KeysFile, fp string, st *State) error {
 	for _, l := range kf.ForKey(fp) {
 		switch {
 		case l.Stem:
-			return fmt.Errorf("this key is already in %s line %d as a stem grant line (grant %s): revoke it first, or run `stemctl access check`", kf.Path, l.Num, l.GrantID)
+			if g, ok := st.Grants[l.GrantID]; ok {
+				return fmt.Errorf("this key is already in %s line %d for grant %s: revoke it first (`stemctl access revoke %s`)", kf.Path, l.Num, g.Name, g.Name)
+			}
+			return fmt.Errorf("this key is already in %s line %d for grant %s, which no longer exists: delete that line, then grant again", kf.Path, l.Num, l.GrantID)
 		case !l.HasCommand:
 			return fmt.Errorf("this key already logs in with a shell (%s line %d has no forced command): it looks like the teacher's ordinary key, which must never be an automation key; make a separate key with `stemctl access keygen --name NAME` on the teacher's machine and grant that", kf.Path, l.Num)
 		default:
@@ -380,6 +383,7 @@ func (m *Manager) audit(ctx context.Context, e audit.Entry) {
 func (m *Manager) Revoke(ctx context.Context, ref string) (Grant, int, error) {
 	var g Grant
 	removed := 0
+	var lineLeft error
 	err := m.Store.Update(ctx, func(st *State) error {
 		var ok bool
 		g, ok = st.Find(ref)
@@ -391,11 +395,15 @@ func (m *Manager) Revoke(ctx context.Context, ref string) (Grant, int, error) {
 			path = m.AuthorizedKeys
 		}
 		kf, err := ReadKeysFile(path)
-		if err != nil {
-			return err
+		if err == nil {
+			err = kf.checkEditable()
 		}
-		if err := kf.checkEditable(); err != nil {
-			return err
+		if err != nil {
+			// Revoking must work even when the file cannot be edited:
+			// without its grant the gate refuses the key.
+			lineLeft = err
+			delete(st.Grants, g.ID)
+			return nil
 		}
 		data, n := kf.without(func(l KeyLine) bool { return l.Stem && l.GrantID == g.ID })
 		if n > 0 {
@@ -412,10 +420,16 @@ func (m *Manager) Revoke(ctx context.Context, ref string) (Grant, int, error) {
 	if err != nil {
 		return Grant{}, 0, err
 	}
+	detail := fmt.Sprintf("removed %d authorized_keys line(s)", removed)
+	if lineLeft != nil {
+		detail = "grant removed, line left in place: " + lineLeft.Error()
+	}
 	m.audit(ctx, audit.Entry{
-		Event: audit.Revoke, Grant: g.Label(), KeyFP: g.KeyFP, Level: g.Level, Result: "ok",
-		Detail: fmt.Sprintf("removed %d authorized_keys line(s)", removed),
+		Event: audit.Revoke, Grant: g.Label(), KeyFP: g.KeyFP, Level: g.Level, Result: "ok", Detail: detail,
 	})
+	if lineLeft != nil {
+		return g, 0, fmt.Errorf("grant %s is revoked (the gate now refuses its key), but its authorized_keys line is still there: %w", g.Name, lineLeft)
+	}
 	return g, removed, nil
 }
 

@@ -266,14 +266,19 @@ func TestMalformedFileIsNeverRewritten(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("grant into a malformed file: %v", err)
 	}
-	if _, _, err := f.m.Revoke(ctx, "t1"); err == nil {
-		t.Fatal("revoke rewrote a malformed file")
+	// Revoke still takes the grant away (so the gate refuses the key) but
+	// leaves the file alone and says so.
+	if _, _, err := f.m.Revoke(ctx, "t1"); err == nil || !strings.Contains(err.Error(), "is revoked") || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("revoke with a malformed file: %v", err)
 	}
 	if f.read(t) != broken {
 		t.Fatal("malformed file changed")
 	}
+	if st, _ := f.m.Store.Load(ctx); len(st.Grants) != 0 {
+		t.Fatalf("grant survived the revoke: %v", st.Grants)
+	}
 	rep, err := f.m.Check(ctx)
-	if err != nil || rep.OK() || !strings.Contains(rep.Problems[0].String(), ":2") {
+	if err != nil || len(rep.Problems) != 2 || !strings.Contains(rep.Problems[0].String(), ":1: forces grant") || !strings.Contains(rep.Problems[1].String(), ":2: not a key line") {
 		t.Fatalf("check: %+v %v", rep, err)
 	}
 }
