@@ -1,9 +1,10 @@
-// Package mcp groups `stemctl mcp select|list|status`.
+// Package mcp groups `stemctl mcp select|list|status|call`.
 package mcp
 
 import (
 	"github.com/spf13/cobra"
 
+	mcpcall "github.com/stem-edu/stem/internal/cmd/mcp/call"
 	mcplist "github.com/stem-edu/stem/internal/cmd/mcp/list"
 	mcpselect "github.com/stem-edu/stem/internal/cmd/mcp/select"
 	mcpstatus "github.com/stem-edu/stem/internal/cmd/mcp/status"
@@ -24,6 +25,7 @@ moves the provider's next call to another session without restarting the agent.`
 		mcpselect.NewCmdSelect(f, nil),
 		mcplist.NewCmdList(f, nil),
 		mcpstatus.NewCmdStatus(f, nil),
+		mcpcall.NewCmdCall(f, nil),
 	)
 	return cmd
 }

@@ -1,0 +1,65 @@
+# stem: two commands matter.
+#   make demo   set everything up on a fresh Debian 12 machine and start a demo instance
+#   make test   run every test (what CI runs)
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+TAGS := remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp
+export GOFLAGS := -buildvcs=false -tags=$(TAGS)
+export PATH := /usr/local/go/bin:$(PATH)
+
+# setup.sh records in .cache/podman.env whether this host needs the repo's
+# containers.conf; every recipe that touches Podman sources it.
+PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
+
+GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
+
+.PHONY: help setup build images agent-clis demo test test-short bench lint clean
+
+help:
+	@echo "make demo        install what is missing, build images, start the demo instance"
+	@echo "make test        run every test (CI runs this)"
+	@echo "make bench       run the benchmarks and print the figures"
+	@echo "make build       build bin/stemctl and bin/stem-mcp"
+	@echo "make images      build the three profile images"
+	@echo "make lint        gofmt and go vet"
+
+setup:
+	@scripts/setup.sh
+
+bin/stemctl: $(GO_SOURCES)
+	@mkdir -p bin
+	go build -o $@ ./cmd/stemctl
+
+# stem-mcp is bind-mounted into the containers (the gdb bridge runs there),
+# so it is built static.
+bin/stem-mcp: $(GO_SOURCES)
+	@mkdir -p bin
+	CGO_ENABLED=0 go build -trimpath -o $@ ./cmd/stem-mcp
+
+build: bin/stemctl bin/stem-mcp
+
+images: setup
+	@$(PODMAN_ENV) scripts/build-images.sh
+
+agent-clis:
+	@scripts/install-agent-clis.sh
+
+demo: setup build images
+	@$(PODMAN_ENV) scripts/demo.sh
+
+test: setup build images agent-clis lint
+	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -count=1 -timeout 25m ./...
+
+test-short: build
+	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -short -count=1 ./...
+
+bench: setup build images
+	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp scripts/bench.sh
+
+lint:
+	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+clean:
+	rm -rf bin

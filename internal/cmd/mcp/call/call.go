@@ -1,0 +1,178 @@
+// Package mcpcall implements `stemctl mcp call`: a small MCP client that
+// starts stem-mcp at a level and calls one tool, so a student or teacher can
+// see exactly what an agent would see, and scripts can use stem-mcp too.
+package mcpcall
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// Options are call's inputs.
+type Options struct {
+	F        *cmdutil.Factory
+	Level    string
+	Instance string
+	Tool     string
+	Args     []string
+	RawJSON  string
+	Timeout  time.Duration
+	JSON     bool
+}
+
+// NewCmdCall builds the command.
+func NewCmdCall(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "call TOOL [NAME=VALUE...]",
+		Short: "Call one stem-mcp tool through a real MCP session and print the result",
+		Long: `Start stem-mcp at the given level (as an agent's configuration would), do the MCP
+handshake, call TOOL with the arguments, and print its result. NAME=VALUE arguments
+are numbers, true/false or strings; NAME:=JSON passes a JSON value (arrays); --args
+takes the whole argument object as JSON. "resource:URI" reads a resource instead.`,
+		Example: `  stemctl mcp call --level observe session_status
+  stemctl mcp call --level observe pane_capture pane=%0 start=-20
+  stemctl mcp call --level assist nvim_buffer_edit path=t4/main.c start=3 end=3 'lines:=["int x = 1;"]'
+  stemctl mcp call --level observe resource:stem://context`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Tool, opts.Args = args[0], args[1:]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Level, "level", "observe", "access level of the stem-mcp started for the call")
+	cmd.Flags().StringVar(&opts.Instance, "instance", "", "a fixed instance instead of the selection")
+	cmd.Flags().StringVar(&opts.RawJSON, "args", "", "the tool's arguments as one JSON object")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "give up after this long")
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// ParseArgs turns NAME=VALUE / NAME:=JSON pairs into an argument object.
+func ParseArgs(pairs []string, raw string) (map[string]any, error) {
+	out := map[string]any{}
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &out); err != nil {
+			return nil, cmdutil.FlagErrorf("--args: %v", err)
+		}
+	}
+	for _, p := range pairs {
+		if k, v, ok := strings.Cut(p, ":="); ok && !strings.Contains(k, "=") {
+			var val any
+			if err := json.Unmarshal([]byte(v), &val); err != nil {
+				return nil, cmdutil.FlagErrorf("%s: %v", p, err)
+			}
+			out[k] = val
+			continue
+		}
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, cmdutil.FlagErrorf("argument %q: want NAME=VALUE or NAME:=JSON", p)
+		}
+		switch {
+		case v == "true" || v == "false":
+			out[k] = v == "true"
+		default:
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				out[k] = n
+			} else {
+				out[k] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// Run starts stem-mcp, calls the tool and prints the result.
+func Run(ctx context.Context, opts *Options) error {
+	arguments, err := ParseArgs(opts.Args, opts.RawJSON)
+	if err != nil {
+		return err
+	}
+	bin, err := opts.F.MCPBinary()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	argv := []string{"serve", "--level", opts.Level}
+	if opts.Instance != "" {
+		argv = append(argv, "--instance", opts.Instance)
+	}
+	c, err := client.NewStdioMCPClient(bin, os.Environ(), argv...)
+	if err != nil {
+		return fmt.Errorf("start stem-mcp: %w", err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "stemctl mcp call", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return fmt.Errorf("MCP initialize: %w", err)
+	}
+	out := opts.F.IOStreams.Out
+	if uri, ok := strings.CutPrefix(opts.Tool, "resource:"); ok {
+		req := mcp.ReadResourceRequest{}
+		req.Params.URI = uri
+		res, err := c.ReadResource(ctx, req)
+		if err != nil {
+			return err
+		}
+		if opts.JSON {
+			return cmdutil.WriteJSON(out, res)
+		}
+		for _, rc := range res.Contents {
+			if t, ok := rc.(mcp.TextResourceContents); ok {
+				fmt.Fprintln(out, t.Text)
+			}
+		}
+		return nil
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = opts.Tool
+	req.Params.Arguments = arguments
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		if err := cmdutil.WriteJSON(out, res); err != nil {
+			return err
+		}
+	} else {
+		printResult(out, res)
+	}
+	if res.IsError {
+		return &cmdutil.ExitError{Code: 1}
+	}
+	return nil
+}
+
+func printResult(w interface{ Write([]byte) (int, error) }, res *mcp.CallToolResult) {
+	if res.StructuredContent != nil {
+		data, err := json.MarshalIndent(res.StructuredContent, "", "  ")
+		if err == nil {
+			fmt.Fprintln(w, string(data))
+			return
+		}
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			fmt.Fprintln(w, t.Text)
+		}
+	}
+}

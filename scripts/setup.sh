@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Install what stem needs on a Debian 12 machine, idempotently: Debian
+# packages, a Go toolchain new enough for go.mod, Go modules, a working
+# Podman configuration and its API service. Safe to run again: each step
+# checks before it acts. Needs root for apt (run it with sudo otherwise).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=$ROOT/.cache
+mkdir -p "$CACHE"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+GO_VERSION=$(awk '/^go /{print $2}' go.mod)
+
+# Debian packages: host tools (tmux and nvim for the host client side and
+# tests; gdb/qemu/toolchains so tests can build and debug the examples on the
+# host as well as in the images), Podman, OpenSSH for the SSH tests.
+PKGS=(podman runc catatonit uidmap slirp4netns fuse-overlayfs containernetworking-plugins
+      tmux neovim bash git make gcc libc6-dev gdb gdb-multiarch valgrind
+      qemu-system-misc gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf
+      gcc-arm-none-eabi libnewlib-arm-none-eabi
+      openssh-server openssh-client debootstrap curl unzip ca-certificates jq npm)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A machine whose node comes from elsewhere (nodesource) already has npm.
+if [[ " ${missing[*]} " == *" npm "* ]] && command -v npm >/dev/null; then
+  missing=("${missing[@]/npm}")
+fi
+read -ra missing <<<"${missing[*]}"
+if ((${#missing[@]})); then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present"
+fi
+
+# Go: Debian 12's golang is too old for go.mod; fetch the toolchain from the
+# Go module proxy (the same zip `GOTOOLCHAIN` downloads) into /usr/local/go.
+need_go() {
+  command -v go >/dev/null || return 0
+  local have; have=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+  [ "$(printf '%s\n%s\n' "$GO_VERSION" "$have" | sort -V | head -1)" != "$GO_VERSION" ]
+}
+if need_go; then
+  say "installing Go $GO_VERSION from the module proxy"
+  zip=$CACHE/go$GO_VERSION.zip
+  proxy=${GOPROXY:-https://proxy.golang.org}; proxy=${proxy%%,*}
+  curl -fsSL -o "$zip" "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_VERSION.linux-amd64.zip"
+  tmp=$(mktemp -d); unzip -q "$zip" -d "$tmp"
+  rm -rf /usr/local/go && mv "$tmp/golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-amd64" /usr/local/go
+  rm -rf "$tmp"
+  ln -sf /usr/local/go/bin/go /usr/local/bin/go; ln -sf /usr/local/go/bin/gofmt /usr/local/bin/gofmt
+fi
+say "Go $(go env GOVERSION); downloading modules"
+go mod download
+
+# Podman: base image first (needed to probe whether containers start here).
+scripts/build-base.sh
+
+# Some hosts (these CI machines among them) need the repo's containers.conf:
+# crun refuses a hybrid cgroup layout and default ulimits exceed the hard
+# limits. Probe plain Podman; if it fails and the repo config works, record
+# that in .cache/podman.env, which the Makefile includes.
+BASE=${STEM_BASE_IMAGE:-localhost/stem-base:bookworm}
+if env -u CONTAINERS_CONF podman run --rm --network none "$BASE" true >/dev/null 2>&1; then
+  rm -f "$CACHE/podman.env"
+  say "Podman runs containers with its default configuration"
+elif CONTAINERS_CONF=$ROOT/containers/containers.conf podman run --rm --network none "$BASE" true >/dev/null 2>&1; then
+  echo "export CONTAINERS_CONF=$ROOT/containers/containers.conf" > "$CACHE/podman.env"
+  say "this host needs containers/containers.conf (runc, ulimits): recorded in .cache/podman.env"
+else
+  echo "setup: Podman cannot start a container here, even with containers/containers.conf:" >&2
+  CONTAINERS_CONF=$ROOT/containers/containers.conf podman run --rm --network none "$BASE" true >&2 || true
+  exit 1
+fi
+[ -f "$CACHE/podman.env" ] && . "$CACHE/podman.env"
+
+# The API service the Go bindings talk to.
+if [ "$(id -u)" = 0 ]; then SOCK=/run/podman/podman.sock; else SOCK=${XDG_RUNTIME_DIR:?XDG_RUNTIME_DIR is not set}/podman/podman.sock; fi
+if ! curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; then
+  say "starting the Podman API service on $SOCK"
+  mkdir -p "$(dirname "$SOCK")"
+  setsid nohup podman system service --time=0 "unix://$SOCK" >"$CACHE/podman-service.log" 2>&1 < /dev/null &
+  for _ in $(seq 100); do curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null || { echo "setup: the Podman API service did not start; see $CACHE/podman-service.log" >&2; exit 1; }
+fi
+mkdir -p /run/sshd 2>/dev/null || true
+say "setup done"
