@@ -1,0 +1,226 @@
+package nvim
+
+// Fixed Lua chunks run with nvim_exec_lua. Every piece of outside data (paths,
+// buffer text, hint text, numbers) arrives as an argument in `...`, never as
+// source text. Each chunk does its checks and its work in one request, so
+// the student cannot change the state between a check and the action.
+//
+// Failures the caller must tell apart are returned as {err = "..."} rather
+// than raised, so they map onto sentinel errors.
+
+// luaFindBuf is shared by chunks that accept a buffer number or a path. It
+// defines find(bufnr, path) -> bufnr | nil, errcode.
+const luaFindBuf = `
+local api = vim.api
+local function find(bufnr, path)
+  if path ~= '' then
+    for _, b in ipairs(api.nvim_list_bufs()) do
+      if api.nvim_buf_get_name(b) == path then bufnr = b; break end
+    end
+    if bufnr == 0 then
+      -- The same file reached through a symlink.
+      local want = vim.loop.fs_realpath(path)
+      if want then
+        for _, b in ipairs(api.nvim_list_bufs()) do
+          local n = api.nvim_buf_get_name(b)
+          if n ~= '' and vim.loop.fs_realpath(n) == want then bufnr = b; break end
+        end
+      end
+    end
+    if bufnr == 0 then return nil, 'notloaded' end
+  elseif not api.nvim_buf_is_valid(bufnr) then
+    return nil, 'nobuffer'
+  end
+  if not api.nvim_buf_is_loaded(bufnr) then return nil, 'notloaded' end
+  return bufnr
+end
+`
+
+// luaRead(bufnr, path, first, last, maxbytes): lines first..last (1-based,
+// inclusive; last < 1 means the end) until maxbytes (each line counts its
+// length plus one for the newline). A first line longer than the budget is
+// cut rather than dropped, so the caller always sees something.
+const luaRead = luaFindBuf + `
+local bufnr, path, first, last, maxbytes = ...
+local b, e = find(bufnr, path)
+if not b then return {err = e} end
+local total = api.nvim_buf_line_count(b)
+if first < 1 then first = 1 end
+if last < 1 or last > total then last = total end
+local out, used, truncated, cut = {}, 0, false, false
+local i = first
+while i <= last and not truncated do
+  local stop = math.min(last, i + 511)
+  for _, l in ipairs(api.nvim_buf_get_lines(b, i - 1, stop, true)) do
+    if used + #l + 1 > maxbytes then
+      truncated = true
+      if #out == 0 then out[1] = string.sub(l, 1, maxbytes); cut = true end
+      break
+    end
+    used = used + #l + 1
+    out[#out + 1] = l
+  end
+  i = stop + 1
+end
+local res = {
+  buf = b, name = api.nvim_buf_get_name(b), total = total, first = first,
+  truncated = truncated, cut = cut,
+  modified = api.nvim_buf_get_option(b, 'modified'),
+  tick = api.nvim_buf_get_changedtick(b),
+}
+if #out > 0 then res.lines = out end
+return res
+`
+
+// luaStatus(maxbufs): cursor, current buffer and the buffer list.
+const luaStatus = `
+local maxbufs = ...
+local api = vim.api
+local cur = api.nvim_get_current_buf()
+local cursor = api.nvim_win_get_cursor(0)
+local all = api.nvim_list_bufs()
+local bufs = {}
+for _, b in ipairs(all) do
+  if #bufs >= maxbufs then break end
+  local loaded = api.nvim_buf_is_loaded(b)
+  bufs[#bufs + 1] = {
+    number = b,
+    name = api.nvim_buf_get_name(b),
+    loaded = loaded,
+    listed = api.nvim_buf_get_option(b, 'buflisted'),
+    modified = api.nvim_buf_get_option(b, 'modified'),
+    lines = loaded and api.nvim_buf_line_count(b) or 0,
+    filetype = api.nvim_buf_get_option(b, 'filetype'),
+    buftype = api.nvim_buf_get_option(b, 'buftype'),
+  }
+end
+return {
+  buf = cur, win = api.nvim_get_current_win(),
+  line = cursor[1], col = cursor[2],
+  cwd = vim.loop.cwd() or '',
+  buffers = bufs, nbufs = #all,
+}
+`
+
+// luaDiagnostics(bufnr, max): vim.diagnostic.get for one buffer (bufnr > 0)
+// or all (bufnr == 0). Fields are copied one by one so a plugin's odd
+// values (tables in user_data, functions) never reach msgpack.
+const luaDiagnostics = `
+local bufnr, max = ...
+local api = vim.api
+if bufnr ~= 0 and not api.nvim_buf_is_valid(bufnr) then return {err = 'nobuffer'} end
+local list = vim.diagnostic.get(bufnr ~= 0 and bufnr or nil)
+local out, names = {}, {}
+for i, d in ipairs(list) do
+  if i > max then break end
+  local b = d.bufnr or 0
+  if names[b] == nil then
+    names[b] = (b ~= 0 and api.nvim_buf_is_valid(b)) and api.nvim_buf_get_name(b) or ''
+  end
+  out[i] = {
+    buf = b, name = names[b],
+    lnum = tonumber(d.lnum) or 0, col = tonumber(d.col) or 0,
+    end_lnum = tonumber(d.end_lnum) or tonumber(d.lnum) or 0,
+    end_col = tonumber(d.end_col) or tonumber(d.col) or 0,
+    severity = tonumber(d.severity) or 0,
+    message = tostring(d.message or ''),
+    source = d.source ~= nil and tostring(d.source) or nil,
+    code = d.code ~= nil and tostring(d.code) or nil,
+  }
+end
+local res = {total = #list}
+if #out > 0 then res.items = out end
+return res
+`
+
+// luaOpen(path): open a file in the current window without any Ex string.
+// bufadd() takes the name literally (no wildcards, backticks, %, #, <cword>
+// or $VAR). While the file is read, 'modelines' is 0 and the buffer's
+// 'modeline' is switched off, so a hostile modeline cannot act even if the
+// student's own config turned modelines back on. A swap-file dialog would
+// wait for a key, so SwapExists answers it with "open read-only".
+const luaOpen = `
+local path = ...
+local api, fn = vim.api, vim.fn
+if fn.isdirectory(path) == 1 then return {err = 'directory'} end
+local existed = vim.loop.fs_stat(path) ~= nil
+local buf = fn.bufadd(path)
+if buf == 0 then return {err = 'bufadd'} end
+local grp = api.nvim_create_augroup('stem_open', {clear = true})
+local swap = false
+api.nvim_create_autocmd('SwapExists', {group = grp, callback = function()
+  vim.v.swapchoice = 'o'
+  swap = true
+end})
+local saved = vim.go.modelines
+vim.go.modelines = 0
+local ok, msg = pcall(function()
+  if not api.nvim_buf_is_loaded(buf) then
+    api.nvim_buf_set_option(buf, 'modeline', false)
+    fn.bufload(buf)
+  end
+  api.nvim_buf_set_option(buf, 'modeline', false)
+  api.nvim_buf_set_option(buf, 'buflisted', true)
+  api.nvim_win_set_buf(0, buf)
+end)
+vim.go.modelines = saved
+pcall(api.nvim_del_augroup_by_id, grp)
+if not ok then return {err = 'open', msg = tostring(msg), buf = buf} end
+return {
+  buf = buf, name = api.nvim_buf_get_name(buf),
+  lines = api.nvim_buf_line_count(buf), new = not existed,
+  swap = swap, readonly = api.nvim_buf_get_option(buf, 'readonly'),
+}
+`
+
+// luaSetLines(bufnr, first, last, lines): replace lines first..last
+// (1-based, inclusive; last == first-1 inserts before first).
+const luaSetLines = `
+local buf, first, last, lines = ...
+local api = vim.api
+if not api.nvim_buf_is_valid(buf) then return {err = 'nobuffer'} end
+if not api.nvim_buf_is_loaded(buf) then return {err = 'notloaded'} end
+local bt = api.nvim_buf_get_option(buf, 'buftype')
+if bt ~= '' then return {err = 'buftype', buftype = bt} end
+if not api.nvim_buf_get_option(buf, 'modifiable') then return {err = 'nomodifiable'} end
+local n = api.nvim_buf_line_count(buf)
+if first < 1 or first > n + 1 or last < first - 1 or last > n then
+  return {err = 'range', total = n}
+end
+api.nvim_buf_set_lines(buf, first - 1, last, true, lines)
+return {total = api.nvim_buf_line_count(buf), tick = api.nvim_buf_get_changedtick(buf)}
+`
+
+// luaHint(bufnr, line, text, hl): virtual text at the end of a line, in the
+// stem-hint namespace. Extmarks do not change the buffer's text,
+// 'modified' or changedtick.
+const luaHint = `
+local buf, line, text, hl = ...
+local api = vim.api
+if not api.nvim_buf_is_valid(buf) then return {err = 'nobuffer'} end
+if not api.nvim_buf_is_loaded(buf) then return {err = 'notloaded'} end
+local n = api.nvim_buf_line_count(buf)
+if line < 1 or line > n then return {err = 'range', total = n} end
+local ns = api.nvim_create_namespace('stem-hint')
+local id = api.nvim_buf_set_extmark(buf, ns, line - 1, 0, {
+  virt_text = {{text, hl}}, virt_text_pos = 'eol', hl_mode = 'combine',
+})
+return {id = id}
+`
+
+// luaClearHints(bufnr): drop our hints in one buffer, or everywhere (0).
+const luaClearHints = `
+local buf = ...
+local api = vim.api
+if buf ~= 0 and not api.nvim_buf_is_valid(buf) then return {err = 'nobuffer'} end
+local ns = api.nvim_create_namespace('stem-hint')
+local bufs = buf == 0 and api.nvim_list_bufs() or {buf}
+local count = 0
+for _, b in ipairs(bufs) do
+  if api.nvim_buf_is_loaded(b) then
+    count = count + #api.nvim_buf_get_extmarks(b, ns, 0, -1, {})
+    api.nvim_buf_clear_namespace(b, ns, 0, -1)
+  end
+end
+return {count = count}
+`
