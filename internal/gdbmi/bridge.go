@@ -1,0 +1,949 @@
+package gdbmi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/term"
+
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+// BridgeOptions configures RunBridge.
+type BridgeOptions struct {
+	// Dir is the container's socket directory: g.sock and gdb-sync.json
+	// are created there.
+	Dir string
+	// Argv is the student's gdb command line, program first, for example
+	// gdb-multiarch -q prog.elf -ex 'target remote 127.0.0.1:1234'.
+	Argv []string
+	// Stdin, Stdout and Stderr are the tmux pane. Pass *os.File values so
+	// gdb gets the terminal itself (readline, Ctrl-C, job control).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Env is gdb's environment; nil inherits the bridge's.
+	Env []string
+	// Log receives the bridge's own diagnostics. Nil discards them: the
+	// pane belongs to the student and gdb.
+	Log io.Writer
+	// KillDelay is how long gdb gets after SIGTERM (when ctx ends) before
+	// it is killed. Default 5s.
+	KillDelay time.Duration
+	// MaxClients bounds concurrent g.sock connections. Default 16.
+	MaxClients int
+	// Quiet stops the bridge from noting in the pane where a client's
+	// step, next, finish or until left the program. gdb prints breakpoint
+	// hits and signals in the pane itself, but not the end of a step that
+	// another UI started, so without the note the student would not see
+	// the agent move the program.
+	Quiet bool
+}
+
+const (
+	maxClientLine      = 64 << 10 // one MI command from a client
+	maxMILine          = 32 << 20 // one line of gdb output
+	clientQueue        = 8192     // lines buffered per client before it is dropped as too slow
+	clientWriteTimeout = 10 * time.Second
+	gdbWriteTimeout    = 30 * time.Second
+	sunPathMax         = 108 // kernel's sockaddr_un.sun_path, including NUL
+)
+
+var errLineTooLong = errors.New("line too long")
+
+// RunBridge runs the student's gdb with a second, machine UI (`new-ui mi3`
+// on a private pty) and serves that MI channel on Dir/g.sock to any number
+// of clients, while gdb's console stays on Stdin/Stdout/Stderr. It mirrors
+// the program state into Dir/gdb-sync.json, forwards SIGTERM and SIGHUP to
+// gdb, ignores SIGINT and SIGQUIT (the terminal's Ctrl-C is gdb's), and
+// returns gdb's exit code when gdb exits. Cancelling ctx terminates gdb.
+//
+// Protocol on g.sock: clients write MI command lines ("TOKEN-command
+// args\n", token optional, only '-' commands); the bridge rewrites tokens so
+// each result goes back to the client that asked, with its own token.
+// Async records (*stopped, =thread-selected, ...) go to every client.
+// Console and log stream records (~ &) and =cmd-param-changed produced
+// while a client's command is being answered go to that client only,
+// prefixed with its token (an extension of MI, which has no tokens on
+// stream records), so output is attributed exactly; all other records go
+// to every client without a token. "(gdb)" prompts are not forwarded.
+//
+// RunBridge installs process-wide signal handlers for its duration; run it
+// as its own process (the hidden stem-mcp gdb-bridge subcommand).
+func RunBridge(ctx context.Context, opt BridgeOptions) (exitCode int, err error) {
+	if err := checkBridgeOptions(&opt); err != nil {
+		return 2, err
+	}
+	sockPath := filepath.Join(opt.Dir, sockets.GDBSocket)
+	if err := checkSocketPath(sockPath); err != nil {
+		return 2, err
+	}
+	gdbPath, err := exec.LookPath(opt.Argv[0])
+	if err != nil {
+		return 127, fmt.Errorf("gdb bridge: %w", err)
+	}
+
+	master, slave, err := pty.Open()
+	if err != nil {
+		return 1, fmt.Errorf("gdb bridge: open pty for gdb's MI channel: %w", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	// No echo, no line editing, no signal characters: the channel carries
+	// MI text both ways, byte for byte.
+	if _, err := term.MakeRaw(int(slave.Fd())); err != nil {
+		return 1, fmt.Errorf("gdb bridge: set MI pty raw: %w", err)
+	}
+
+	// -iex commands run before the program is loaded and before any of the
+	// student's -ex commands, so the MI UI sees everything from the start.
+	// mi-async lets MI resume the program without blocking the channel; it
+	// cannot be switched once a remote target is attached.
+	argv := append([]string{"-iex", "set mi-async on", "-iex", "new-ui mi3 " + slave.Name()}, opt.Argv[1:]...)
+	cmd := exec.Command(gdbPath, argv...)
+	cmd.Args[0] = opt.Argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opt.Stdin, opt.Stdout, opt.Stderr
+	cmd.Env = opt.Env
+	// Bounds Wait when the stdio are not files and exec copies them.
+	cmd.WaitDelay = 2 * time.Second
+
+	// Catch (not ignore) the signals before gdb starts: caught signals are
+	// reset to default in the child, ignored ones would be inherited.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		return 127, fmt.Errorf("gdb bridge: start %s: %w", opt.Argv[0], err)
+	}
+
+	b := &bridge{
+		opt:      opt,
+		master:   master,
+		pending:  map[string]pend{},
+		clients:  map[*bclient]struct{}{},
+		syncKick: make(chan struct{}, 1),
+		state:    SyncState{State: StateNotStarted, GDBPid: cmd.Process.Pid, Updated: time.Now().UTC()},
+	}
+	b.writeSync()
+	syncStop, syncDone := make(chan struct{}), make(chan struct{})
+	go b.syncLoop(syncStop, syncDone)
+	paneDone := make(chan struct{})
+	b.paneNotes = make(chan string, 16)
+	go func() {
+		defer close(paneDone)
+		for n := range b.paneNotes {
+			if opt.Stdout != nil {
+				io.WriteString(opt.Stdout, n)
+			}
+		}
+	}()
+
+	ready := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		b.readMI(ready)
+	}()
+
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+
+	var (
+		ln        *net.UnixListener
+		acceptWG  sync.WaitGroup
+		readyC    = (<-chan struct{})(ready)
+		readyWarn = time.After(30 * time.Second)
+		ctxDone   = ctx.Done()
+		killTimer <-chan time.Time
+	)
+loop:
+	for {
+		select {
+		case <-readyC:
+			readyC = nil
+			ln, err = b.listen(sockPath)
+			if err != nil {
+				// gdb keeps running for the student; only the agent side
+				// is missing, and Dial says so.
+				b.logf("not serving %s: %v", sockPath, err)
+				continue
+			}
+			acceptWG.Add(1)
+			go func() {
+				defer acceptWG.Done()
+				b.accept(ln)
+			}()
+		case <-readyWarn:
+			if readyC != nil {
+				b.logf("gdb has not opened its MI channel after 30s (does it support new-ui?); not serving %s yet", sockPath)
+			}
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGTERM, syscall.SIGHUP:
+				_ = cmd.Process.Signal(s)
+			case syscall.SIGINT:
+				b.onInterrupt()
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			killTimer = time.After(opt.KillDelay)
+		case <-killTimer:
+			_ = cmd.Process.Kill()
+		case <-exited:
+			break loop
+		}
+	}
+
+	if ln != nil {
+		ln.Close()
+		acceptWG.Wait()
+		b.removeSocket(sockPath)
+	}
+	for _, c := range b.clientList() {
+		c.close()
+	}
+	master.Close()
+	slave.Close()
+	<-readerDone
+	b.bg.Wait()
+	close(b.paneNotes)
+	<-paneDone
+	close(syncStop)
+	<-syncDone
+	b.mu.Lock()
+	b.state.State = StateGDBExited
+	b.state.GDBPid = 0
+	b.state.Seq++
+	b.state.Updated = time.Now().UTC()
+	b.mu.Unlock()
+	b.writeSync()
+
+	code := cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return code, fmt.Errorf("gdb bridge: wait for gdb: %w", waitErr)
+	}
+	return code, nil
+}
+
+func checkBridgeOptions(opt *BridgeOptions) error {
+	if len(opt.Argv) == 0 || opt.Argv[0] == "" {
+		return errors.New("gdb bridge: no gdb command given")
+	}
+	if !filepath.IsAbs(opt.Dir) {
+		return fmt.Errorf("gdb bridge: socket directory %q is not absolute", opt.Dir)
+	}
+	fi, err := os.Lstat(opt.Dir)
+	if err != nil {
+		return fmt.Errorf("gdb bridge: socket directory: %w", err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+		return fmt.Errorf("gdb bridge: socket directory %s is not a directory (symlinks are refused)", opt.Dir)
+	}
+	if err := sockets.CheckLengths(opt.Dir); err != nil {
+		return fmt.Errorf("gdb bridge: %w", err)
+	}
+	if opt.KillDelay <= 0 {
+		opt.KillDelay = 5 * time.Second
+	}
+	if opt.MaxClients <= 0 {
+		opt.MaxClients = 16
+	}
+	return nil
+}
+
+// checkSocketPath refuses to start when something other than a stale
+// socket sits at path, or when a live bridge already answers there.
+func checkSocketPath(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gdb bridge: %w", err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("gdb bridge: refusing to replace %s: it is a %s, not a socket", path, fileKind(fi))
+	}
+	c, err := net.DialTimeout("unix", path, 500*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("gdb bridge: another debugger bridge is already serving %s", path)
+	}
+	return nil
+}
+
+func fileKind(fi os.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "special file"
+}
+
+type pend struct {
+	c        *bclient // nil for the bridge's own commands
+	tok      string   // the client's token, restored on the result
+	op       string   // the MI command name
+	onResult func(Record)
+}
+
+type bridge struct {
+	opt    BridgeOptions
+	master *os.File
+
+	writeMu sync.Mutex // serializes writes to gdb's MI input
+
+	mu            sync.Mutex
+	nextTok       uint64
+	pending       map[string]pend // bridge token -> who asked
+	inflight      []string        // bridge tokens sent and not yet answered, oldest first
+	clients       map[*bclient]struct{}
+	state         SyncState
+	runningFromMI bool // the program was last resumed by an MI command, not the console
+	sockFI        os.FileInfo
+
+	syncKick  chan struct{}
+	paneNotes chan string    // written to the pane by one goroutine, in order
+	bg        sync.WaitGroup // the bridge's own commands, sent off the reader goroutine
+}
+
+func (b *bridge) logf(format string, args ...any) {
+	if b.opt.Log == nil {
+		return
+	}
+	fmt.Fprintf(b.opt.Log, "%s stem gdb-bridge: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// listen binds a temporary name, restricts it to the owner, then renames it
+// over g.sock, so the socket is never reachable with looser permissions and
+// a stale socket is replaced atomically (rename replaces a path without
+// following it).
+func (b *bridge) listen(path string) (*net.UnixListener, error) {
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".g%x", os.Getpid()))
+	if len(tmp) >= sunPathMax {
+		return nil, fmt.Errorf("temporary socket path %s is too long", tmp)
+	}
+	if fi, err := os.Lstat(tmp); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("refusing to replace %s: it is a %s", tmp, fileKind(fi))
+		}
+		os.Remove(tmp)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", tmp, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	fail := func(err error) (*net.UnixListener, error) {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
+	}
+	if err := checkSocketPath(path); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(fmt.Errorf("rename %s to %s: %w", tmp, path, err))
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fail(fmt.Errorf("stat %s: %w", path, err))
+	}
+	b.sockFI = fi
+	b.logf("serving gdb MI on %s", path)
+	return ln, nil
+}
+
+// removeSocket removes g.sock only if it is still the socket we bound.
+func (b *bridge) removeSocket(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || b.sockFI == nil || !os.SameFile(fi, b.sockFI) {
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		b.logf("remove %s: %v", path, err)
+	}
+}
+
+func (b *bridge) accept(ln *net.UnixListener) {
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			b.logf("accept: %v", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		c := &bclient{b: b, conn: conn, out: make(chan string, clientQueue), done: make(chan struct{})}
+		b.mu.Lock()
+		full := len(b.clients) >= b.opt.MaxClients
+		if !full {
+			b.clients[c] = struct{}{}
+		}
+		b.mu.Unlock()
+		if full {
+			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+			fmt.Fprintf(conn, "^error,msg=%s\n", Quote("bridge: too many clients"))
+			conn.Close()
+			continue
+		}
+		go c.writeLoop()
+		go c.readLoop()
+	}
+}
+
+func (b *bridge) clientList() []*bclient {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*bclient, 0, len(b.clients))
+	for c := range b.clients {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (b *bridge) broadcast(line string) {
+	for _, c := range b.clientList() {
+		c.send(line)
+	}
+}
+
+// bclient is one g.sock connection.
+type bclient struct {
+	b         *bridge
+	conn      net.Conn
+	out       chan string
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *bclient) close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.conn.Close()
+		c.b.mu.Lock()
+		delete(c.b.clients, c)
+		c.b.mu.Unlock()
+	})
+}
+
+// send queues a line without blocking: a client that does not keep up is
+// disconnected rather than allowed to stall gdb's output.
+func (c *bclient) send(line string) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	select {
+	case c.out <- line:
+	default:
+		c.b.logf("client too slow; disconnecting it")
+		c.close()
+	}
+}
+
+func (c *bclient) writeLoop() {
+	w := bufio.NewWriter(c.conn)
+	for {
+		select {
+		case <-c.done:
+			return
+		case l := <-c.out:
+			_ = c.conn.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
+			w.WriteString(l)
+			w.WriteByte('\n')
+			for more := true; more; {
+				select {
+				case l := <-c.out:
+					w.WriteString(l)
+					w.WriteByte('\n')
+				default:
+					more = false
+				}
+			}
+			if err := w.Flush(); err != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+func (c *bclient) readLoop() {
+	defer c.close()
+	br := bufio.NewReader(c.conn)
+	for {
+		line, err := readLine(br, maxClientLine)
+		if errors.Is(err, errLineTooLong) {
+			c.send("^error,msg=" + Quote(fmt.Sprintf("bridge: command longer than %d bytes", maxClientLine)))
+			// Let the writer flush the error before the connection closes.
+			time.Sleep(50 * time.Millisecond)
+			return
+		}
+		if err != nil {
+			return
+		}
+		c.b.clientLine(c, line)
+	}
+}
+
+// readLine reads one '\n'-terminated line without the terminator. A line
+// over limit is consumed and reported as errLineTooLong.
+func readLine(br *bufio.Reader, limit int) (string, error) {
+	var buf []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(buf)+len(chunk) > limit+1 {
+				tooLong = true
+				buf = nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if tooLong {
+			return "", errLineTooLong
+		}
+		s := strings.TrimSuffix(string(buf), "\n")
+		return strings.TrimSuffix(s, "\r"), nil
+	}
+}
+
+// clientLine checks one line from a client and passes it to gdb.
+func (b *bridge) clientLine(c *bclient, line string) {
+	if line == "" {
+		return
+	}
+	i := 0
+	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
+		i++
+	}
+	tok, rest := line[:i], line[i:]
+	if len(tok) > 19 {
+		c.send("^error,msg=" + Quote("bridge: token longer than 19 digits"))
+		return
+	}
+	if msg := checkClientCommand(rest); msg != "" {
+		c.send(tok + "^error,msg=" + Quote("bridge: "+msg))
+		return
+	}
+	b.submit(pend{c: c, tok: tok, op: strings.Fields(rest)[0]}, rest)
+}
+
+// checkClientCommand accepts only MI commands ("-name args"), never CLI
+// lines, and no control bytes that could split or disguise a command.
+func checkClientCommand(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return fmt.Sprintf("control byte 0x%02x in command", c)
+		}
+	}
+	if len(s) < 2 || s[0] != '-' || s[1] < 'a' || s[1] > 'z' {
+		return "only MI commands (-command ...) are accepted"
+	}
+	for i := 1; i < len(s) && s[i] != ' ' && s[i] != '\t'; i++ {
+		if c := s[i]; !(c == '-' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+			return "malformed MI command name"
+		}
+	}
+	return ""
+}
+
+// submit writes a command to gdb under a bridge-unique token. Registration
+// and the write happen under writeMu so the inflight order is the order gdb
+// reads commands in. It may block on gdb, so it must never run on the
+// goroutine that reads gdb's output.
+func (b *bridge) submit(p pend, cmd string) {
+	c, tok := p.c, p.tok
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	b.mu.Lock()
+	b.nextTok++
+	bt := strconv.FormatUint(b.nextTok, 10)
+	b.pending[bt] = p
+	b.inflight = append(b.inflight, bt)
+	b.mu.Unlock()
+	_ = b.master.SetWriteDeadline(time.Now().Add(gdbWriteTimeout))
+	if _, err := io.WriteString(b.master, bt+cmd+"\n"); err != nil {
+		b.mu.Lock()
+		delete(b.pending, bt)
+		b.dropInflight(bt)
+		b.mu.Unlock()
+		b.logf("write to gdb: %v", err)
+		if c != nil {
+			c.send(tok + "^error,msg=" + Quote("bridge: gdb is not reading commands: "+err.Error()))
+		}
+	}
+}
+
+// goSubmit sends one of the bridge's own commands without blocking the
+// caller.
+func (b *bridge) goSubmit(p pend, cmd string) {
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		b.submit(p, cmd)
+	}()
+}
+
+// dropInflight removes bt and returns the entries sent before it, which gdb
+// can no longer answer. Caller holds b.mu.
+func (b *bridge) dropInflight(bt string) []pend {
+	for i, t := range b.inflight {
+		if t != bt {
+			continue
+		}
+		var stale []pend
+		for _, s := range b.inflight[:i] {
+			if p, ok := b.pending[s]; ok {
+				stale = append(stale, p)
+				delete(b.pending, s)
+			}
+		}
+		b.inflight = append(b.inflight[:0:0], b.inflight[i+1:]...)
+		return stale
+	}
+	return nil
+}
+
+// readMI reads gdb's MI output until the pty closes; ready is closed at the
+// first line, which shows the MI UI exists.
+func (b *bridge) readMI(ready chan<- struct{}) {
+	br := bufio.NewReaderSize(b.master, 64<<10)
+	first := true
+	for {
+		line, err := readLine(br, maxMILine)
+		if errors.Is(err, errLineTooLong) {
+			b.logf("dropped an MI line longer than %d bytes", maxMILine)
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if first {
+			first = false
+			close(ready)
+		}
+		b.handleMI(line)
+	}
+}
+
+func (b *bridge) handleMI(line string) {
+	rec, err := Parse(line)
+	if err != nil {
+		b.logf("unparsable MI output from gdb: %v", err)
+		return
+	}
+	if rec.Kind != KindResult && rec.Token != "" {
+		// A bridge token means nothing to clients.
+		line = line[len(rec.Token):]
+		rec.Token = ""
+	}
+	switch rec.Kind {
+	case KindPrompt:
+	case KindResult:
+		if rec.Token == "" {
+			// A console command's result (the student typed run/continue).
+			if rec.Class == "running" {
+				b.mu.Lock()
+				b.runningFromMI = false
+				b.mu.Unlock()
+			}
+			b.broadcast(line)
+			return
+		}
+		b.mu.Lock()
+		p, ok := b.pending[rec.Token]
+		delete(b.pending, rec.Token)
+		stale := b.dropInflight(rec.Token)
+		if ok && rec.Class == "running" {
+			b.runningFromMI = true
+		}
+		b.mu.Unlock()
+		for _, s := range stale {
+			if s.c != nil {
+				s.c.send(s.tok + "^error,msg=" + Quote("bridge: gdb did not answer this command"))
+			}
+		}
+		if ok && p.c != nil {
+			p.c.send(p.tok + line[len(rec.Token):])
+		}
+		if ok && p.onResult != nil {
+			p.onResult(rec)
+		}
+		if ok && rec.Class == "done" {
+			b.afterSelect(p.op, rec)
+		}
+	case KindConsole, KindLog:
+		b.toOwner(line)
+	case KindNotify:
+		// Setting changes made by a command (including the temporary
+		// ones of `with`) are that command's business.
+		if rec.Class == "cmd-param-changed" {
+			b.toOwner(line)
+			return
+		}
+		fallthrough
+	default:
+		// Clients first: the event's latency matters more than the file's.
+		b.broadcast(line)
+		if rec.Kind == KindExec && rec.Class == "stopped" && !b.opt.Quiet {
+			b.mu.Lock()
+			fromMI := b.runningFromMI
+			b.mu.Unlock()
+			if n := paneNote(rec, fromMI); n != "" {
+				select {
+				case b.paneNotes <- n:
+				default:
+				}
+			}
+		}
+		b.updateSync(rec)
+	}
+}
+
+// toOwner sends a line produced while a command is being answered to the
+// client that sent it (dropping it for the bridge's own commands), and any
+// other line to every client.
+func (b *bridge) toOwner(line string) {
+	b.mu.Lock()
+	var owner pend
+	owned := len(b.inflight) > 0
+	if owned {
+		owner = b.pending[b.inflight[0]]
+	}
+	b.mu.Unlock()
+	if !owned {
+		b.broadcast(line)
+	} else if owner.c != nil {
+		owner.c.send(owner.tok + line)
+	}
+}
+
+// paneNote describes, for the student's pane, a stop that a client's
+// command caused and that gdb itself does not print there: the normal end
+// of a step, next, finish or until. Breakpoint hits and signals are
+// printed by gdb in every console.
+func paneNote(rec Record, fromMI bool) string {
+	if !fromMI {
+		return ""
+	}
+	what := map[string]string{
+		"end-stepping-range": "agent stepped",
+		"function-finished":  "agent finished the function",
+		"location-reached":   "agent ran to a location",
+	}[rec.Str("reason")]
+	fv, ok := rec.Get("frame")
+	if what == "" || !ok {
+		return ""
+	}
+	f := frameFrom(fv)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\r\n[%s] %s () at %s:%d", what, f.Func, f.File, f.Line)
+	if rv := rec.Str("return-value"); rv != "" {
+		fmt.Fprintf(&b, ", returned %s", oneLine(rv, 80))
+	}
+	b.WriteString("\r\n")
+	if src := sourceLine(f.Fullname, f.Line); src != "" {
+		fmt.Fprintf(&b, "%d\t%s\r\n", f.Line, src)
+	}
+	return b.String()
+}
+
+// sourceLine returns line n of a source file, or "" if it cannot be read
+// cheaply.
+func sourceLine(path string, n int) string {
+	if path == "" || n <= 0 {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
+	for i := 1; sc.Scan(); i++ {
+		if i == n {
+			return oneLine(sc.Text(), 200)
+		}
+	}
+	return ""
+}
+
+// oneLine keeps text printable on one terminal line.
+func oneLine(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}
+
+// afterSelect keeps gdb-sync.json and the other clients informed when a
+// client changes the selected frame or thread. gdb tells every UI except the
+// one that asked, and all clients share that one MI UI, so the bridge asks
+// gdb for the new frame and passes the news on as gdb would have.
+func (b *bridge) afterSelect(op string, rec Record) {
+	switch op {
+	case "-thread-select":
+		if f, ok := rec.Get("frame"); ok {
+			b.frameSelected(rec.Str("new-thread-id"), f)
+		}
+	case "-stack-select-frame":
+		b.goSubmit(pend{op: "-stack-info-frame", onResult: func(r Record) {
+			if f, ok := r.Get("frame"); ok && r.Class == "done" {
+				b.mu.Lock()
+				id := b.state.ThreadID
+				b.mu.Unlock()
+				b.frameSelected(id, f)
+			}
+		}}, "-stack-info-frame")
+	}
+}
+
+// frameSelected broadcasts a =thread-selected record and mirrors it.
+func (b *bridge) frameSelected(threadID string, frame Value) {
+	rec := Record{Kind: KindNotify, Class: "thread-selected", Results: []Field{
+		{Name: "id", Value: Value{Kind: ValueConst, Const: threadID}},
+		{Name: "frame", Value: frame},
+	}}
+	b.broadcast(Format(rec))
+	b.updateSync(rec)
+}
+
+// onInterrupt handles the Ctrl-C the bridge receives along with gdb. When
+// the program was resumed by an MI command, gdb keeps the terminal and
+// answers Ctrl-C at its prompt with "Quit" without stopping the program, so
+// the bridge interrupts it for the student. When the student resumed it,
+// gdb handles Ctrl-C itself and the bridge does nothing.
+func (b *bridge) onInterrupt() {
+	b.mu.Lock()
+	do := b.state.State == StateRunning && b.runningFromMI
+	b.mu.Unlock()
+	if do {
+		b.logf("Ctrl-C while an MI command had resumed the program: interrupting it")
+		b.goSubmit(pend{op: "-exec-interrupt"}, "-exec-interrupt")
+	}
+}
+
+func (b *bridge) updateSync(rec Record) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := &b.state
+	changed := true
+	switch {
+	case rec.Kind == KindExec && rec.Class == "running":
+		s.State, s.Reason, s.Signal, s.ExitCode, s.Frame, s.Breakpoint = StateRunning, "", "", nil, nil, 0
+		if t := rec.Str("thread-id"); t != "" && t != "all" {
+			s.ThreadID = t
+		}
+	case rec.Kind == KindExec && rec.Class == "stopped":
+		si := parseStopped(rec)
+		s.Reason, s.Signal, s.ExitCode, s.Breakpoint = si.reason, si.signal, si.exitCode, si.breakpoint
+		if si.exited {
+			s.State, s.Frame = StateExited, nil
+		} else {
+			s.State, s.Frame = StateStopped, si.frame
+			if si.threadID != "" {
+				s.ThreadID = si.threadID
+			}
+		}
+		b.runningFromMI = false
+	case rec.Kind == KindNotify && rec.Class == "thread-selected":
+		// The student (or a client) moved to another frame or thread.
+		v, ok := rec.Get("frame")
+		if !ok || s.State != StateStopped {
+			return
+		}
+		s.Frame, s.ThreadID = frameFrom(v), rec.Str("id")
+	case rec.Kind == KindNotify && rec.Class == "thread-group-exited":
+		b.runningFromMI = false
+		if s.State == StateExited {
+			return
+		}
+		s.State, s.Reason, s.Signal, s.Frame, s.Breakpoint = StateExited, "", "", nil, 0
+		s.ExitCode = nil
+		if c, ok := exitCode(rec.Str("exit-code")); ok {
+			s.ExitCode = &c
+		}
+	default:
+		changed = false
+	}
+	if !changed {
+		return
+	}
+	s.Seq++
+	s.Updated = time.Now().UTC()
+	select {
+	case b.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncLoop writes gdb-sync.json whenever the state changed; bursts of
+// changes collapse into one write of the latest state.
+func (b *bridge) syncLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-b.syncKick:
+			b.writeSync()
+		}
+	}
+}
+
+func (b *bridge) writeSync() {
+	b.mu.Lock()
+	snap := b.state // pointers inside are replaced, never mutated
+	b.mu.Unlock()
+	if err := sockets.WriteJSON(b.opt.Dir, sockets.GDBSync, snap); err != nil {
+		b.logf("%v", err)
+	}
+}
