@@ -1,0 +1,332 @@
+package podman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+	"github.com/containers/podman/v5/pkg/bindings/images"
+	"github.com/containers/podman/v5/pkg/domain/entities/types"
+	"github.com/containers/podman/v5/pkg/errorhandling"
+	"github.com/containers/podman/v5/pkg/specgen"
+	rspec "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/stem-edu/stem/internal/engine"
+)
+
+// cpuPeriod is the CFS period podman uses for --cpus (100 ms).
+const cpuPeriod = 100000
+
+// apiCode returns the HTTP status of an API error, or 0.
+func apiCode(err error) int {
+	var p *errorhandling.ErrorModel
+	if errors.As(err, &p) {
+		return p.ResponseCode
+	}
+	var v errorhandling.ErrorModel
+	if errors.As(err, &v) {
+		return v.ResponseCode
+	}
+	return 0
+}
+
+// notFound wraps err with engine.ErrNotFound when the service said 404.
+func notFound(err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if apiCode(err) == http.StatusNotFound {
+		return fmt.Errorf("%s: %w (%w)", msg, engine.ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// ImageInspect returns a local image. A missing image is ErrNotFound with a
+// hint to build the images.
+func (e *Engine) ImageInspect(ctx context.Context, ref string) (engine.Image, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	r, err := images.GetImage(ctx, ref, nil)
+	if err != nil {
+		return engine.Image{}, ExplainError(notFound(err, "image %s", ref))
+	}
+	if r == nil || r.ImageData == nil {
+		return engine.Image{}, fmt.Errorf("image %s: empty answer from the service", ref)
+	}
+	img := engine.Image{ID: r.ID, Names: r.RepoTags}
+	if r.Created != nil {
+		img.Created = *r.Created
+	}
+	return img, nil
+}
+
+// specGenerator translates an engine.Spec. Mounts keep the same absolute
+// path inside; the hostname stays podman's default (the 12-character id
+// prefix), which stem-init uses to find its socket directory.
+func specGenerator(spec engine.Spec) (*specgen.SpecGenerator, error) {
+	if spec.Image == "" {
+		return nil, errors.New("no image given")
+	}
+	s := specgen.NewSpecGenerator(spec.Image, false)
+	s.Name = spec.Name
+	s.Command = spec.Command
+	s.Env = spec.Env
+	s.Labels = spec.Labels
+	s.WorkDir = spec.WorkDir
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Dest) {
+			return nil, fmt.Errorf("bind mount %s:%s: both paths must be absolute", m.Source, m.Dest)
+		}
+		opt := "rw"
+		if m.ReadOnly {
+			opt = "ro"
+		}
+		s.Mounts = append(s.Mounts, rspec.Mount{
+			Type: "bind", Source: m.Source, Destination: m.Dest, Options: []string{"rbind", opt},
+		})
+	}
+	for _, d := range spec.Devices {
+		// The service parses "host[:container[:perms]]" as --device does.
+		s.Devices = append(s.Devices, rspec.LinuxDevice{Path: d})
+	}
+	if spec.MemoryMiB > 0 || spec.Pids > 0 || spec.CPUs > 0 {
+		r := &rspec.LinuxResources{}
+		if spec.MemoryMiB > 0 {
+			limit := spec.MemoryMiB << 20
+			r.Memory = &rspec.LinuxMemory{Limit: &limit}
+		}
+		if spec.Pids > 0 {
+			r.Pids = &rspec.LinuxPids{Limit: spec.Pids}
+		}
+		if spec.CPUs > 0 {
+			period := uint64(cpuPeriod)
+			quota := int64(math.Round(spec.CPUs * cpuPeriod))
+			r.CPU = &rspec.LinuxCPU{Period: &period, Quota: &quota}
+		}
+		s.ResourceLimits = r
+	}
+	switch spec.Network {
+	case "":
+	case "none":
+		s.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
+	default:
+		return nil, fmt.Errorf("network mode %q is not supported: use \"none\" or the engine default", spec.Network)
+	}
+	if spec.Init {
+		init := true
+		s.Init = &init
+	}
+	// As toolbox does: no SELinux separation, so the card and the socket
+	// directory are usable without relabelling the student's files.
+	s.SelinuxOpts = []string{"disable"}
+	return s, nil
+}
+
+// Create creates (does not start) a container and returns its full id.
+func (e *Engine) Create(ctx context.Context, spec engine.Spec) (string, error) {
+	s, err := specGenerator(spec)
+	if err != nil {
+		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	return e.create(ctx, s)
+}
+
+func (e *Engine) create(ctx context.Context, s *specgen.SpecGenerator) (string, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	r, err := containers.CreateWithSpec(ctx, s, nil)
+	if err != nil {
+		return "", ExplainError(fmt.Errorf("create container %s from %s: %w", s.Name, s.Image, err))
+	}
+	return r.ID, nil
+}
+
+// Start starts a created or stopped container.
+func (e *Engine) Start(ctx context.Context, id string) error {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	if err := containers.Start(ctx, id, nil); err != nil {
+		return ExplainError(notFound(err, "start container %s", id))
+	}
+	return nil
+}
+
+// Inspect returns a container by name or id.
+func (e *Engine) Inspect(ctx context.Context, nameOrID string) (engine.Container, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	d, err := containers.Inspect(ctx, nameOrID, nil)
+	if err != nil {
+		return engine.Container{}, notFound(err, "inspect container %s", nameOrID)
+	}
+	c := engine.Container{
+		ID:      d.ID,
+		Name:    d.Name,
+		Image:   d.ImageName,
+		ImageID: d.Image,
+		Created: d.Created,
+	}
+	if d.Config != nil {
+		c.Labels = d.Config.Labels
+	}
+	if d.State != nil {
+		c.State = d.State.Status
+		c.Running = d.State.Running
+		c.Pid = d.State.Pid
+		c.ExitCode = int(d.State.ExitCode)
+	}
+	return c, nil
+}
+
+// List returns the containers, in any state, that carry every given label.
+func (e *Engine) List(ctx context.Context, labels map[string]string) ([]engine.Container, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	opts := new(containers.ListOptions).WithAll(true)
+	if len(labels) > 0 {
+		f := make([]string, 0, len(labels))
+		for k, v := range labels {
+			f = append(f, k+"="+v)
+		}
+		opts.WithFilters(map[string][]string{"label": f})
+	}
+	list, err := containers.List(ctx, opts)
+	if err != nil {
+		return nil, ExplainError(fmt.Errorf("list containers: %w", err))
+	}
+	out := make([]engine.Container, 0, len(list))
+	for _, lc := range list {
+		// The filter is the service's; all labels are checked again here
+		// so an older service's OR semantics can never widen the result.
+		if !hasLabels(lc.Labels, labels) {
+			continue
+		}
+		out = append(out, fromList(lc))
+	}
+	return out, nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func fromList(lc types.ListContainer) engine.Container {
+	c := engine.Container{
+		ID:       lc.ID,
+		Image:    lc.Image,
+		ImageID:  lc.ImageID,
+		Labels:   lc.Labels,
+		State:    lc.State,
+		Running:  lc.State == "running",
+		Pid:      lc.Pid,
+		Created:  lc.Created,
+		ExitCode: int(lc.ExitCode),
+	}
+	if len(lc.Names) > 0 {
+		c.Name = lc.Names[0]
+	}
+	return c
+}
+
+// Stop stops a container, killing it after timeout. Stopping a stopped
+// container is not an error.
+func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) error {
+	secs := uint(math.Ceil(timeout.Seconds()))
+	if _, ok := ctx.Deadline(); !ok {
+		// The service waits up to timeout before it kills: allow for it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.callTimeout+time.Duration(secs)*time.Second)
+		defer cancel()
+	}
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	if err := containers.Stop(ctx, id, new(containers.StopOptions).WithTimeout(secs)); err != nil {
+		return notFound(err, "stop container %s", id)
+	}
+	return nil
+}
+
+// Remove removes a container. With force a running container is killed
+// first and a missing container is not an error.
+func (e *Engine) Remove(ctx context.Context, id string, force bool) error {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	reports, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(force))
+	if err == nil {
+		for _, r := range reports {
+			if r != nil && r.Err != nil {
+				err = r.Err
+				break
+			}
+		}
+	}
+	if err != nil {
+		err = notFound(err, "remove container %s", id)
+		if force && errors.Is(err, engine.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// MemoryBytes is the container's current memory use as its cgroup counts it.
+func (e *Engine) MemoryBytes(ctx context.Context, id string) (uint64, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	ch, err := containers.Stats(ctx, []string{id}, new(containers.StatsOptions).WithStream(false))
+	if err != nil {
+		return 0, notFound(err, "memory of container %s", id)
+	}
+	var (
+		mem   uint64
+		found bool
+		rerr  error
+	)
+	// Drain the channel: the bindings' reader goroutine blocks until it is read.
+	for r := range ch {
+		if r.Error != nil && rerr == nil {
+			rerr = r.Error
+		}
+		for _, s := range r.Stats {
+			mem, found = s.MemUsage, true
+		}
+	}
+	if rerr != nil {
+		// Podman 4.3 sends a failure as {"Error":{}}, which says nothing;
+		// ask why.
+		return 0, e.whyNot(ctx, id, fmt.Errorf("memory of container %s: %w", id, rerr))
+	}
+	if !found || mem == 0 {
+		// 4.3 reports zeros for a stopped container rather than an error.
+		if err := e.whyNot(ctx, id, nil); err != nil {
+			return 0, err
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("memory of container %s: the service returned no statistics", id)
+	}
+	return mem, nil
+}
+
+// whyNot explains a failure on a container by inspecting it: ErrNotFound
+// when it is gone, "not running" when it is stopped, else err (which may be
+// nil: the container is there and running).
+func (e *Engine) whyNot(ctx context.Context, id string, err error) error {
+	d, ierr := containers.Inspect(ctx, id, nil)
+	switch {
+	case apiCode(ierr) == http.StatusNotFound:
+		return fmt.Errorf("container %s: %w", id, engine.ErrNotFound)
+	case ierr == nil && d.State != nil && !d.State.Running:
+		return fmt.Errorf("container %s is not running (%s)", id, d.State.Status)
+	}
+	return err
+}

@@ -1,0 +1,242 @@
+package podman
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	dockercontainer "github.com/docker/docker/api/types/container"
+
+	"github.com/containers/podman/v5/pkg/api/handlers"
+	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+
+	"github.com/stem-edu/stem/internal/engine"
+)
+
+// execStartPath is the libpod endpoint that starts and attaches an exec
+// session. Any version prefix routes to the service's own handler; v4.0.0 is
+// the oldest API stem supports (Debian 12 ships 4.3).
+const execStartPath = "/v4.0.0/libpod/exec/%s/start"
+
+// Exec runs a process in a running container, streams its input and output,
+// and returns its exit code. Without a TTY stdout and stderr stay separate;
+// with one they are merged, as on a terminal. Cancelling ctx closes the
+// stream and returns ctx's error.
+//
+// The attach is done here rather than with the bindings' ExecStartAndAttach,
+// which reads the terminal state and size of this process's own os.Stdin and
+// does not stop when ctx is cancelled.
+func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (int, error) {
+	if len(spec.Cmd) == 0 {
+		return -1, fmt.Errorf("exec in container %s: no command", id)
+	}
+	cctx := withConn{Context: ctx, conn: e.conn}
+	cfg := &handlers.ExecCreateConfig{ExecOptions: dockercontainer.ExecOptions{
+		Cmd:          spec.Cmd,
+		Env:          envList(spec.Env),
+		WorkingDir:   spec.WorkDir,
+		Tty:          spec.Tty,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	}}
+	sid, err := e.execCreate(cctx, id, cfg)
+	if err != nil {
+		return -1, err
+	}
+	defer e.execRemove(cctx, sid)
+
+	if err := e.execAttach(ctx, sid, spec); err != nil {
+		return -1, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err)
+	}
+	code, err := e.execExitCode(cctx, sid)
+	if err != nil {
+		return -1, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err)
+	}
+	return code, nil
+}
+
+func (e *Engine) execCreate(ctx context.Context, id string, cfg *handlers.ExecCreateConfig) (string, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	sid, err := containers.ExecCreate(ctx, id, cfg)
+	if err != nil {
+		// 4.3 answers 500 "container state improper" where later versions say 409.
+		if apiCode(err) == http.StatusConflict || strings.Contains(err.Error(), "state improper") {
+			return "", fmt.Errorf("exec in container %s: it is not running: %w", id, err)
+		}
+		return "", notFound(err, "exec in container %s", id)
+	}
+	return sid, nil
+}
+
+// execRemove frees the session on services that support it (4.8 and later
+// remove it themselves otherwise only with the container).
+func (e *Engine) execRemove(ctx context.Context, sid string) {
+	v := bindings.ServiceVersion(e.conn)
+	if v.Major < 4 || (v.Major == 4 && v.Minor < 8) {
+		return
+	}
+	ctx, cancel := e.call(context.WithoutCancel(ctx))
+	defer cancel()
+	_ = containers.ExecRemove(ctx, sid, nil)
+}
+
+// execAttach starts the session on a connection of its own and copies the
+// streams until the process ends.
+func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpec) error {
+	dctx, cancel := context.WithTimeout(ctx, e.callTimeout)
+	conn, err := e.client.GetDialer(dctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", e.uri, err)
+	}
+	defer conn.Close()
+	// Closing the connection is what unblocks the copies on cancellation.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	body, err := json.Marshal(handlers.ExecStartConfig{Tty: spec.Tty})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://d"+fmt.Sprintf(execStartPath, url.PathEscape(sid)), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "tcp")
+	if err := req.Write(conn); err != nil {
+		return ctxErr(ctx, fmt.Errorf("start exec session: %w", err))
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return ctxErr(ctx, fmt.Errorf("start exec session: %w", err))
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("start exec session: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+
+	if spec.Stdin != nil {
+		// Ends when Stdin does; the process then sees end of file. If the
+		// process ends first, the goroutine ends at Stdin's next read.
+		go func() {
+			if _, err := io.Copy(conn, spec.Stdin); err == nil {
+				if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+				}
+			}
+		}()
+	}
+	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	if spec.Tty {
+		_, err = io.Copy(stdout, br)
+	} else {
+		err = demux(br, stdout, stderr)
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return ctxErr(ctx, err)
+	}
+	return ctx.Err()
+}
+
+// ctxErr prefers the context's error: a closed connection after
+// cancellation is a consequence, not the cause.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// demux splits the service's multiplexed stream: frames of an 8-byte header
+// (stream id, 3 zero bytes, big-endian length) and the payload.
+func demux(r io.Reader, stdout, stderr io.Writer) error {
+	var hdr [8]byte
+	buf := make([]byte, 32*1024)
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read exec stream: %w", err)
+		}
+		n := int(binary.BigEndian.Uint32(hdr[4:]))
+		if n > len(buf) {
+			buf = make([]byte, n)
+		}
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return fmt.Errorf("read exec stream: %w", err)
+		}
+		var w io.Writer
+		switch hdr[0] {
+		case 0, 1: // 0 is stdin echoed back by some services
+			w = stdout
+		case 2:
+			w = stderr
+		case 3:
+			return fmt.Errorf("exec stream: %s", bytes.TrimSpace(buf[:n]))
+		default:
+			return fmt.Errorf("exec stream: unknown stream %d", hdr[0])
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return fmt.Errorf("write exec output: %w", err)
+		}
+	}
+}
+
+// execExitCode waits for the service to record the session's end. The stream
+// closes as the process exits; the exit code lands a moment later.
+func (e *Engine) execExitCode(ctx context.Context, sid string) (int, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	wait := 2 * time.Millisecond
+	for {
+		s, err := containers.ExecInspect(ctx, sid, nil)
+		if err != nil {
+			return -1, fmt.Errorf("inspect exec session: %w", err)
+		}
+		if !s.Running {
+			return s.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("wait for exec session to end: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		if wait < 100*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
