@@ -1,0 +1,569 @@
+package tmux
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options configure Dial.
+type Options struct {
+	// Socket is the tmux server socket (t.sock). Required.
+	Socket string
+	// Session is the session to attach to; default "stem".
+	Session string
+	// Command is the argv prefix that starts a tmux client; default
+	// ["tmux"]. When the host's tmux cannot talk to the container's server
+	// (ErrVersionMismatch), use e.g. ["podman", "exec", "-i", CID, "tmux"].
+	// Dial appends "-u -N -S SOCKET -C attach-session -t =SESSION -f
+	// ignore-size" (-N: never start a server on a missing socket).
+	Command []string
+	// AllowVersionMismatch skips the check that the client's `tmux -V`
+	// equals the server's #{version}. The protocol check (the client
+	// refusing the server) still applies.
+	AllowVersionMismatch bool
+	// CommandTimeout bounds a call whose context has no deadline;
+	// default 10s.
+	CommandTimeout time.Duration
+	// MaxResponse bounds one response in bytes; a larger one closes the
+	// connection (ErrProtocol). Default 64 MiB.
+	MaxResponse int
+	// Shells are the pane_current_command values Run accepts as "the pane
+	// is at a shell"; default ["bash"].
+	Shells []string
+	// ProbeTimeout bounds Run's wait for the prompt probe answer; default 3s.
+	ProbeTimeout time.Duration
+}
+
+// Client is one persistent control-mode connection (one tmux client
+// process) to a tmux server. Its methods are safe for concurrent use;
+// commands reach tmux one request at a time, in order.
+type Client struct {
+	opts          Options
+	session       string // the attached session's id, "$N"
+	serverVersion string
+
+	cmd    *exec.Cmd
+	stdin  *os.File
+	stderr *limitedBuffer
+
+	wmu sync.Mutex // serialises writes and keeps pending in write order
+
+	mu      sync.Mutex
+	pending []*request
+	subs    map[*Subscription]struct{}
+	taps    map[uint64]tap
+	tapSeq  uint64
+	closed  bool
+	err     error
+	paneMu  map[PaneID]*sync.Mutex
+
+	done    chan struct{}
+	closing chan struct{}
+	once    sync.Once
+
+	// attached is closed at the first %session-changed: attach-session
+	// has run. The server reads our stdin as soon as the client identifies
+	// itself, so a command written earlier could run before the attach
+	// (and keys sent then were seen to go missing).
+	attached     chan struct{}
+	attachedSeen bool // reader goroutine only
+}
+
+type request struct {
+	nonce string
+	cmd   string
+	done  chan response
+}
+
+type response struct {
+	blocks []block
+	err    error
+}
+
+const (
+	defaultSession        = "stem"
+	defaultCommandTimeout = 10 * time.Second
+	defaultMaxResponse    = 64 << 20
+	maxLine               = 64 << 20
+)
+
+// Dial starts a control-mode client attached to opts.Session, checks that
+// it talks to the server and that the versions agree, and returns it. ctx
+// bounds the dial only, not the connection's lifetime.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Session == "" {
+		opts.Session = defaultSession
+	}
+	if len(opts.Command) == 0 {
+		opts.Command = []string{"tmux"}
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = defaultCommandTimeout
+	}
+	if opts.MaxResponse <= 0 {
+		opts.MaxResponse = defaultMaxResponse
+	}
+	if len(opts.Shells) == 0 {
+		opts.Shells = []string{"bash"}
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 3 * time.Second
+	}
+	if opts.Socket == "" || !strings.HasPrefix(opts.Socket, "/") {
+		return nil, fmt.Errorf("%w: socket path %q must be absolute", ErrInvalidArgument, opts.Socket)
+	}
+	if len(opts.Socket) >= 108 {
+		return nil, fmt.Errorf("%w: socket path is %d bytes, over the AF_UNIX limit", ErrInvalidArgument, len(opts.Socket))
+	}
+	if !sessionRE.MatchString(opts.Session) {
+		return nil, fmt.Errorf("%w: session name %q", ErrInvalidArgument, opts.Session)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.CommandTimeout)
+		defer cancel()
+	}
+
+	var clientVersion string
+	if !opts.AllowVersionMismatch {
+		v, err := clientVersionOf(ctx, opts.Command)
+		if err != nil {
+			return nil, err
+		}
+		clientVersion = v
+	}
+
+	c, err := start(opts)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.attached:
+	case <-c.done:
+		return nil, c.Err()
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("tmux: attaching to %s: %w", opts.Socket, ctx.Err())
+	}
+	out, err := c.command(ctx, "display-message -p "+mustQuote("#{version}\t#{session_id}"))
+	if err != nil {
+		c.Close()
+		if errors.Is(err, ErrClosed) {
+			// The client exited: report why (its stderr or the attach error).
+			return nil, c.Err()
+		}
+		return nil, fmt.Errorf("tmux: attaching to %s: %w", opts.Socket, err)
+	}
+	version, sessionID, ok := strings.Cut(out, "\t")
+	if !ok || !strings.HasPrefix(sessionID, "$") {
+		c.Close()
+		return nil, fmt.Errorf("%w: unexpected handshake answer %q", ErrProtocol, out)
+	}
+	c.serverVersion, c.session = version, sessionID
+	if !opts.AllowVersionMismatch && clientVersion != "tmux "+version {
+		c.Close()
+		return nil, fmt.Errorf("%w: client %q, server %q", ErrVersionMismatch, clientVersion, "tmux "+version)
+	}
+	return c, nil
+}
+
+// clientVersionOf runs `COMMAND -V`.
+func clientVersionOf(ctx context.Context, prefix []string) (string, error) {
+	argv := append(append([]string{}, prefix[1:]...), "-V")
+	cmd := exec.CommandContext(ctx, prefix[0], argv...)
+	cmd.Env = clientEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("tmux: %s -V: %w: %s", strings.Join(prefix, " "), err, bytes.TrimSpace(ee.Stderr))
+		}
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("tmux: %s not found (install the Debian package tmux): %w", prefix[0], err)
+		}
+		return "", fmt.Errorf("tmux: %s -V: %w", strings.Join(prefix, " "), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// clientEnv is our environment without the variables that make a tmux
+// client think it runs inside a pane.
+func clientEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "TMUX=") || strings.HasPrefix(kv, "TMUX_PANE=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func start(opts Options) (*Client, error) {
+	argv := append(append([]string{}, opts.Command[1:]...),
+		"-u", "-N", "-S", opts.Socket, "-C", "attach-session", "-t", "="+opts.Session, "-f", "ignore-size")
+	cmd := exec.Command(opts.Command[0], argv...)
+	cmd.Env = clientEnv()
+	// Own process group: a signal to our group (Ctrl-C in stemctl) does
+	// not kill the client behind our back, and Close can end it cleanly.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("tmux: stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("tmux: stdout pipe: %w", err)
+	}
+	stderr := &limitedBuffer{max: 4096}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
+	if err := cmd.Start(); err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("tmux: %s not found (install the Debian package tmux): %w", opts.Command[0], err)
+		}
+		return nil, fmt.Errorf("tmux: starting %s: %w", opts.Command[0], err)
+	}
+	inR.Close()
+	outW.Close()
+
+	c := &Client{
+		opts:     opts,
+		cmd:      cmd,
+		stdin:    inW,
+		stderr:   stderr,
+		subs:     make(map[*Subscription]struct{}),
+		taps:     make(map[uint64]tap),
+		paneMu:   make(map[PaneID]*sync.Mutex),
+		done:     make(chan struct{}),
+		closing:  make(chan struct{}),
+		attached: make(chan struct{}),
+	}
+	go c.read(outR)
+	return c, nil
+}
+
+// Done is closed when the connection has ended; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is nil while the connection lives, then the reason it ended
+// (wrapping ErrClosed, and ErrVersionMismatch or ErrNoServer when that is
+// the cause).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// ServerVersion is the server's tmux version as read at Dial ("3.3a").
+func (c *Client) ServerVersion() string { return c.serverVersion }
+
+// SessionID is the id ("$0") of the attached session.
+func (c *Client) SessionID() string { return c.session }
+
+// Close detaches and ends the client process. Calls in flight fail with
+// ErrClosed.
+func (c *Client) Close() error {
+	c.once.Do(func() {
+		close(c.closing)
+		// An empty line asks tmux to detach this control client; closing
+		// stdin makes the client exit in any case.
+		c.wmu.Lock()
+		c.stdin.SetWriteDeadline(time.Now().Add(time.Second))
+		c.stdin.Write([]byte("\n"))
+		c.stdin.Close()
+		c.wmu.Unlock()
+		select {
+		case <-c.done:
+		case <-time.After(3 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
+	return nil
+}
+
+// read is the reader goroutine: it owns the stdout pipe and the demux.
+func (c *Client) read(r *os.File) {
+	d := &demux{
+		maxRegion: c.opts.MaxResponse,
+		head: func() (string, bool) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.pending) == 0 {
+				return "", false
+			}
+			return c.pending[0].nonce, true
+		},
+		deliver: func(blocks []block, err error) {
+			c.mu.Lock()
+			if len(c.pending) == 0 {
+				c.mu.Unlock()
+				return
+			}
+			req := c.pending[0]
+			c.pending = c.pending[1:]
+			c.mu.Unlock()
+			req.done <- response{blocks: blocks, err: err}
+		},
+		notify: c.dispatch,
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var readErr error
+	var long []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if len(long)+len(frag) > maxLine {
+				readErr = fmt.Errorf("%w: line over %d bytes", ErrProtocol, maxLine)
+				break
+			}
+			long = append(long, frag...)
+			continue
+		}
+		if err != nil {
+			if err != io.EOF {
+				readErr = fmt.Errorf("tmux: reading control stream: %w", err)
+			}
+			break
+		}
+		line := frag[:len(frag)-1]
+		if long != nil {
+			line = append(long, line...)
+			long = nil
+		}
+		if ferr := d.feed(line); ferr != nil {
+			readErr = ferr
+			break
+		}
+	}
+	r.Close()
+	c.finish(readErr, d.lastError)
+}
+
+// finish records why the connection ended and fails everything waiting.
+func (c *Client) finish(readErr error, attachErr string) {
+	// Stop the process if it is still running (we stopped reading).
+	if readErr != nil {
+		c.cmd.Process.Kill()
+	}
+	waitErr := c.cmd.Wait()
+	stderr := strings.TrimSpace(c.stderr.String())
+
+	var reason error
+	switch {
+	case strings.Contains(stderr, "protocol version mismatch"):
+		reason = fmt.Errorf("%w: %w: %s", ErrClosed, ErrVersionMismatch, stderr)
+	case strings.Contains(stderr, "no server running"), strings.Contains(stderr, "error connecting to"):
+		reason = fmt.Errorf("%w: %w: %s", ErrClosed, ErrNoServer, stderr)
+	case strings.HasPrefix(attachErr, "can't find session"):
+		reason = fmt.Errorf("%w: %w: %s", ErrClosed, ErrNoSession, attachErr)
+	case readErr != nil:
+		reason = fmt.Errorf("%w: %w", ErrClosed, readErr)
+	default:
+		detail := stderr
+		if detail == "" {
+			detail = attachErr
+		}
+		select {
+		case <-c.closing:
+			reason = fmt.Errorf("%w (by Close)", ErrClosed)
+		default:
+			if detail == "" && waitErr != nil {
+				detail = waitErr.Error()
+			}
+			if detail == "" {
+				detail = "the tmux client exited (server killed or session closed?)"
+			}
+			reason = fmt.Errorf("%w: %s", ErrClosed, detail)
+		}
+	}
+
+	c.mu.Lock()
+	c.closed = true
+	c.err = reason
+	pending := c.pending
+	c.pending = nil
+	for s := range c.subs {
+		close(s.ch)
+	}
+	c.subs = map[*Subscription]struct{}{}
+	c.mu.Unlock()
+	for _, req := range pending {
+		req.done <- response{err: reason}
+	}
+	c.stdin.Close()
+	close(c.done)
+}
+
+// commandCtx applies the default timeout to a context without deadline.
+func (c *Client) commandCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.opts.CommandTimeout)
+}
+
+// exec sends one command line (commands joined with " ; ", all built by us
+// from validated parts) and returns the output of each command. If a
+// command fails, tmux drops the rest of the line and exec returns a
+// *CommandError.
+func (c *Client) exec(ctx context.Context, cmds ...string) ([]string, error) {
+	ctx, cancel := c.commandCtx(ctx)
+	defer cancel()
+	line := strings.Join(cmds, " ; ")
+	if strings.ContainsAny(line, "\n\r") || strings.IndexByte(line, 0) >= 0 {
+		return nil, fmt.Errorf("%w: command line with a line break", ErrInvalidArgument)
+	}
+	req := &request{nonce: newNonce(), cmd: line, done: make(chan response, 1)}
+	payload := line + "\ndisplay-message -p " + req.nonce + "\n"
+
+	c.wmu.Lock()
+	c.mu.Lock()
+	if c.closed {
+		err := c.err
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return nil, err
+	}
+	c.pending = append(c.pending, req)
+	c.mu.Unlock()
+	if dl, ok := ctx.Deadline(); ok {
+		c.stdin.SetWriteDeadline(dl)
+	}
+	n, werr := c.stdin.Write([]byte(payload))
+	c.wmu.Unlock()
+	if werr != nil {
+		if errors.Is(werr, os.ErrDeadlineExceeded) {
+			if n == 0 {
+				c.dropPending(req)
+			} else {
+				// A partial command line poisons the stream.
+				c.cmd.Process.Kill()
+			}
+			return nil, fmt.Errorf("tmux: sending %s: %w", firstWord(line), ctx.Err())
+		}
+		// The pipe broke: the client process is gone or going. Make sure
+		// it is, and report the connection's end rather than EPIPE.
+		c.cmd.Process.Kill()
+		select {
+		case <-c.done:
+			return nil, c.Err()
+		case <-time.After(2 * time.Second):
+			return nil, fmt.Errorf("%w: sending %s: %v", ErrClosed, firstWord(line), werr)
+		}
+	}
+
+	var resp response
+	select {
+	case resp = <-req.done:
+	case <-ctx.Done():
+		// The request stays queued; its answer is discarded on arrival.
+		return nil, fmt.Errorf("tmux: waiting for %s: %w", firstWord(line), ctx.Err())
+	}
+	if resp.err != nil {
+		return nil, resp.err
+	}
+	outs := make([]string, 0, len(resp.blocks))
+	for i, b := range resp.blocks {
+		if b.failed {
+			cmd := line
+			if i < len(cmds) {
+				cmd = cmds[i]
+			}
+			return outs, &CommandError{Command: firstWord(cmd), Message: b.text()}
+		}
+		outs = append(outs, b.text())
+	}
+	if len(outs) != len(cmds) {
+		return outs, fmt.Errorf("%w: %d commands gave %d blocks", ErrProtocol, len(cmds), len(outs))
+	}
+	return outs, nil
+}
+
+// dropPending removes a request that was never sent.
+func (c *Client) dropPending(req *request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, p := range c.pending {
+		if p == req {
+			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// command runs one command and returns its output.
+func (c *Client) command(ctx context.Context, cmd string) (string, error) {
+	outs, err := c.exec(ctx, cmd)
+	if err != nil {
+		return "", err
+	}
+	return outs[0], nil
+}
+
+// newNonce returns a fresh sentinel: 128 random bits, never shown in a pane.
+func newNonce() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "stem-" + hex.EncodeToString(b[:])
+}
+
+func firstWord(s string) string {
+	w, _, _ := strings.Cut(s, " ")
+	return w
+}
+
+// paneLock serialises operations that drive one pane through several round
+// trips (Run, SendKeys).
+func (c *Client) paneLock(p PaneID) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.paneMu[p]
+	if !ok {
+		m = new(sync.Mutex)
+		c.paneMu[p] = m
+	}
+	return m
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,42 @@
+package tmux_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stem-edu/stem/internal/tmux"
+)
+
+// TestPromptFileMatchesConstant: the file the images source and the text
+// the Go code (and tmuxtest) use are the same bytes.
+func TestPromptFileMatchesConstant(t *testing.T) {
+	path := filepath.Join("..", "..", "containers", "files", "shell", "stem-prompt.sh")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	if string(b) != tmux.PromptIntegration {
+		t.Fatalf("%s and tmux.PromptIntegration differ: regenerate the constant from the file", path)
+	}
+}
+
+// TestPromptSnippetInertOutsideInteractiveBash: sourcing the snippet from a
+// non-interactive bash or from sh does nothing and fails nothing.
+func TestPromptSnippetInertOutsideInteractiveBash(t *testing.T) {
+	path, _ := filepath.Abs(filepath.Join("..", "..", "containers", "files", "shell", "stem-prompt.sh"))
+	for _, sh := range [][]string{
+		{"bash", "-c", `. "$0"; echo "rc=$? pc=${PROMPT_COMMAND-unset} ps0=${PS0-unset}"`, path},
+		{"sh", "-c", `. "$0"; echo "rc=$?"`, path},
+		{"bash", "-n", path},
+	} {
+		out, err := exec.Command(sh[0], sh[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v: %s", sh, err, out)
+		}
+		if s := string(out); s != "" && s != "rc=0 pc=unset ps0=unset\n" && s != "rc=0\n" {
+			t.Errorf("%q printed %q", sh, s)
+		}
+	}
+}
