@@ -62,14 +62,15 @@ while i <= last and not truncated do
   end
   i = stop + 1
 end
-local res = {
+-- One string instead of a list: converting a thousand Lua strings to
+-- msgpack and back costs more than the read. Lines never contain "\n"
+-- (the API returns an embedded newline as NUL), so the join is lossless.
+return {
   buf = b, name = api.nvim_buf_get_name(b), total = total, first = first,
-  truncated = truncated, cut = cut,
+  truncated = truncated, cut = cut, count = #out, text = table.concat(out, '\n'),
   modified = api.nvim_buf_get_option(b, 'modified'),
   tick = api.nvim_buf_get_changedtick(b),
 }
-if #out > 0 then res.lines = out end
-return res
 `
 
 // luaStatus(maxbufs): cursor, current buffer and the buffer list.
@@ -137,34 +138,51 @@ return res
 // bufadd() takes the name literally (no wildcards, backticks, %, #, <cword>
 // or $VAR). While the file is read, 'modelines' is 0 and the buffer's
 // 'modeline' is switched off, so a hostile modeline cannot act even if the
-// student's own config turned modelines back on. A swap-file dialog would
-// wait for a key, so SwapExists answers it with "open read-only".
+// student's own config turned modelines back on. A swap file left by another
+// editor would make Neovim show ATTENTION and wait for a key; the file is
+// opened read-only instead and the caller is told.
 const luaOpen = `
 local path = ...
 local api, fn = vim.api, vim.fn
 if fn.isdirectory(path) == 1 then return {err = 'directory'} end
 local existed = vim.loop.fs_stat(path) ~= nil
+-- Leaving a modified buffer that is shown nowhere else needs 'hidden' (or
+-- 'autowrite', which saves it, as :buffer would). Refuse before touching
+-- anything rather than fail half-way.
+local cur = api.nvim_get_current_buf()
+if api.nvim_buf_get_name(cur) ~= path and vim.bo[cur].modified and not vim.o.hidden
+    and vim.bo[cur].bufhidden ~= 'hide' and #fn.win_findbuf(cur) <= 1
+    and not vim.o.autowrite and not vim.o.autowriteall then
+  return {err = 'modified'}
+end
 local buf = fn.bufadd(path)
 if buf == 0 then return {err = 'bufadd'} end
-local grp = api.nvim_create_augroup('stem_open', {clear = true})
 local swap = false
-api.nvim_create_autocmd('SwapExists', {group = grp, callback = function()
-  vim.v.swapchoice = 'o'
-  swap = true
-end})
 local saved = vim.go.modelines
 vim.go.modelines = 0
 local ok, msg = pcall(function()
   if not api.nvim_buf_is_loaded(buf) then
     api.nvim_buf_set_option(buf, 'modeline', false)
-    fn.bufload(buf)
+    -- bufload() skips the swap dialog but still shows the ATTENTION text
+    -- (a Press ENTER prompt for the student, and typeahead flushed);
+    -- shortmess "A" skips it. Another editor's swap file then shows as our
+    -- own swap file not getting the first name (.swp).
+    local shm = vim.go.shortmess
+    vim.go.shortmess = shm .. 'A'
+    local lok, lerr = pcall(fn.bufload, buf)
+    vim.go.shortmess = shm
+    if not lok then error(lerr, 0) end
+    local sw = fn.swapname(buf)
+    if sw ~= '' and not sw:match('%.swp$') then
+      swap = true
+      api.nvim_buf_set_option(buf, 'readonly', true)
+    end
   end
   api.nvim_buf_set_option(buf, 'modeline', false)
   api.nvim_buf_set_option(buf, 'buflisted', true)
   api.nvim_win_set_buf(0, buf)
 end)
 vim.go.modelines = saved
-pcall(api.nvim_del_augroup_by_id, grp)
 if not ok then return {err = 'open', msg = tostring(msg), buf = buf} end
 return {
   buf = buf, name = api.nvim_buf_get_name(buf),

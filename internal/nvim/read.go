@@ -172,16 +172,17 @@ func (c *Client) ReadBuffer(ctx context.Context, ref BufferRef, start, end, maxB
 		maxBytes = DefaultMaxBytes
 	}
 	var res struct {
-		Err       string   `msgpack:"err"`
-		Buf       int      `msgpack:"buf"`
-		Name      string   `msgpack:"name"`
-		Total     int      `msgpack:"total"`
-		First     int      `msgpack:"first"`
-		Lines     []string `msgpack:"lines"`
-		Truncated bool     `msgpack:"truncated"`
-		Cut       bool     `msgpack:"cut"`
-		Modified  bool     `msgpack:"modified"`
-		Tick      int      `msgpack:"tick"`
+		Err       string `msgpack:"err"`
+		Buf       int    `msgpack:"buf"`
+		Name      string `msgpack:"name"`
+		Total     int    `msgpack:"total"`
+		First     int    `msgpack:"first"`
+		Count     int    `msgpack:"count"`
+		Text      string `msgpack:"text"`
+		Truncated bool   `msgpack:"truncated"`
+		Cut       bool   `msgpack:"cut"`
+		Modified  bool   `msgpack:"modified"`
+		Tick      int    `msgpack:"tick"`
 	}
 	err := c.call(ctx, "read", guardHang, true, func(v *gonvim.Nvim) error {
 		return v.ExecLua(luaRead, &res, ref.Number, ref.Path, start, end, maxBytes)
@@ -192,12 +193,19 @@ func (c *Client) ReadBuffer(ctx context.Context, ref BufferRef, start, end, maxB
 	if err := mapErr(res.Err, ref.String()); err != nil {
 		return nil, fmt.Errorf("nvim read: %w", err)
 	}
+	var lines []string
+	if res.Count > 0 {
+		lines = strings.SplitN(res.Text, "\n", res.Count)
+	}
+	if len(lines) != res.Count {
+		return nil, fmt.Errorf("nvim read: %s: got %d lines, Neovim said %d", ref, len(lines), res.Count)
+	}
 	out := &BufferText{
 		Buffer: res.Buf, Name: makeText(res.Name), Total: res.Total,
 		Modified: res.Modified, Truncated: res.Truncated, Tick: res.Tick,
-		Lines: make([]Line, len(res.Lines)),
+		Lines: make([]Line, len(lines)),
 	}
-	for i, l := range res.Lines {
+	for i, l := range lines {
 		if res.Cut {
 			l = trimPartialRune(l)
 		}

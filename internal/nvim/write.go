@@ -67,6 +67,8 @@ func (c *Client) Open(ctx context.Context, absPath string) (*Opened, error) {
 	case "":
 	case "directory":
 		return nil, fmt.Errorf("nvim open %q: is a directory", absPath)
+	case "modified":
+		return nil, fmt.Errorf("nvim open %q: the student's current buffer has unsaved changes and 'hidden' is off, so Neovim will not leave it; nothing was done", absPath)
 	case "open":
 		return nil, fmt.Errorf("nvim open %q (buffer %d): %s", absPath, res.Buf, res.Msg)
 	default:
