@@ -80,6 +80,9 @@ type Client struct {
 	// (and keys sent then were seen to go missing).
 	attached     chan struct{}
 	attachedSeen bool // reader goroutine only
+	// exitReason is the text of %exit, which the client prints last
+	// ("server exited", "detached", ...); reader goroutine only.
+	exitReason string
 }
 
 type request struct {
@@ -383,6 +386,9 @@ func (c *Client) finish(readErr error, attachErr string) {
 		detail := stderr
 		if detail == "" {
 			detail = attachErr
+		}
+		if detail == "" && c.exitReason != "" {
+			detail = "tmux: " + c.exitReason
 		}
 		select {
 		case <-c.closing:

@@ -2,7 +2,10 @@ package tmux
 
 import (
 	"bytes"
+	"strings"
 	"sync/atomic"
+
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Notification is one asynchronous control-mode line (%output, %exit,
@@ -154,9 +157,17 @@ func (c *Client) addTap(fn tap) (remove func()) {
 	}
 }
 
+// termtextLine makes a short single line of untrusted text for an error.
+func termtextLine(s string) string {
+	return truncate(termtext.String(strings.ReplaceAll(s, "\n", " ")), 200)
+}
+
 // dispatch fans a notification line out; reader goroutine only.
 func (c *Client) dispatch(line []byte) {
 	n := parseNotification(line)
+	if n.Kind == "exit" {
+		c.exitReason = termtextLine(n.Args)
+	}
 	if n.Kind == "session-changed" && !c.attachedSeen {
 		c.attachedSeen = true
 		close(c.attached)

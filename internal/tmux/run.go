@@ -63,8 +63,11 @@ func (c *Client) Run(ctx context.Context, pane PaneID, command string) (output s
 // command must be one line of printable text (no control characters, at
 // most MaxRunCommand bytes). If bash asks for a continuation line (an
 // unclosed quote), Run cancels the line with C-c and returns
-// ErrIncompleteCommand. If ctx ends first, Run returns ErrTimeout and the
-// command keeps running; the caller may send C-c.
+// ErrIncompleteCommand (bash records the line in its history, as it would
+// for the student). ctx bounds the whole run; without a deadline,
+// Options.CommandTimeout applies, so give builds a longer one. If ctx ends
+// first, Run returns ErrTimeout and the command keeps running; the caller
+// may send C-c.
 //
 // Another client (the student, another agent) typing into the same pane at
 // the same time can interleave with the command: there is no arbitration.
