@@ -1,5 +1,7 @@
 package tmux
 
+//go:generate go run genprompt.go
+
 // probeKey is the readline key sequence bound to the probe: C-x C-].
 // It is unbound in bash's default emacs keymap, so a bash without the
 // integration ignores it (TestRunWithoutIntegration checks).

@@ -18,7 +18,7 @@ func TestPromptFileMatchesConstant(t *testing.T) {
 		t.Fatalf("reading %s: %v", path, err)
 	}
 	if string(b) != tmux.PromptIntegration {
-		t.Fatalf("%s and tmux.PromptIntegration differ: regenerate the constant from the file", path)
+		t.Fatalf("%s and tmux.PromptIntegration differ: run go generate ./internal/tmux", path)
 	}
 }
 
