@@ -94,8 +94,9 @@ type Options struct {
 	// DialTimeout bounds connecting (and the version check). Default
 	// DefaultDialTimeout.
 	DialTimeout time.Duration
-	// OnReconnect, if set, is called (synchronously, from the calling
-	// goroutine) after a successful redial. Keep it quick.
+	// OnReconnect, if set, is called synchronously from the goroutine whose
+	// call triggered a successful redial, before that call proceeds. Keep it
+	// quick.
 	OnReconnect func(Reconnect)
 	// Logf receives go-client's internal log lines. Default: discarded.
 	Logf func(format string, args ...any)
@@ -289,29 +290,35 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 
 // current returns a live session, redialling if the last one died.
 func (c *Client) current(ctx context.Context) (*session, error) {
+	s, report, err := c.currentLocked(ctx)
+	if report != nil && c.opts.OnReconnect != nil {
+		c.opts.OnReconnect(*report) // outside c.mu: it may call back into c
+	}
+	return s, err
+}
+
+func (c *Client) currentLocked(ctx context.Context) (*session, *Reconnect, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if c.sess != nil && !c.sess.dead.Load() {
-		return c.sess, nil
+		return c.sess, nil, nil
 	}
 	if c.sess != nil {
 		c.lastReason = c.sess.reason()
 		c.sess.kill("replaced")
 		c.sess = nil
 	}
+	// Dialing under c.mu makes concurrent callers share one redial.
 	s, err := c.dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.sess = s
 	c.reconnects++
-	if c.opts.OnReconnect != nil {
-		c.opts.OnReconnect(Reconnect{Socket: c.socket, Count: c.reconnects, Reason: c.lastReason, At: time.Now()})
-	}
-	return s, nil
+	return s, &Reconnect{Socket: c.socket, Count: c.reconnects, Reason: c.lastReason, At: time.Now()}, nil
 }
 
 // run calls fn under ctx: if ctx ends first, the connection is closed, which

@@ -381,3 +381,37 @@ func TestSocketPathShort(t *testing.T) {
 		t.Errorf("socket dir mode %v %v", fi.Mode(), err)
 	}
 }
+
+// Many goroutines through a restart: no deadlock, no race, one redial.
+func TestConcurrentCallsAcrossRestart(t *testing.T) {
+	n, _ := start(t, nvimtest.Options{})
+	var c *Client
+	c, err := Dial(testCtx(t), n.Socket, Options{
+		CallTimeout: 2 * time.Second,
+		OnReconnect: func(Reconnect) { _ = c.Reconnects() }, // may call back in
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := edit(t, n, writeFile(t, n.Dir, "f.c", "x\n"))
+	n.Restart(t)
+	edit(t, n, filepath.Join(n.Dir, "f.c"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := 0; i < 20; i++ {
+		wg.Add(2)
+		go func() { defer wg.Done(); _, err := c.Status(testCtx(t)); errs <- err }()
+		go func() { defer wg.Done(); _, err := c.ReadBuffer(testCtx(t), Buf(buf), 1, 0, 0); errs <- err }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := c.Reconnects(); got != 1 {
+		t.Errorf("%d reconnects, want 1", got)
+	}
+}

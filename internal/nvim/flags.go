@@ -1,0 +1,36 @@
+package nvim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	gonvim "github.com/neovim/go-client/nvim"
+)
+
+var flagNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,63}$`)
+
+// BufferFlag reports whether the buffer variable b:<name> is set to a true
+// value (1, v:true, or a non-empty string other than "0"). The student uses
+// such flags to open a buffer to assist-level edits (b:stem_allow_edit).
+func (c *Client) BufferFlag(ctx context.Context, buf int, name string) (bool, error) {
+	if buf < 1 {
+		return false, fmt.Errorf("nvim buffer flag: buffer number %d: must be 1 or more", buf)
+	}
+	if !flagNameRE.MatchString(name) {
+		return false, fmt.Errorf("nvim buffer flag: bad variable name %q", name)
+	}
+	var v any
+	err := c.call(ctx, "buffer flag", guardHang, true, func(n *gonvim.Nvim) error {
+		return n.ExecLua(`local b, name = ...
+if not vim.api.nvim_buf_is_valid(b) then return false end
+local ok, v = pcall(vim.api.nvim_buf_get_var, b, name)
+if not ok then return false end
+return v == true or (type(v) == "number" and v ~= 0) or (type(v) == "string" and v ~= "" and v ~= "0")`, &v, buf, name)
+	})
+	if err != nil {
+		return false, err
+	}
+	b, _ := v.(bool)
+	return b, nil
+}
