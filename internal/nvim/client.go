@@ -9,7 +9,8 @@
 //   - No call can hang the caller. go-client calls block until Neovim
 //     answers, so every call runs under a deadline; when it passes, the
 //     connection is closed (which unblocks the call) and the next call
-//     redials.
+//     redials. A request Neovim had already received may still run after
+//     the caller gave up: a timed-out write is "unknown", not "not done".
 //   - Neovim answers nothing while it waits for a key at a prompt (Press
 //     ENTER, -- More --, confirm(), a pending `"`/<C-w>/<C-v> ...). Before
 //     any ordinary API call we ask nvim_get_mode, which Neovim serves even
