@@ -1,0 +1,37 @@
+// Command stem-mcp is the MCP server over the student's session, the SSH
+// forced-command gate in front of it, and the gdb bridge that runs inside
+// containers. All logic lives in internal/; this file only wires the process.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/mcpcmd"
+)
+
+func main() {
+	ios := iostreams.System()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	cmd := mcpcmd.NewCmdRoot(ios, os.Getenv)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	var ee *cmdutil.ExitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.Code)
+	}
+	fmt.Fprintf(ios.ErrOut, "stem-mcp: %v\n", err)
+	if cmdutil.IsFlagError(err) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}

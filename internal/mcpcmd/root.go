@@ -1,0 +1,97 @@
+// Package mcpcmd is stem-mcp's command tree: serve (MCP on stdio), gate (the
+// SSH forced command) and gdb-bridge (run inside containers). It must stay
+// light: stem-mcp starts once per SSH connection, so nothing here may pull in
+// the Podman bindings.
+package mcpcmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/mcpserver"
+)
+
+// NewCmdRoot builds stem-mcp's root command.
+func NewCmdRoot(ios *iostreams.IOStreams, getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "stem-mcp <command>",
+		Short: "MCP server over a student's tmux, Neovim and gdb, at a fixed access level",
+		Long: `stem-mcp serves MCP on stdio. Its access level (observe, assist or full) is fixed
+by the command line that starts it (the SSH forced command or the local agent
+configuration), never by the client. Lower levels are separate allowlists of tools.`,
+		Example: `  stem-mcp serve --level observe
+  stem-mcp serve --level assist --instance hazard3-sim-inf-bss-t4
+  stem-mcp tools --level assist`,
+		Version:       mcpserver.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(ios.In)
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
+	root.AddCommand(newCmdServe(ios, getenv), newCmdTools(ios), newCmdGDBBridge(ios))
+	return root
+}
+
+func newCmdServe(ios *iostreams.IOStreams, getenv func(string) string) *cobra.Command {
+	var level, instance string
+	cmd := &cobra.Command{
+		Use:   "serve --level observe|assist|full [--instance NAME]",
+		Short: "Serve MCP on stdin/stdout",
+		Long: `Serve MCP on stdin/stdout for the selected instance (the target of
+$XDG_RUNTIME_DIR/stem/mcp-selected/current, switched with ` + "`stemctl mcp select`" + `),
+or for a fixed instance with --instance. Before every call the server re-checks
+that it talks to the verified instance; a re-created container's old sockets are
+refused. Every session and every effectful call is written to the audit log.`,
+		Example: `  stem-mcp serve --level observe
+  stem-mcp serve --level full --instance native-amd64-demo-hello-t1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := mcpserver.ParseLevel(level)
+			if err != nil {
+				return cmdutil.FlagErrorf("--level: %v", err)
+			}
+			return mcpserver.Serve(cmd.Context(), mcpserver.Options{
+				Level: l, Instance: instance,
+				Identity: mcpserver.Identity{Account: cmdutil.LocalAccount()},
+				In:       ios.In, Out: ios.Out, ErrOut: ios.ErrOut, Getenv: getenv,
+			})
+		},
+	}
+	cmd.Flags().StringVar(&level, "level", "", "access level: observe, assist or full (required)")
+	cmd.Flags().StringVar(&instance, "instance", "", "serve this instance instead of following the selection")
+	cmd.MarkFlagRequired("level")
+	return cmd
+}
+
+func newCmdTools(ios *iostreams.IOStreams) *cobra.Command {
+	var level string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "tools --level observe|assist|full",
+		Short:   "List the tools a server at a level exposes",
+		Example: `  stem-mcp tools --level assist --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := mcpserver.ParseLevel(level)
+			if err != nil {
+				return cmdutil.FlagErrorf("--level: %v", err)
+			}
+			names := mcpserver.ToolNames(l)
+			if asJSON {
+				return cmdutil.WriteJSON(ios.Out, names)
+			}
+			for _, n := range names {
+				fmt.Fprintln(ios.Out, n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&level, "level", "", "access level")
+	cmd.MarkFlagRequired("level")
+	cmdutil.AddJSONFlag(cmd, &asJSON)
+	return cmd
+}

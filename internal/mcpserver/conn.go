@@ -1,0 +1,77 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"errors"
+
+	"github.com/stem-edu/stem/internal/nvim"
+	"github.com/stem-edu/stem/internal/tmux"
+	"github.com/stem-edu/stem/internal/verify"
+)
+
+// conn holds the live connections to one verified instance.
+type conn struct {
+	target verify.Target
+	tmux   *tmux.Client
+	nvim   *nvim.Client
+	gdbl   gdbLink
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func dial(ctx context.Context, t verify.Target, logf func(string, ...any)) (*conn, error) {
+	tm, err := tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem"})
+	if errors.Is(err, tmux.ErrVersionMismatch) {
+		// The host's tmux cannot talk to the container's server: run the
+		// control client inside the container instead.
+		logf("tmux versions differ (%v); using the container's tmux client", err)
+		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem",
+			Command: []string{"podman", "exec", "-i", t.Record.ContainerID, "tmux"}})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: tmux does not answer: %w", t.Record.Instance, err)
+	}
+	nv, err := nvim.Dial(ctx, t.Dir.Nvim(), nvim.Options{
+		CallTimeout: 5 * time.Second,
+		OnReconnect: func(r nvim.Reconnect) { logf("nvim reconnected (%s)", r.Reason) },
+	})
+	if err != nil {
+		tm.Close()
+		return nil, fmt.Errorf("instance %s: nvim does not answer: %w", t.Record.Instance, err)
+	}
+	return &conn{target: t, tmux: tm, nvim: nv}, nil
+}
+
+// alive reports whether the connections can still be trusted without a
+// full re-verification.
+func (c *conn) alive() bool {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return false
+	}
+	select {
+	case <-c.tmux.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.tmux.Close()
+	c.nvim.Close()
+	c.closeGDB()
+}

@@ -1,0 +1,264 @@
+package mcpserver
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/tmux"
+)
+
+// Event kinds sent to agents.
+const (
+	EvGDBStopped     = "gdb_stopped"     // the debugger stopped (breakpoint, step, signal)
+	EvGDBExited      = "gdb_program_exited"
+	EvProgramExited  = "program_exited"  // a command in a pane finished
+	EvProgramCrashed = "program_crashed" // ... killed by a signal such as SIGSEGV
+	EvBuildFailed    = "build_failed"    // task_action build (or a build in the task pane) failed
+	EvTestFailed     = "test_failed"
+)
+
+// Event is one session event, as sent in notifications and returned by
+// session_events.
+type Event struct {
+	Seq      int64          `json:"seq"`
+	Type     string         `json:"type"`
+	Time     time.Time      `json:"time"`
+	Instance string         `json:"instance"`
+	Pane     string         `json:"pane,omitempty"`
+	Role     string         `json:"role,omitempty"`
+	Action   string         `json:"action,omitempty"`
+	ExitCode *int           `json:"exit_code,omitempty"`
+	Signal   string         `json:"signal,omitempty"`
+	GDB      map[string]any `json:"gdb,omitempty"`
+}
+
+const ringSize = 256
+
+// eventHub turns what happens in the session into events: gdb stops from
+// the bridge, and commands finishing in panes (from the shell integration's
+// marks). Events go out as MCP logging notifications (logger "stem.events")
+// and are kept in a ring for session_events.
+type eventHub struct {
+	s *Server
+
+	mu      sync.Mutex
+	ring    []Event
+	seq     int64
+	changed chan struct{} // closed and replaced on every event
+	expects map[tmux.PaneID]string
+	ready   chan struct{} // closed once the MCP session can take notifications
+	once    sync.Once
+}
+
+func newEventHub(s *Server) *eventHub {
+	return &eventHub{s: s, changed: make(chan struct{}), expects: map[tmux.PaneID]string{}, ready: make(chan struct{})}
+}
+
+// run marks the hub ready to send once the transport is serving.
+func (h *eventHub) run(ctx context.Context) {
+	h.once.Do(func() { close(h.ready) })
+}
+
+func (h *eventHub) publish(ev Event) {
+	h.mu.Lock()
+	h.seq++
+	ev.Seq = h.seq
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	h.ring = append(h.ring, ev)
+	if len(h.ring) > ringSize {
+		h.ring = h.ring[len(h.ring)-ringSize:]
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	select {
+	case <-h.ready:
+		h.s.mcp.SendNotificationToAllClients(string(mcp.MethodNotificationMessage), map[string]any{
+			"level": "notice", "logger": "stem.events", "data": ev,
+		})
+	default:
+	}
+}
+
+// since returns events after seq, waiting up to wait for the first one.
+func (h *eventHub) since(ctx context.Context, seq int64, wait time.Duration) []Event {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		var out []Event
+		for _, ev := range h.ring {
+			if ev.Seq > seq {
+				out = append(out, ev)
+			}
+		}
+		ch := h.changed
+		h.mu.Unlock()
+		if len(out) > 0 || wait <= 0 {
+			return out
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (h *eventHub) expect(p tmux.PaneID, action string) {
+	h.mu.Lock()
+	h.expects[p] = action
+	h.mu.Unlock()
+}
+
+func (h *eventHub) unexpect(p tmux.PaneID) {
+	h.mu.Lock()
+	delete(h.expects, p)
+	h.mu.Unlock()
+}
+
+// attach starts watching a newly verified connection; the watchers end
+// when the connection closes.
+func (h *eventHub) attach(c *conn) {
+	instance := c.target.Record.Instance
+	c.gdbl.mu.Lock()
+	c.gdbl.publish = func(ev gdbmi.Event) {
+		switch ev.Kind {
+		case gdbmi.EventStopped:
+			h.publish(Event{Type: EvGDBStopped, Instance: instance, Signal: ev.Signal, GDB: eventJSON(ev)})
+		case gdbmi.EventExited:
+			h.publish(Event{Type: EvGDBExited, Instance: instance, ExitCode: ev.ExitCode, GDB: eventJSON(ev)})
+		}
+	}
+	c.gdbl.mu.Unlock()
+	sub, err := c.tmux.Subscribe("", 4096)
+	if err == nil {
+		go h.watchPanes(c, sub, instance)
+	}
+	go h.watchGDB(c)
+}
+
+// watchPanes follows every pane's output for commands finishing.
+func (h *eventHub) watchPanes(c *conn, sub *tmux.Subscription, instance string) {
+	defer sub.Close()
+	marks := map[tmux.PaneID]*tmux.Marks{}
+	for n := range sub.C() {
+		if n.Kind != "output" || n.Pane == "" {
+			continue
+		}
+		m := marks[n.Pane]
+		if m == nil {
+			m = &tmux.Marks{}
+			marks[n.Pane] = m
+		}
+		for _, code := range m.Feed(n.Data) {
+			h.finished(c, n.Pane, instance, code)
+		}
+	}
+}
+
+func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, code int) {
+	h.mu.Lock()
+	action := h.expects[p]
+	delete(h.expects, p)
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	info, _ := c.tmux.PaneInfo(ctx, p)
+	cancel()
+	ev := Event{Instance: instance, Pane: string(p), Role: info.Role, Action: action, ExitCode: &code}
+	switch {
+	case code > 128 && code < 160 && crashSignals[syscall.Signal(code-128)]:
+		ev.Type, ev.Signal = EvProgramCrashed, signalName(syscall.Signal(code-128))
+	case action == "build" && code != 0:
+		ev.Type = EvBuildFailed
+	case action == "test" && code != 0:
+		ev.Type = EvTestFailed
+	default:
+		ev.Type = EvProgramExited
+		if code > 128 && code < 160 {
+			ev.Signal = signalName(syscall.Signal(code - 128))
+		}
+	}
+	h.publish(ev)
+}
+
+var crashSignals = map[syscall.Signal]bool{
+	syscall.SIGSEGV: true, syscall.SIGABRT: true, syscall.SIGBUS: true, syscall.SIGFPE: true, syscall.SIGILL: true, syscall.SIGTRAP: true,
+}
+
+func signalName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGINT: "SIGINT",
+		syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGPIPE: "SIGPIPE", syscall.SIGHUP: "SIGHUP"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return sig.String()
+}
+
+// watchGDB keeps a gdb connection while the student's debugger runs, so
+// stops are reported even when no tool call dials it. g.sock appears when
+// the debug layout starts; checking for it is a stat every 200 ms.
+func (h *eventHub) watchGDB(c *conn) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		if !c.alive() {
+			return
+		}
+		c.gdbl.mu.Lock()
+		connected := c.gdbl.client != nil
+		if connected {
+			select {
+			case <-c.gdbl.client.Done():
+				connected = false
+			default:
+			}
+		}
+		c.gdbl.mu.Unlock()
+		if connected {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c.gdb(ctx) // ErrNotRunning until the bridge starts
+		cancel()
+	}
+}
+
+func eventTools() []toolDef {
+	return []toolDef{{
+		min: Observe, timeout: 65 * time.Second,
+		tool: mcp.NewTool("session_events",
+			mcp.WithDescription("Events in the session since a sequence number: gdb stops, programs exiting or crashing in a pane, failed builds and tests. Waits up to wait_ms for the next one when there is none yet. The same events are sent as MCP logging notifications (logger stem.events) as they happen."),
+			mcp.WithInteger("since", mcp.Description("return events with a larger seq (default 0: everything kept)"), mcp.Min(0)),
+			mcp.WithInteger("wait_ms", mcp.Description("wait this long for a new event (default 0, at most 60000)"), mcp.Min(0), mcp.Max(60000)),
+			readOnly()),
+		run: func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
+			since, err := optInt(req, "since", 0, 0, 1<<62)
+			if err != nil {
+				return nil, err
+			}
+			wait, err := optInt(req, "wait_ms", 0, 0, 60000)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := s.target(ctx); err != nil {
+				return nil, err
+			}
+			evs := s.events.since(ctx, int64(since), time.Duration(wait)*time.Millisecond)
+			if evs == nil {
+				evs = []Event{}
+			}
+			return map[string]any{"events": evs}, nil
+		},
+	}}
+}

@@ -1,0 +1,179 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/testenv"
+)
+
+// stemMCP is the binary under test: $STEM_MCP_BIN (make test sets it) or
+// one built once for this test process.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func stemMCP(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("STEM_MCP_BIN"); p != "" {
+			binPath = p
+			return
+		}
+		dir, err := os.MkdirTemp("", "stem-mcp-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "stem-mcp")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/stem-mcp")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build stem-mcp: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// session is one stem-mcp process with an initialized MCP client.
+type session struct {
+	t      testing.TB
+	c      *client.Client
+	mu     sync.Mutex
+	notes  []mcp.JSONRPCNotification
+	noteCh chan mcp.JSONRPCNotification
+}
+
+func connect(t testing.TB, in *testenv.Instance, level string, extra ...string) *session {
+	t.Helper()
+	args := append([]string{"serve", "--level", level}, extra...)
+	c, err := client.NewStdioMCPClient(stemMCP(t), in.Env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s := &session{t: t, c: c, noteCh: make(chan mcp.JSONRPCNotification, 256)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		s.mu.Lock()
+		s.notes = append(s.notes, n)
+		s.mu.Unlock()
+		select {
+		case s.noteCh <- n:
+		default:
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "stem-test", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return s
+}
+
+func (s *session) tools() []string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// call invokes a tool; it returns the decoded structured result, the text
+// of an error result, and a protocol error.
+func (s *session) call(name string, args map[string]any) (map[string]any, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil {
+		return nil, "", err
+	}
+	text := ""
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if res.IsError {
+		return nil, text, nil
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		s.t.Fatalf("%s: result is not JSON: %v\n%s", name, err, text)
+	}
+	return out, "", nil
+}
+
+// ok calls a tool that must succeed.
+func (s *session) ok(name string, args map[string]any) map[string]any {
+	s.t.Helper()
+	out, etext, err := s.call(name, args)
+	if err != nil {
+		s.t.Fatalf("%s: %v", name, err)
+	}
+	if etext != "" {
+		s.t.Fatalf("%s: tool error: %s", name, etext)
+	}
+	return out
+}
+
+// refused calls a tool that must fail (tool error or protocol error) and
+// returns the message.
+func (s *session) refused(name string, args map[string]any) string {
+	s.t.Helper()
+	out, etext, err := s.call(name, args)
+	if err != nil {
+		return err.Error()
+	}
+	if etext == "" {
+		s.t.Fatalf("%s(%v) succeeded, want a refusal: %v", name, args, out)
+	}
+	return etext
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func contains(t testing.TB, haystack, needle, what string) {
+	t.Helper()
+	if !strings.Contains(haystack, needle) {
+		t.Fatalf("%s: %q not found in %q", what, needle, haystack)
+	}
+}

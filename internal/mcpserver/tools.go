@@ -1,0 +1,225 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/nvim"
+)
+
+// toolDef is one tool and the lowest level that has it. A tool exists only
+// at the levels it is registered for: a lower-level server never even lists
+// it, so there is nothing to bypass.
+type toolDef struct {
+	min Level
+	// max, when set, is the highest level that has this definition (a tool
+	// whose behaviour differs per level is defined once per range).
+	max     Level
+	tool    mcp.Tool
+	effect  bool // changes the session: audited on every call
+	timeout time.Duration
+	run     func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error)
+}
+
+func (d toolDef) at(l Level) bool {
+	return l >= d.min && (d.max == 0 || l <= d.max)
+}
+
+// allTools returns every tool definition; register filters by level.
+func allTools() []toolDef {
+	var out []toolDef
+	out = append(out, observeTools()...)
+	out = append(out, assistTools()...)
+	out = append(out, fullTools()...)
+	return out
+}
+
+// ToolNames lists the tools a server at level l exposes (sorted as defined).
+func ToolNames(l Level) []string {
+	var names []string
+	for _, d := range allTools() {
+		if d.at(l) {
+			names = append(names, d.tool.Name)
+		}
+	}
+	return names
+}
+
+func (s *Server) register() {
+	for _, d := range allTools() {
+		if !d.at(s.opt.Level) {
+			continue
+		}
+		d := d
+		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.call(ctx, d, req)
+		})
+	}
+	s.registerResources()
+}
+
+// call runs a tool with a deadline, audits it, and turns errors into tool
+// errors (isError results) so the session always goes on.
+func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	timeout := d.timeout
+	if timeout == 0 {
+		timeout = 15 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := d.run(ctx, s, req)
+	var ie *inputError
+	refused := errors.As(err, &ie)
+	if d.effect || refused {
+		e := s.entry(audit.ToolCall)
+		e.Tool = d.tool.Name
+		e.ArgsDigest = audit.Digest(req.GetRawArguments())
+		if c := s.current(); c != nil {
+			e.Instance, e.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+		}
+		switch {
+		case refused:
+			e.Event, e.Result, e.Detail = audit.Refused, "refused", err.Error()
+		case err != nil:
+			e.Result, e.Detail = "error", err.Error()
+		default:
+			e.Result = "ok"
+		}
+		s.appendAudit(ctx, e)
+	}
+	if err != nil {
+		return mcp.NewToolResultError(toolErrorText(d.tool.Name, err)), nil
+	}
+	return resultOf(out)
+}
+
+func toolErrorText(tool string, err error) string {
+	var ie *inputError
+	switch {
+	case errors.As(err, &ie):
+		return fmt.Sprintf("%s refused: %s (nothing was changed)", tool, ie.msg)
+	case errors.Is(err, nvim.ErrBlocked):
+		return fmt.Sprintf("%s: %v", tool, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("%s: timed out", tool)
+	}
+	return fmt.Sprintf("%s: %v", tool, err)
+}
+
+// Annotations ----------------------------------------------------------------
+
+func readOnly() mcp.ToolOption {
+	return mcp.WithToolAnnotation(mcp.ToolAnnotation{ReadOnlyHint: ptr(true), DestructiveHint: ptr(false), IdempotentHint: ptr(true), OpenWorldHint: ptr(false)})
+}
+
+func mutating(destructive bool) mcp.ToolOption {
+	return mcp.WithToolAnnotation(mcp.ToolAnnotation{ReadOnlyHint: ptr(false), DestructiveHint: ptr(destructive), IdempotentHint: ptr(false), OpenWorldHint: ptr(false)})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// sharedNote is appended to descriptions of tools that act on the session.
+const sharedNote = " The student (and possibly a teacher) work in this session at the same time and nothing arbitrates between clients: check the state first."
+
+// Argument helpers -------------------------------------------------------------
+
+func args(req mcp.CallToolRequest) map[string]any {
+	if m := req.GetArguments(); m != nil {
+		return m
+	}
+	return map[string]any{}
+}
+
+func optString(req mcp.CallToolRequest, key string) (string, bool, error) {
+	v, ok := args(req)[key]
+	if !ok || v == nil {
+		return "", false, nil
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		return "", false, badInput("%s must be a string", key)
+	}
+	return s, true, nil
+}
+
+func reqString(req mcp.CallToolRequest, key string) (string, error) {
+	s, ok, err := optString(req, key)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", badInput("%s is required", key)
+	}
+	return s, nil
+}
+
+func optInt(req mcp.CallToolRequest, key string, def, min, max int) (int, error) {
+	v, ok := args(req)[key]
+	if !ok || v == nil {
+		return def, nil
+	}
+	f, isNum := v.(float64)
+	if !isNum || f != float64(int64(f)) {
+		return 0, badInput("%s must be an integer", key)
+	}
+	n := int(f)
+	if n < min || n > max {
+		return 0, badInput("%s must be between %d and %d", key, min, max)
+	}
+	return n, nil
+}
+
+func optBool(req mcp.CallToolRequest, key string, def bool) (bool, error) {
+	v, ok := args(req)[key]
+	if !ok || v == nil {
+		return def, nil
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		return false, badInput("%s must be true or false", key)
+	}
+	return b, nil
+}
+
+func optStrings(req mcp.CallToolRequest, key string, maxItems, maxBytes int) ([]string, bool, error) {
+	v, ok := args(req)[key]
+	if !ok || v == nil {
+		return nil, false, nil
+	}
+	list, isList := v.([]any)
+	if !isList {
+		return nil, false, badInput("%s must be an array of strings", key)
+	}
+	if len(list) > maxItems {
+		return nil, false, badInput("%s has %d items; the limit is %d", key, len(list), maxItems)
+	}
+	out := make([]string, len(list))
+	total := 0
+	for i, it := range list {
+		s, isStr := it.(string)
+		if !isStr {
+			return nil, false, badInput("%s[%d] must be a string", key, i)
+		}
+		total += len(s) + 1
+		if total > maxBytes {
+			return nil, false, badInput("%s is larger than %d bytes", key, maxBytes)
+		}
+		out[i] = s
+	}
+	return out, true, nil
+}
+
+// oneLine clips text for error messages about hostile input.
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", `\n`)
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,253 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/nvim"
+)
+
+const (
+	maxEditLines = 2000
+	maxEditBytes = 256 * 1024
+	maxHintBytes = nvim.MaxHintBytes
+	maxExBytes   = 64 * 1024
+)
+
+func nvimAssistTools() []toolDef {
+	return []toolDef{
+		{
+			min: Assist, effect: true,
+			tool: mcp.NewTool("nvim_open",
+				mcp.WithDescription("Show a file of the card repository in the student's current Neovim window (through the API, never an Ex command). The student sees it happen."+sharedNote),
+				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository (or absolute inside it)"), mcp.MaxLength(maxPathBytes)),
+				mutating(false)),
+			run: func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
+				p, err := reqString(req, "path")
+				if err != nil {
+					return nil, err
+				}
+				c, err := s.target(ctx)
+				if err != nil {
+					return nil, err
+				}
+				cp, err := resolveCardPath(c.target.Record.CardPath, p, false)
+				if err != nil {
+					return nil, badInput("%v", err)
+				}
+				o, err := c.nvim.Open(ctx, cp.Abs)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"opened": o, "path": cp.Rel}, nil
+			},
+		},
+		{
+			min: Assist, effect: true,
+			tool: mcp.NewTool("nvim_buffer_edit",
+				mcp.WithDescription("Replace lines start..end of a file open in the student's Neovim with new lines (the buffer changes; the student decides when to save). Only files the task lists as editable, or buffers the student marked with :let b:stem_allow_edit = 1. Give expected_tick (from nvim_buffer_read) to refuse the edit if the buffer changed since you read it."+sharedNote),
+				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim (nvim_open)"), mcp.MaxLength(maxPathBytes)),
+				mcp.WithInteger("start", mcp.Required(), mcp.Description("first line to replace, 1-based"), mcp.Min(1), mcp.Max(10000000)),
+				mcp.WithInteger("end", mcp.Required(), mcp.Description("last line to replace, inclusive; start-1 inserts before start"), mcp.Min(0), mcp.Max(10000000)),
+				mcp.WithArray("lines", mcp.Required(), mcp.Description("replacement lines, one string per line (empty array deletes)"), mcp.WithStringItems(mcp.MaxLength(maxEditBytes)), mcp.MaxItems(maxEditLines)),
+				mcp.WithInteger("expected_tick", mcp.Description("the buffer's tick from nvim_buffer_read; the edit is refused if it changed"), mcp.Min(0)),
+				mutating(true)),
+			run: runBufferEdit,
+		},
+		{
+			min: Assist, effect: true,
+			tool: mcp.NewTool("nvim_hint",
+				mcp.WithDescription("Show a short note at a line of a file open in the student's Neovim, as virtual text. The file is not changed. clear=true removes stem's notes from that buffer."),
+				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim"), mcp.MaxLength(maxPathBytes)),
+				mcp.WithInteger("line", mcp.Description("1-based line for the note"), mcp.Min(1), mcp.Max(10000000)),
+				mcp.WithString("text", mcp.Description("the note (one line)"), mcp.MaxLength(maxHintBytes)),
+				mcp.WithBoolean("clear", mcp.Description("remove stem's notes from the buffer instead")),
+				mutating(false)),
+			run: runHint,
+		},
+	}
+}
+
+// loadedBuffer resolves a card path to the buffer holding it.
+func loadedBuffer(ctx context.Context, c *conn, p string) (cardPath, *nvim.BufferText, error) {
+	cp, err := resolveCardPath(c.target.Record.CardPath, p, true)
+	if err != nil {
+		return cp, nil, badInput("%v", err)
+	}
+	bt, err := c.nvim.ReadBuffer(ctx, nvim.File(cp.Abs), 1, 1, 1)
+	if errors.Is(err, nvim.ErrNotLoaded) {
+		return cp, nil, badInput("%s is not open in Neovim: open it first with nvim_open", cp.Rel)
+	}
+	return cp, bt, err
+}
+
+func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
+	p, err := reqString(req, "path")
+	if err != nil {
+		return nil, err
+	}
+	start, err := optInt(req, "start", 0, 1, 10000000)
+	if err != nil {
+		return nil, err
+	}
+	end, err := optInt(req, "end", -1, 0, 10000000)
+	if err != nil {
+		return nil, err
+	}
+	if end < start-1 {
+		return nil, badInput("end (%d) must be at least start-1 (%d)", end, start-1)
+	}
+	lines, ok, err := optStrings(req, "lines", maxEditLines, maxEditBytes)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, badInput("lines is required")
+	}
+	tick, err := optInt(req, "expected_tick", -1, 0, 1<<31-1)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cp, bt, err := loadedBuffer(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.editAllowed(ctx, c, cp, bt.Buffer); err != nil {
+		return nil, err
+	}
+	if tick >= 0 && bt.Tick != tick {
+		return nil, badInput("the buffer changed since you read it (tick %d, now %d): read it again", tick, bt.Tick)
+	}
+	if end > bt.Total || start > bt.Total+1 {
+		return nil, badInput("lines %d..%d are outside the buffer (%d lines)", start, end, bt.Total)
+	}
+	ed, err := c.nvim.SetLines(ctx, bt.Buffer, start, end, lines)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"path": cp.Rel, "buffer": bt.Buffer, "edited": ed, "saved": false}, nil
+}
+
+// editAllowed applies the assist rule: the task's editable globs, or a
+// buffer the student marked; never git internals or stem state.
+func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int) error {
+	if protected(cp.Rel) {
+		return badInput("%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
+	}
+	if s.opt.Level >= Full {
+		return nil
+	}
+	tc, err := s.taskContext(c)
+	if err == nil {
+		if globs, _ := tc["editable"].([]string); matchEditable(globs, cp.Rel) {
+			return nil
+		}
+	}
+	marked, err := c.nvim.BufferFlag(ctx, buf, "stem_allow_edit")
+	if err != nil {
+		return err
+	}
+	if marked {
+		return nil
+	}
+	return badInput("%s is not editable at the assist level: the task's manifest does not list it as editable and the student has not marked the buffer (:let b:stem_allow_edit = 1)", cp.Rel)
+}
+
+func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
+	p, err := reqString(req, "path")
+	if err != nil {
+		return nil, err
+	}
+	clear, err := optBool(req, "clear", false)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cp, bt, err := loadedBuffer(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	if clear {
+		n, err := c.nvim.ClearHints(ctx, bt.Buffer)
+		return map[string]any{"path": cp.Rel, "cleared": n}, err
+	}
+	line, err := optInt(req, "line", 0, 1, 10000000)
+	if err != nil || line == 0 {
+		return nil, badInput("line is required (1-based)")
+	}
+	text, err := reqString(req, "text")
+	if err != nil {
+		return nil, err
+	}
+	if line > bt.Total {
+		return nil, badInput("line %d is past the end of %s (%d lines)", line, cp.Rel, bt.Total)
+	}
+	id, err := c.nvim.Hint(ctx, bt.Buffer, line, text)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"path": cp.Rel, "line": line, "hint_id": id}, nil
+}
+
+func nvimFullTools() []toolDef {
+	return []toolDef{
+		{
+			min: Full, effect: true,
+			tool: mcp.NewTool("nvim_command",
+				mcp.WithDescription("Run Ex commands in the student's Neovim and return their output (full level: this can run anything the student could)."+sharedNote),
+				mcp.WithString("command", mcp.Required(), mcp.MaxLength(maxExBytes)),
+				mutating(true)),
+			run: func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
+				cmd, err := reqString(req, "command")
+				if err != nil {
+					return nil, err
+				}
+				c, err := s.target(ctx)
+				if err != nil {
+					return nil, err
+				}
+				out, err := c.nvim.Command(ctx, cmd)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"output": out, "notice": untrustedNotice}, nil
+			},
+		},
+		{
+			min: Full, effect: true,
+			tool: mcp.NewTool("nvim_lua",
+				mcp.WithDescription("Run Lua in the student's Neovim (the chunk receives args as ...) and return its result (full level)."+sharedNote),
+				mcp.WithString("code", mcp.Required(), mcp.MaxLength(maxExBytes)),
+				mcp.WithArray("args", mcp.Description("values passed to the chunk"), mcp.MaxItems(64)),
+				mutating(true)),
+			run: func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
+				code, err := reqString(req, "code")
+				if err != nil {
+					return nil, err
+				}
+				var luaArgs []any
+				if v, ok := args(req)["args"].([]any); ok {
+					luaArgs = v
+				}
+				c, err := s.target(ctx)
+				if err != nil {
+					return nil, err
+				}
+				out, err := c.nvim.Lua(ctx, code, luaArgs)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"result": out, "notice": untrustedNotice}, nil
+			},
+		},
+	}
+}

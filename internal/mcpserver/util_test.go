@@ -1,0 +1,5 @@
+package mcpserver_test
+
+import "os"
+
+func osStat(p string) (os.FileInfo, error) { return os.Stat(p) }
