@@ -14,7 +14,7 @@ import (
 
 // Event kinds sent to agents.
 const (
-	EvGDBStopped     = "gdb_stopped"     // the debugger stopped (breakpoint, step, signal)
+	EvGDBStopped     = "gdb_stopped" // the debugger stopped (breakpoint, step, signal)
 	EvGDBExited      = "gdb_program_exited"
 	EvProgramExited  = "program_exited"  // a command in a pane finished
 	EvProgramCrashed = "program_crashed" // ... killed by a signal such as SIGSEGV

@@ -11,11 +11,11 @@ import (
 func TestSplit(t *testing.T) {
 	for in, want := range map[string][]string{
 		`gdb-multiarch -q -ex 'target remote 127.0.0.1:1234' build/t4.elf`: {"gdb-multiarch", "-q", "-ex", "target remote 127.0.0.1:1234", "build/t4.elf"},
-		`gdb -q ./hello`:             {"gdb", "-q", "./hello"},
-		`a "b c" d\ e 'f''g'`:        {"a", "b c", "d e", "fg"},
-		`x "q\"uote" "back\\slash"`:  {"x", `q"uote`, `back\slash`},
-		`  spaced   out  `:           {"spaced", "out"},
-		`empty '' arg`:               {"empty", "", "arg"},
+		`gdb -q ./hello`:            {"gdb", "-q", "./hello"},
+		`a "b c" d\ e 'f''g'`:       {"a", "b c", "d e", "fg"},
+		`x "q\"uote" "back\\slash"`: {"x", `q"uote`, `back\slash`},
+		`  spaced   out  `:          {"spaced", "out"},
+		`empty '' arg`:              {"empty", "", "arg"},
 	} {
 		got, err := Split(in)
 		if err != nil || !reflect.DeepEqual(got, want) {
