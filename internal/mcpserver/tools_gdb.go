@@ -138,7 +138,7 @@ func gdbAssistTools() []toolDef {
 				if err != nil {
 					return nil, err
 				}
-				return map[string]any{"result": res.Values, "notice": untrustedNotice}, nil
+				return map[string]any{"result": gdbmi.FieldsPlain(res.Values), "notice": untrustedNotice}, nil
 			},
 		},
 		execTool("gdb_continue", "Continue the program in the student's debugger.", gdbmi.ExecContinue),

@@ -9,6 +9,7 @@ import (
 	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
+	"github.com/stem-edu/stem/internal/cmd/debug"
 	"github.com/stem-edu/stem/internal/cmd/down"
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
 	"github.com/stem-edu/stem/internal/cmd/list"
@@ -58,6 +59,7 @@ that same session through stem-mcp.`,
 		task.NewCmd(f, task.Test, nil),
 		task.NewCmd(f, task.Run, nil),
 		task.NewCmd(f, task.Deploy, nil),
+		debug.NewCmdDebug(f, nil),
 		mcp.NewCmdMCP(f),
 		auditcmd.NewCmdAudit(f),
 		accesscmd.NewCmdAccess(f),

@@ -1,0 +1,121 @@
+// Package debug implements `stemctl debug`: the profile's debugger layout in
+// the student's tmux (nvim, program, gdb), with gdb under stem's bridge so
+// agents see and drive the same debugger.
+package debug
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// Options are debug's inputs.
+type Options struct {
+	F       *cmdutil.Factory
+	Args    []string
+	Target  string
+	Devices []string
+	Build   bool
+	JSON    bool
+}
+
+// NewCmdDebug builds the command.
+func NewCmdDebug(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "debug (INSTANCE | " + cmdutil.TaskArgs + ")",
+		Short: "Open the debugger layout in the task's tmux: nvim, program, gdb",
+		Long: `Start (or reuse) the instance, build the task, and open the debugger layout in the
+student's tmux window "edit": nvim on the left; on the right the program pane (the
+simulator with its gdb stub, or the terminal a native program runs on) above the
+gdb pane. The student's gdb runs under stem's bridge, so agents at the assist level
+see and drive the same debugger (breakpoints, steps, registers) and get its stops
+as events. Running debug again replaces the layout.
+
+The commands come from the card's stem.toml: debug (a plain gdb command line) and
+debug_program (what runs in the program pane).`,
+		Example: `  stemctl debug hazard3-sim inf bss 4
+  stemctl debug native-amd64 demo hello 1 --no-build
+  stemctl debug native-amd64-demo-hello-t1 --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 && len(args) != 4 {
+				return cmdutil.FlagErrorf("debug takes INSTANCE or %s", cmdutil.TaskArgs)
+			}
+			return nil
+		},
+		ValidArgsFunction: cmdutil.CompleteTask(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args = args
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")
+	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350)")
+	noBuild := cmd.Flags().Bool("no-build", false, "do not run the task's build command first")
+	cmd.PreRun = func(*cobra.Command, []string) { opts.Build = !*noBuild }
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// Run opens the layout.
+func Run(ctx context.Context, opts *Options) error {
+	m, err := opts.F.Manager(ctx)
+	if err != nil {
+		return err
+	}
+	var rec registry.Record
+	var r *workspace.Resolved
+	if len(opts.Args) == 4 {
+		r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
+		if err != nil {
+			return err
+		}
+		res, err := m.Up(ctx, r, opts.Devices)
+		if err != nil {
+			return err
+		}
+		rec = res.Record
+	} else {
+		rec, err = m.Running(ctx, opts.Args[0])
+		if err != nil {
+			return err
+		}
+		ws, err := workspace.Open(rec.Workspace)
+		if err != nil {
+			return err
+		}
+		if r, err = ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target); err != nil {
+			return err
+		}
+	}
+	if opts.Build && r.Commands.Build != "" {
+		fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: building %s: %s\n", rec.Instance, r.Commands.Build)
+		code, err := cmdutil.ExecInteractive(ctx, opts.F, m, rec.Instance, buildSpec(r), "never")
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return fmt.Errorf("the build failed (exit status %d); fix it, or open the layout anyway with --no-build", code)
+		}
+	}
+	res, err := m.Debug(ctx, rec, r)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.F.IOStreams.Out, res)
+	}
+	out := opts.F.IOStreams.Out
+	fmt.Fprintf(out, "%s: debugger layout ready in window \"edit\" (nvim %s | program %s / gdb %s)\n", rec.Instance, res.EditorPane, res.ProgramPane, res.GDBPane)
+	fmt.Fprintf(out, "  attach   stemctl attach %s\n", rec.Instance)
+	fmt.Fprintf(out, "  agents   gdb_* tools at the assist level now drive this debugger\n")
+	return nil
+}
