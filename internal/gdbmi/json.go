@@ -38,4 +38,3 @@ func FieldsPlain(fs []Field) map[string]any {
 	}
 	return m
 }
-
