@@ -77,7 +77,12 @@ func (m *Manager) Up(ctx context.Context, r *workspace.Resolved, devices []strin
 }
 
 func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
-	existing, err := m.Engine.Inspect(ctx, plan.Name)
+	// Instance names are per account: the same task in another workspace
+	// would take over this record.
+	if rec, err := m.Registry.Get(ctx, plan.Name); err == nil && rec.Workspace != plan.Resolved.Workspace {
+		return UpResult{}, fmt.Errorf("instance %s belongs to workspace %s, not %s: remove it first with `stemctl rm %s`", plan.Name, rec.Workspace, plan.Resolved.Workspace, plan.Name)
+	}
+	existing, err := m.Engine.Inspect(ctx, plan.ContainerName)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		action := Created
@@ -89,11 +94,8 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 	case err != nil:
 		return UpResult{}, err
 	}
-	if ws := existing.Labels[labels.Workspace]; existing.Labels[labels.Managed] != "true" || ws != plan.Resolved.Workspace {
-		if existing.Labels[labels.Managed] != "true" {
-			return UpResult{}, fmt.Errorf("a container named %s exists but stem did not create it; remove or rename it (podman rm %s)", plan.Name, plan.Name)
-		}
-		return UpResult{}, fmt.Errorf("instance %s belongs to workspace %s, not %s: remove it first with `stemctl rm %s`", plan.Name, ws, plan.Resolved.Workspace, plan.Name)
+	if existing.Labels[labels.Managed] != "true" || existing.Labels[labels.Workspace] != plan.Resolved.Workspace {
+		return UpResult{}, fmt.Errorf("a container named %s exists but stem did not create it for this workspace; remove or rename it (podman rm %s)", plan.ContainerName, plan.ContainerName)
 	}
 	if existing.Labels[labels.Schema] != labels.SchemaVersion {
 		return m.recreate(ctx, plan, existing, fmt.Sprintf("its schema %q differs from %q", existing.Labels[labels.Schema], labels.SchemaVersion))
@@ -225,7 +227,7 @@ const zeroID = "0000000000000000000000000000000000000000000000000000000000000000
 func (m *Manager) writeContainerJSON(plan *Plan, dir sockets.Dir, c engine.Container) error {
 	return sockets.WriteJSON(dir.Path, sockets.ContainerJSON, sockets.ContainerInfo{
 		ID:        c.ID,
-		Name:      plan.Name,
+		Name:      plan.ContainerName,
 		Instance:  plan.Name,
 		Profile:   plan.Resolved.Profile.Name,
 		Image:     plan.Resolved.Profile.Image,

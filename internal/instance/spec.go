@@ -41,7 +41,11 @@ func Name(r *workspace.Resolved) string {
 
 // Plan is everything needed to create an instance's container.
 type Plan struct {
-	Name        string
+	Name string
+	// ContainerName is Name plus the workspace's thread key: Podman's
+	// container names are global to the account (to the machine, rootful),
+	// while instance names are only unique within one workspace.
+	ContainerName string
 	ThreadKey   string
 	InstanceKey string
 	InstanceDir string
@@ -75,6 +79,7 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		Resolved:    r,
 		Devices:     devices,
 	}
+	p.ContainerName = name + "-" + p.ThreadKey
 	p.InstanceDir = opt.Layout.InstanceDir(p.ThreadKey, p.InstanceKey)
 	// Check the socket paths now, with a dummy id of the right length, so a
 	// too-long runtime directory fails before anything is created.
@@ -100,7 +105,7 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 	}
 	lim := r.Profile.Limits
 	p.Spec = engine.Spec{
-		Name:  name,
+		Name:  p.ContainerName,
 		Image: r.Profile.Image,
 		Env:   env,
 		Labels: map[string]string{

@@ -54,7 +54,7 @@ func TestPlanSpecAndHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := p.Spec
-	if s.Name != "hazard3-sim-inf-bss-t4" || s.Labels[labels.Instance] != s.Name || s.Labels[labels.ConfigHash] != p.ConfigHash || s.Labels[labels.Schema] != labels.SchemaVersion {
+	if p.Name != "hazard3-sim-inf-bss-t4" || s.Name != p.Name+"-"+sockets.ThreadKey("/ws") || s.Labels[labels.Instance] != p.Name || s.Labels[labels.ConfigHash] != p.ConfigHash || s.Labels[labels.Schema] != labels.SchemaVersion {
 		t.Fatalf("labels %v", s.Labels)
 	}
 	if s.Network != "none" || !s.Init || s.MemoryMiB == 0 || s.Pids == 0 {
