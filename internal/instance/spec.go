@@ -46,14 +46,14 @@ type Plan struct {
 	// container names are global to the account (to the machine, rootful),
 	// while instance names are only unique within one workspace.
 	ContainerName string
-	ThreadKey   string
-	InstanceKey string
-	InstanceDir string
-	Spec        engine.Spec
-	ConfigHash  string
-	ImageID     string
-	Resolved    *workspace.Resolved
-	Devices     []string
+	ThreadKey     string
+	InstanceKey   string
+	InstanceDir   string
+	Spec          engine.Spec
+	ConfigHash    string
+	ImageID       string
+	Resolved      *workspace.Resolved
+	Devices       []string
 }
 
 // PlanOptions are the inputs besides the resolved task.
