@@ -1,0 +1,248 @@
+package gate_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/gate/sshdtest"
+)
+
+// rawSession is one ssh process speaking JSON-RPC lines to the gate: no
+// client library in the measurement.
+type rawSession struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func (s *student) rawSession(ctx context.Context, key string, remote ...string) (*rawSession, error) {
+	cmd := exec.CommandContext(ctx, "ssh", s.srv.Args(key, nil, remote...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &rawSession{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}, nil
+}
+
+// call sends a request and returns the result of the reply with its id.
+func (r *rawSession) call(id int, method string, params any) (json.RawMessage, error) {
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if _, err := r.in.Write(append(req, '\n')); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := r.out.ReadBytes('\n')
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		var msg struct {
+			ID     *int            `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(line, &msg) != nil || msg.ID == nil || *msg.ID != id {
+			continue // a notification
+		}
+		if msg.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, msg.Error)
+		}
+		return msg.Result, nil
+	}
+}
+
+func (r *rawSession) notify(method string) error {
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method})
+	_, err := r.in.Write(append(req, '\n'))
+	return err
+}
+
+func (r *rawSession) close() {
+	r.in.Close()
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		r.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// shells are the two account set-ups the benchmarks run with. sshd runs
+// every forced command through the account's shell, and Debian's bash then
+// sources ~/.bashrc even for a non-interactive command. Debian's default
+// ~/.bashrc returns at once when not interactive; some (this CI host's
+// root, with pyenv) do real work first. SHLVL=1 makes bash skip ~/.bashrc,
+// standing in for the early return.
+var shells = []struct {
+	name string
+	sshd []string
+}{
+	{"bashrc=as-is", nil},
+	{"bashrc=skipped", []string{"SetEnv SHLVL=1"}},
+}
+
+var initParams = map[string]any{
+	"protocolVersion": mcp.LATEST_PROTOCOL_VERSION,
+	"capabilities":    map[string]any{},
+	"clientInfo":      map[string]any{"name": "stem-bench", "version": "1"},
+}
+
+// BenchmarkSSHInitialize measures ssh connect (handshake, key auth, forced
+// command, gate, server start) to the initialize reply on loopback.
+func BenchmarkSSHInitialize(b *testing.B) {
+	for _, sh := range shells {
+		b.Run(sh.name, func(b *testing.B) { benchSSHInitialize(b, sh.sshd) })
+	}
+}
+
+func benchSSHInitialize(b *testing.B, sshd []string) {
+	s := newStudent(b, sshd...)
+	key, _ := s.grant(b, "bench", "observe")
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := s.rawSession(ctx, key.Private, "mcp", s.inst.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.call(1, "initialize", initParams); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		r.close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPoll30 measures a teacher polling 30 students once: 30 parallel
+// SSH sessions, each connecting, initializing and calling pane_capture.
+// (All 30 reach the one fixture account here; on a real lab each student's
+// machine serves one.)
+func BenchmarkPoll30(b *testing.B) {
+	for _, sh := range shells {
+		b.Run(sh.name, func(b *testing.B) { benchPoll30(b, sh.sshd) })
+	}
+}
+
+func benchPoll30(b *testing.B, sshd []string) {
+	const students = 30
+	s := newStudent(b, sshd...)
+	key, _ := s.grant(b, "poller", "observe")
+	pane := s.shellPane(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		errs := make(chan error, students)
+		for range students {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := s.rawSession(ctx, key.Private, "mcp", s.inst.Name)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer r.close()
+				if _, err := r.call(1, "initialize", initParams); err != nil {
+					errs <- err
+					return
+				}
+				if err := r.notify("notifications/initialized"); err != nil {
+					errs <- err
+					return
+				}
+				res, err := r.call(2, "tools/call", map[string]any{"name": "pane_capture", "arguments": map[string]any{"pane": pane}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				var out struct {
+					IsError bool `json:"isError"`
+				}
+				if json.Unmarshal(res, &out) != nil || out.IsError {
+					errs <- fmt.Errorf("pane_capture: %s", res)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSSHBareSession is the SSH part alone: connect, authenticate and
+// run a forced /bin/true through the account's shell (which sources the
+// account's ~/.bashrc on Debian), for comparison with BenchmarkSSHInitialize.
+func BenchmarkSSHBareSession(b *testing.B) {
+	for _, sh := range shells {
+		b.Run(sh.name, func(b *testing.B) { benchSSHBareSession(b, sh.sshd) })
+	}
+}
+
+func benchSSHBareSession(b *testing.B, sshd []string) {
+	s := newStudent(b, sshd...)
+	key := sshdtest.NewKey(b, s.keys, "bare")
+	f, err := os.OpenFile(s.srv.AuthorizedKeys, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(f, "restrict,command=\"/bin/true\" %s\n", key.PublicLine)
+	f.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		if r := s.srv.Run(b, key.Private, nil, "x"); r.Code != 0 {
+			b.Fatalf("bare session: %+v", r)
+		}
+	}
+}
+
+// BenchmarkGateLocalInitialize is the student-side part alone: start
+// `stem-mcp gate` as sshd would (same arguments and environment, no SSH)
+// and read the initialize reply.
+func BenchmarkGateLocalInitialize(b *testing.B) {
+	s := newStudent(b)
+	_, g := s.grant(b, "local", "observe")
+	args := strings.Fields(g.Command)
+	env := []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH"), "USER=root",
+		"SSH_ORIGINAL_COMMAND=mcp " + s.inst.Name, "SSH_CONNECTION=127.0.0.1 40000 127.0.0.1 22"}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Env = env
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		r := &rawSession{cmd: cmd, in: in, out: bufio.NewReader(out)}
+		if _, err := r.call(1, "initialize", initParams); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		r.close()
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,327 @@
+// Package sshdtest starts a real OpenSSH sshd for tests: its own config,
+// host key and authorized_keys in a temporary directory, listening on a
+// loopback port, logging to a file. Clients use the real ssh with options
+// that keep them away from the user's own ~/.ssh (no config, a private
+// known_hosts, only the key given).
+package sshdtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Sshd is the path of OpenSSH's daemon.
+const Sshd = "/usr/sbin/sshd"
+
+// Server is a running sshd.
+type Server struct {
+	Dir            string
+	Port           int
+	User           string // the account it logs in to (the current one)
+	AuthorizedKeys string // the only authorized_keys file it reads
+	KnownHosts     string // a known_hosts for clients, holding its host key
+	LogFile        string
+	cmd            *exec.Cmd
+}
+
+// Key is a client key pair on disk.
+type Key struct {
+	Private    string
+	PublicLine string // "ssh-ed25519 AAAA... comment"
+}
+
+// NewKey writes an unencrypted ed25519 key pair under dir.
+func NewKey(t testing.TB, dir, name string) Key {
+	t.Helper()
+	pk, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(sk, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + name
+	if err := os.WriteFile(p+".pub", []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Key{Private: p, PublicLine: line}
+}
+
+// Start runs sshd on a free loopback port until the test ends. extra
+// lines are appended to its sshd_config. The test must run as root (sshd
+// needs it to start sessions); otherwise it fails saying so.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	if _, err := os.Stat(Sshd); err != nil {
+		t.Fatalf("%s not found: apt-get install openssh-server", Sshd)
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("ssh not found: apt-get install openssh-client")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the sshd tests start their own sshd and must run as root (sshd needs privilege separation)")
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatalf("mkdir /run/sshd (sshd's privilege separation directory): %v", err)
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &Server{Dir: dir, User: u.Username, AuthorizedKeys: filepath.Join(dir, "authorized_keys"),
+		KnownHosts: filepath.Join(dir, "known_hosts"), LogFile: filepath.Join(dir, "sshd.log")}
+
+	_, hsk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(hsk, "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey := filepath.Join(dir, "host_ed25519")
+	if err := os.WriteFile(hostKey, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(hsk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.AuthorizedKeys, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		s.Port = freePort(t)
+		kh := fmt.Sprintf("[127.0.0.1]:%d %s", s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))))
+		if err := os.WriteFile(s.KnownHosts, []byte(kh+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := filepath.Join(dir, "sshd_config")
+		if err := os.WriteFile(cfg, []byte(s.config(hostKey)+strings.Join(extra, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if lastErr = s.start(cfg); lastErr == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+	}
+	t.Fatalf("start sshd: %v", lastErr)
+	return nil
+}
+
+// config is a complete sshd_config: forwarding, agent forwarding and ttys
+// are allowed server-wide, so a refusal in the tests comes from the key's
+// `restrict` and not from here.
+func (s *Server) config(hostKey string) string {
+	return fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+PidFile %s
+AuthorizedKeysFile %s
+UsePAM no
+StrictModes no
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowTcpForwarding yes
+AllowAgentForwarding yes
+AllowStreamLocalForwarding yes
+PermitTTY yes
+X11Forwarding yes
+PermitUserEnvironment no
+PermitUserRC yes
+AcceptEnv LANG LC_* STEM_* XDG_*
+MaxStartups 200:30:400
+MaxSessions 50
+LogLevel VERBOSE
+Subsystem sftp internal-sftp
+`, s.Port, hostKey, filepath.Join(s.Dir, "sshd.pid"), s.AuthorizedKeys)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (s *Server) start(cfg string) error {
+	logf, err := os.OpenFile(s.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	// -D: stay in the foreground (we own the process); -e: log to stderr.
+	s.cmd = exec.Command(Sshd, "-D", "-e", "-f", cfg)
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", Sshd, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait(); logf.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("sshd exited: %v\n%s", err, s.Log())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.cmd.Process.Kill()
+	return errors.New("sshd did not listen within 10s\n" + s.Log())
+}
+
+func (s *Server) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+	}
+}
+
+// Log returns sshd's log so far.
+func (s *Server) Log() string {
+	data, _ := os.ReadFile(s.LogFile)
+	return string(data)
+}
+
+// Host is USER@127.0.0.1.
+func (s *Server) Host() string { return s.User + "@127.0.0.1" }
+
+// ClientOptions are the ssh -o options that make a client hermetic:
+// this server's known_hosts, nothing from the user's files.
+func (s *Server) ClientOptions() []string {
+	return []string{"UserKnownHostsFile=" + s.KnownHosts, "GlobalKnownHostsFile=/dev/null", "StrictHostKeyChecking=yes", "LogLevel=ERROR"}
+}
+
+// Args returns ssh's argv (without "ssh") to run remote with key. pre
+// comes first, so its -o options win (ssh keeps the first value given).
+func (s *Server) Args(key string, pre []string, remote ...string) []string {
+	args := append([]string{"-F", "/dev/null"}, pre...)
+	args = append(args, "-p", strconv.Itoa(s.Port), "-i", key,
+		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes", "-o", "ControlPath=none")
+	for _, o := range s.ClientOptions() {
+		args = append(args, "-o", o)
+	}
+	args = append(args, s.Host())
+	return append(args, remote...)
+}
+
+// Result is one ssh run.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs ssh with key and returns its output and exit code (255 is
+// ssh's own failure, such as a refused key).
+func (s *Server) Run(t testing.TB, key string, pre []string, remote ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ssh", s.Args(key, pre, remote...)...)
+	cmd.Stdin = strings.NewReader("")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := Result{Stdout: out.String(), Stderr: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.Code = ee.ExitCode()
+	default:
+		t.Fatalf("ssh: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ssh %v did not finish within 30s", remote)
+	}
+	return r
+}
+
+var buildOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// StemMCP returns the real stem-mcp: $STEM_MCP_BIN (what `make test`
+// builds), or else a build of ./cmd/stem-mcp made once per test binary. It
+// fails the test if that binary does not run the gate.
+func StemMCP(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("STEM_MCP_BIN"); p != "" {
+			buildOnce.path, buildOnce.err = filepath.Abs(p)
+			return
+		}
+		dir, err := os.MkdirTemp("", "stem-mcp-bin")
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		buildOnce.path = filepath.Join(dir, "stem-mcp")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildOnce.path, "./cmd/stem-mcp")
+		cmd.Dir = repoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildOnce.err = fmt.Errorf("go build ./cmd/stem-mcp: %v\n%s", err, out)
+		}
+	})
+	if buildOnce.err != nil {
+		t.Fatal(buildOnce.err)
+	}
+	// Without arguments the gate reports a bad forced command (exit 2).
+	out, err := exec.Command(buildOnce.path, "gate").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "stem-mcp gate: bad forced command") {
+		t.Fatalf("%s does not run the gate (`stem-mcp gate` must call gate.Main): %v\n%s", buildOnce.path, err, out)
+	}
+	return buildOnce.path
+}
+
+// repoRoot is the module's top directory (this file is internal/gate/sshdtest).
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
