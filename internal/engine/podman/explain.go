@@ -30,7 +30,7 @@ const (
 		`stem's containers/containers.conf is such a file for CI hosts), then restart the Podman service`
 	hintRlimit = `the runtime may not raise the container's resource limits to podman's defaults ` +
 		`(this host's hard limits are lower and the service lacks CAP_SYS_RESOURCE). ` +
-		`Set [containers] default_ulimits = ["nofile=1024:<your ulimit -Hn>", "nproc=4096:4096"] in containers.conf ` +
+		`Set [containers] default_ulimits = ["nofile=N:N", "nproc=4096:4096"] in containers.conf, with N your ulimit -Hn (equal values: Podman 4.3's service swaps soft and hard) ` +
 		`(stem's containers/containers.conf works on such hosts, via CONTAINERS_CONF), then restart the Podman service`
 	hintRlimitSwapped = `the container's soft resource limit is above its hard limit. Podman 4.3's API service ` +
 		`swaps the two values of default_ulimits in containers.conf; give each limit equal soft and hard values ` +

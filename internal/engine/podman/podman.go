@@ -233,6 +233,9 @@ func startService(ctx context.Context, opts Options, path string) (*Service, err
 		time.Now().Format(time.RFC3339), podman, uri, opts.Getenv("CONTAINERS_CONF"))
 	// Not CommandContext: the service must outlive this call and this process.
 	cmd := exec.Command(podman, "system", "service", "--time=0", uri)
+	// CONTAINER_HOST (or a connection name) would make the podman CLI a
+	// remote client of that very socket instead of the service.
+	cmd.Env = withoutEnv(os.Environ(), "CONTAINER_HOST", "CONTAINER_CONNECTION")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -352,4 +355,21 @@ func (e *Engine) Ping(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("ping Podman at %s: the answer carries no version (is it Podman?)", e.uri)
 	}
 	return v, nil
+}
+
+// withoutEnv returns env minus the named variables.
+func withoutEnv(env []string, names ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		keep := true
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
