@@ -87,6 +87,10 @@ type Server struct {
 	verifiedAt time.Time
 
 	events *eventHub
+	// started is closed once the start-up verification and the
+	// session_start audit entry are done; tool calls wait for it, the
+	// initialize handshake does not.
+	started chan struct{}
 }
 
 // reverifyEvery bounds how long a verification is trusted without change.
@@ -137,6 +141,7 @@ func New(opt Options) (*Server, error) {
 		audit:   lg,
 		session: hex.EncodeToString(id[:]),
 		logf:    log.New(opt.ErrOut, "stem-mcp: ", 0).Printf,
+		started: make(chan struct{}),
 	}
 	s.events = newEventHub(s)
 	s.mcp = server.NewMCPServer("stem-mcp", Version,
@@ -172,19 +177,25 @@ func Serve(ctx context.Context, opt Options) error {
 // ServeStdio speaks MCP on the given streams.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	start := time.Now()
-	target, verr := s.target(ctx)
-	entry := s.entry(audit.SessionStart)
-	if verr != nil {
-		entry.Result, entry.Detail = "error", verr.Error()
-		s.logf("warning: %v", verr)
-	} else {
-		entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
-	}
-	s.appendAudit(ctx, entry)
+	// Verify at start, but beside the handshake rather than in front of it:
+	// the client's initialize reply does not wait for Podman, tmux and nvim.
+	go func() {
+		defer close(s.started)
+		target, verr := s.target(ctx)
+		entry := s.entry(audit.SessionStart)
+		if verr != nil {
+			entry.Result, entry.Detail = "error", verr.Error()
+			s.logf("warning: %v", verr)
+		} else {
+			entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
+		}
+		s.appendAudit(ctx, entry)
+	}()
 	stdio := server.NewStdioServer(s.mcp)
 	stdio.SetErrorLogger(log.New(s.opt.ErrOut, "stem-mcp: ", 0))
 	go s.events.run(ctx)
 	err := stdio.Listen(ctx, limitLines(in, maxRequestBytes, s.logf), out)
+	<-s.started
 	end := s.entry(audit.SessionEnd)
 	end.Result = "ok"
 	end.Detail = fmt.Sprintf("duration %s", time.Since(start).Round(time.Millisecond))
@@ -320,10 +331,13 @@ func badInput(format string, args ...any) error {
 	return &inputError{fmt.Sprintf(format, args...)}
 }
 
+// resultOf sends a result as one JSON text content. Not also as
+// structuredContent: that doubles the bytes, and mcp-go re-validates nested
+// JSON at every level, so a 1,000-line buffer cost tens of milliseconds.
 func resultOf(v any) (*mcp.CallToolResult, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	return mcp.NewToolResultStructured(json.RawMessage(data), string(data)), nil
+	return mcp.NewToolResultText(string(data)), nil
 }

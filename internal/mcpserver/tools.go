@@ -73,6 +73,11 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	select {
+	case <-s.started:
+	case <-ctx.Done():
+		return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
+	}
 	out, err := d.run(ctx, s, req)
 	var ie *inputError
 	refused := errors.As(err, &ie)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -122,18 +123,45 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{"source": "buffer", "buffer": bt, "notice": untrustedNotice}
+	lines := make([]numbered, len(bt.Lines))
+	for i, l := range bt.Lines {
+		lines[i] = numbered{N: l.N, Text: l.String(), Cut: l.Cut}
+	}
+	out := readResult("buffer", lines, bt.Total, bt.Truncated)
+	out["buffer"], out["name"], out["modified"], out["tick"] = bt.Buffer, bt.Name.String(), bt.Modified, bt.Tick
 	if hasPath {
 		out["path"] = cp.Rel
 	}
 	return out, nil
 }
 
-// diskLine mirrors nvim.Line for files read from disk.
-type diskLine struct {
-	N    int    `json:"n"`
-	Text string `json:"text"`
-	Cut  bool   `json:"cut,omitempty"`
+// numbered is one line of a read, before formatting.
+type numbered struct {
+	N    int
+	Text string
+	Cut  bool
+}
+
+// readResult formats lines as one numbered block ("  12\ttext", like
+// cat -n): compact on the wire and what agents read best.
+func readResult(source string, lines []numbered, total int, truncated bool) map[string]any {
+	width := len(fmt.Sprint(total))
+	var b strings.Builder
+	cut := []int{}
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%*d\t%s\n", width, l.N, l.Text)
+		if l.Cut {
+			cut = append(cut, l.N)
+		}
+	}
+	out := map[string]any{"source": source, "total": total, "truncated": truncated, "text": b.String(), "notice": untrustedNotice}
+	if len(lines) > 0 {
+		out["start"], out["end"] = lines[0].N, lines[len(lines)-1].N
+	}
+	if len(cut) > 0 {
+		out["cut_lines"] = cut
+	}
+	return out
 }
 
 // readFromDisk reads a card file the student has not opened, with the same
@@ -150,7 +178,7 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	var lines []diskLine
+	var lines []numbered
 	used, n, truncated := 0, 0, false
 	for sc.Scan() {
 		n++
@@ -174,10 +202,12 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 			}
 		}
 		used += len(text) + 1
-		lines = append(lines, diskLine{N: n, Text: termtext.String(text), Cut: cut})
+		lines = append(lines, numbered{N: n, Text: termtext.String(text), Cut: cut})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", cp.Rel, err)
 	}
-	return map[string]any{"source": "disk", "path": cp.Rel, "total": n, "lines": lines, "truncated": truncated, "notice": untrustedNotice}, nil
+	out := readResult("disk", lines, n, truncated)
+	out["path"] = cp.Rel
+	return out, nil
 }

@@ -80,7 +80,7 @@ func paneObserveTools() []toolDef {
 		{
 			min: Observe, timeout: (maxWaitTimeout + 5000) * time.Millisecond,
 			tool: mcp.NewTool("pane_wait",
-				mcp.WithDescription("Wait until a regular expression (RE2 syntax) appears in a pane, or until the pane has been quiet for quiet_ms, or the timeout. Read-only; driven by the pane's output, not by polling."),
+				mcp.WithDescription("Wait until a regular expression (RE2 syntax; ^ and $ match at line boundaries) appears in a pane, or until the pane has been quiet for quiet_ms, or the timeout. Read-only; driven by the pane's output, not by polling."),
 				withPane(),
 				mcp.WithString("pattern", mcp.Description("RE2 regular expression to wait for"), mcp.MaxLength(maxPattern)),
 				mcp.WithInteger("quiet_ms", mcp.Description("return once the pane printed nothing for this long"), mcp.Min(1), mcp.Max(60000)),
@@ -211,7 +211,8 @@ func runWait(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, erro
 	}
 	opt := tmux.WaitOptions{Quiet: time.Duration(quiet) * time.Millisecond, Timeout: time.Duration(timeout) * time.Millisecond}
 	if hasPat {
-		re, err := regexp.Compile(pat)
+		// Multi-line mode: ^ and $ match at each line of the pane.
+		re, err := regexp.Compile("(?m)" + pat)
 		if err != nil {
 			return nil, badInput("pattern: %v", err)
 		}
