@@ -134,7 +134,6 @@ func BenchmarkPaneWaitNotice(b *testing.B) {
 	report(b, samples)
 }
 
-
 // rawClient speaks JSON-RPC lines to a stem-mcp process directly, so a
 // latency figure is the server and the pipe, not a client library's parsing.
 type rawClient struct {
