@@ -316,3 +316,37 @@ func TestSameTaskInAnotherWorkspace(t *testing.T) {
 		t.Fatal("the refused up changed the record")
 	}
 }
+
+func TestGitHooksReadOnlyInside(t *testing.T) {
+	w := newWorld(t)
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=s", "-c", "user.email=s@x", "commit", "-qm", "card"}} {
+		if out, err := exec.Command("git", append([]string{"-C", r.CardPath}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	rec := w.up(r).Record
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out strings.Builder
+	sh := func(script string) int {
+		out.Reset()
+		code, err := w.m.Exec(ctx, rec.Instance, engine.ExecSpec{Cmd: []string{"sh", "-c", script}, WorkDir: r.CardPath, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if sh("echo 'touch /tmp/pwned' > .git/hooks/pre-commit") == 0 {
+		t.Fatal("the container planted a git hook")
+	}
+	if sh("git config core.hooksPath /tmp") == 0 {
+		t.Fatal("the container changed .git/config")
+	}
+	if code := sh("echo change >> t1/hello.c && git -c user.name=s -c user.email=s@x commit -qam 'from the container'"); code != 0 {
+		t.Fatalf("a commit inside the container failed: %s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(r.CardPath, ".git", "hooks", "pre-commit")); err == nil {
+		t.Fatal("a hook appeared on the host")
+	}
+}

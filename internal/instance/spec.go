@@ -137,6 +137,11 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		Network:   lim.Network,
 		Init:      true,
 	}
+	gitMounts, err := gitProtection(r.CardPath)
+	if err != nil {
+		return nil, err
+	}
+	p.Spec.Mounts = append(p.Spec.Mounts, gitMounts...)
 	hash, err := configHash(p.Spec, opt.ImageID, binaryIdentity(opt.MCPBinary))
 	if err != nil {
 		return nil, err
@@ -224,5 +229,37 @@ func checkDevices(p profiles.Profile, devs []string) ([]string, error) {
 		}
 	}
 	sort.Strings(out)
+	return out, nil
+}
+
+// gitProtection returns read-only mounts over the card's .git/hooks and
+// .git/config: code running in the container (an agent's edit that gets
+// built and run) must not plant a hook or a core.hooksPath that later runs
+// on the host when the student commits. Commits inside the container still
+// work (objects, refs and the index stay writable). A missing hooks
+// directory is created empty first, so the container cannot create one.
+func gitProtection(card string) ([]engine.Mount, error) {
+	git := filepath.Join(card, ".git")
+	fi, err := os.Lstat(git)
+	if err != nil || !fi.IsDir() {
+		return nil, nil // not a repository, or a worktree/submodule file
+	}
+	var out []engine.Mount
+	hooks := filepath.Join(git, "hooks")
+	if hfi, err := os.Lstat(hooks); err != nil {
+		if err := os.Mkdir(hooks, 0o755); err != nil {
+			return nil, fmt.Errorf("protect %s: %w", hooks, err)
+		}
+	} else if !hfi.IsDir() {
+		return nil, fmt.Errorf("refusing card %s: .git/hooks is not a directory (a symlink?)", card)
+	}
+	out = append(out, engine.Mount{Source: hooks, Dest: hooks, ReadOnly: true})
+	cfg := filepath.Join(git, "config")
+	if cfi, err := os.Lstat(cfg); err == nil {
+		if !cfi.Mode().IsRegular() {
+			return nil, fmt.Errorf("refusing card %s: .git/config is not a regular file (a symlink?)", card)
+		}
+		out = append(out, engine.Mount{Source: cfg, Dest: cfg, ReadOnly: true})
+	}
 	return out, nil
 }

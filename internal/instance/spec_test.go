@@ -126,3 +126,39 @@ func TestPlanRejectsLongRuntime(t *testing.T) {
 		t.Fatalf("long runtime dir: %v", err)
 	}
 }
+
+func TestGitInternalsMountedReadOnly(t *testing.T) {
+	card := t.TempDir()
+	r := resolved(t, "native-amd64", "", "d", "h", "1")
+	r.CardPath = card
+	l := sockets.Layout{Runtime: "/run/user/1000"}
+	// Not a repository: no extra mounts.
+	p, err := NewPlan(r, PlanOptions{Layout: l, MCPBinary: mcpBinary(t)})
+	if err != nil || len(p.Spec.Mounts) != 3 {
+		t.Fatalf("plain card: %v %+v", err, p.Spec.Mounts)
+	}
+	os.MkdirAll(filepath.Join(card, ".git"), 0o755)
+	os.WriteFile(filepath.Join(card, ".git", "config"), []byte("[core]\n"), 0o644)
+	p, err = NewPlan(r, PlanOptions{Layout: l, MCPBinary: mcpBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := map[string]bool{}
+	for _, m := range p.Spec.Mounts {
+		if m.ReadOnly && m.Source == m.Dest {
+			ro[m.Dest] = true
+		}
+	}
+	if !ro[filepath.Join(card, ".git", "hooks")] || !ro[filepath.Join(card, ".git", "config")] {
+		t.Fatalf("git internals not read-only: %+v", p.Spec.Mounts)
+	}
+	if fi, err := os.Stat(filepath.Join(card, ".git", "hooks")); err != nil || !fi.IsDir() {
+		t.Fatal("a missing hooks directory must be created (empty) before it is mounted")
+	}
+	// A symlinked hooks directory is refused.
+	os.RemoveAll(filepath.Join(card, ".git", "hooks"))
+	os.Symlink(t.TempDir(), filepath.Join(card, ".git", "hooks"))
+	if _, err := NewPlan(r, PlanOptions{Layout: l, MCPBinary: mcpBinary(t)}); err == nil {
+		t.Fatal("a symlinked .git/hooks was accepted")
+	}
+}
