@@ -40,6 +40,8 @@ type student struct {
 	bin  string
 	f    *cmdutil.Factory
 	keys string // directory of client keys
+	// clientOpts are extra ssh options for rawSession (benchmarks).
+	clientOpts []string
 }
 
 // newStudent starts the fixture; sshdConfig lines go into sshd_config.
