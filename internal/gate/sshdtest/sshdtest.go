@@ -21,7 +21,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -277,47 +276,35 @@ func (s *Server) Run(t testing.TB, key string, pre []string, remote ...string) R
 	return r
 }
 
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
 // StemMCP returns the real stem-mcp: $STEM_MCP_BIN (what `make test`
-// builds), or else a build of ./cmd/stem-mcp made once per test binary. It
-// fails the test if that binary does not run the gate.
+// builds), or else a build of ./cmd/stem-mcp in the test's temporary
+// directory (Go's build cache makes repeated builds cheap). It fails the test
+// if that binary does not run the gate.
 func StemMCP(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv("STEM_MCP_BIN"); p != "" {
-			buildOnce.path, buildOnce.err = filepath.Abs(p)
-			return
-		}
-		dir, err := os.MkdirTemp("", "stem-mcp-bin")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "stem-mcp")
+	path := os.Getenv("STEM_MCP_BIN")
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "stem-mcp")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildOnce.path, "./cmd/stem-mcp")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "./cmd/stem-mcp")
 		cmd.Dir = repoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildOnce.err = fmt.Errorf("go build ./cmd/stem-mcp: %v\n%s", err, out)
+			t.Fatalf("go build ./cmd/stem-mcp: %v\n%s", err, out)
 		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Without arguments the gate reports a bad forced command (exit 2).
-	out, err := exec.Command(buildOnce.path, "gate").CombinedOutput()
+	out, err := exec.Command(path, "gate").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "stem-mcp gate: bad forced command") {
-		t.Fatalf("%s does not run the gate (`stem-mcp gate` must call gate.Main): %v\n%s", buildOnce.path, err, out)
+		t.Fatalf("%s does not run the gate (`stem-mcp gate` must call gate.Main): %v\n%s", path, err, out)
 	}
-	return buildOnce.path
+	return path
 }
 
 // repoRoot is the module's top directory (this file is internal/gate/sshdtest).
