@@ -106,12 +106,16 @@ func checkPathText(p string) error {
 	return nil
 }
 
-// protected reports whether rel lies in a directory MCP may never write.
+// protected reports whether rel lies in a directory MCP may never write, at
+// any depth: a nested repository's .git (a submodule, a repository the
+// student made in a task directory) runs its hooks on the host just the
+// same.
 func protected(rel string) bool {
-	first, _, _ := strings.Cut(rel, "/")
-	for _, d := range protectedDirs {
-		if first == d {
-			return true
+	for _, part := range strings.Split(rel, "/") {
+		for _, d := range protectedDirs {
+			if part == d {
+				return true
+			}
 		}
 	}
 	return false
