@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -167,7 +168,10 @@ func readResult(source string, lines []numbered, total int, truncated bool) map[
 // readFromDisk reads a card file the student has not opened, with the same
 // limits and text hygiene as buffer reads.
 func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
-	f, err := os.Open(cp.Abs)
+	// O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+	// the mode check below refuses it. It does not change reads of a
+	// regular file.
+	f, err := os.OpenFile(cp.Abs, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", cp.Rel, err)
 	}
@@ -188,7 +192,9 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 		if truncated {
 			continue
 		}
-		text := sc.Text()
+		// A carriage return inside a line (the scanner drops the one of a
+		// CRLF end) would become a line break and forge a line number.
+		text := strings.ReplaceAll(sc.Text(), "\r", "\u240d")
 		cut := false
 		if used+len(text)+1 > maxBytes {
 			room := maxBytes - used - 1
@@ -197,8 +203,15 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 				continue
 			}
 			text, cut, truncated = text[:room], true, true
-			for len(text) > 0 && !utf8.ValidString(text) {
-				text = text[:len(text)-1]
+			// Drop only a rune the cut split (invalid bytes before it
+			// are replaced when the line is sanitized).
+			for k := 1; k < utf8.UTFMax && k <= len(text); k++ {
+				if utf8.RuneStart(text[len(text)-k]) {
+					if !utf8.FullRuneInString(text[len(text)-k:]) {
+						text = text[:len(text)-k]
+					}
+					break
+				}
 			}
 		}
 		used += len(text) + 1
