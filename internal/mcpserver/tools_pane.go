@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -223,6 +224,10 @@ func runWait(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, erro
 		return nil, err
 	}
 	res, err := c.tmux.Wait(ctx, pane, opt)
+	if errors.Is(err, tmux.ErrTimeout) && res.Elapsed >= opt.Timeout {
+		// Running out of time is an answer (timed_out), not a failure.
+		err = nil
+	}
 	if err != nil {
 		return nil, err
 	}
