@@ -170,6 +170,13 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 			// History was cleared or trimmed: start over from the screen.
 			from = 0
 			out["reset"] = true
+		} else if atHistoryLimit(ctx, c, pane, info.HistorySize) {
+			// At its limit tmux drops the oldest lines, so every position
+			// moved up by an unknown count and the cursor cannot be placed:
+			// send the whole history (max_bytes keeps the newest text)
+			// rather than silently skip what is new.
+			from = -info.HistorySize
+			out["reset"] = true
 		}
 		opt.Range = &tmux.LineRange{Start: max(from, -info.HistorySize), End: info.CursorY}
 	case hasStart || hasEnd:
@@ -188,6 +195,17 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	out["text"], out["truncated"] = res.Text, res.Truncated
 	out["cursor"] = makeCursor(pane, info.HistorySize+info.CursorY)
 	return out, nil
+}
+
+// atHistoryLimit reports whether a pane's history is near its limit, where
+// tmux starts dropping the oldest tenth of it at a time.
+func atHistoryLimit(ctx context.Context, c *conn, pane tmux.PaneID, size int) bool {
+	v, err := c.tmux.DisplayFormat(ctx, pane, "history_limit")
+	limit, perr := strconv.Atoi(v)
+	if err != nil || perr != nil {
+		return true // unknown: do not trust the cursor
+	}
+	return size >= limit-limit/10-1
 }
 
 func runWait(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
