@@ -151,6 +151,7 @@ func New(opt Options) (*Server, error) {
 		server.WithRecovery(),
 		server.WithInputSchemaValidation(),
 		server.WithStrictInputSchemaDefault(),
+		server.WithHooks(s.refusalHooks()),
 		server.WithInstructions(instructions(opt.Level)),
 	)
 	s.register()
