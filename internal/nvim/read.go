@@ -25,10 +25,14 @@ const (
 // Text is untrusted text from Neovim (a line, a buffer name, a diagnostic
 // message) made safe to put in JSON or a terminal-free log.
 //
-// S is always valid UTF-8: each byte of an invalid sequence becomes U+FFFD
-// and each NUL byte becomes U+2400 (␀). When that happened, Raw holds the
-// exact original bytes (base64 in JSON), so nothing is lost and a literal
-// U+FFFD or ␀ the student typed is not confused with a replacement.
+// S is always valid UTF-8 without terminal controls: each byte of an
+// invalid sequence becomes U+FFFD, each C0 control other than tab becomes
+// its control picture (NUL ␀, ESC ␛, CR ␍ ...), DEL becomes ␡, and C1
+// controls and bidirectional overrides/isolates become U+FFFD, so the text
+// can neither drive a terminal nor read differently from what it is. When
+// that happened, Raw holds the exact original bytes (base64 in JSON), so
+// nothing is lost and a literal U+FFFD or ␀ the student typed is not
+// confused with a replacement.
 type Text struct {
 	S   string `json:"text"`
 	Raw []byte `json:"raw,omitempty"`
@@ -36,8 +40,46 @@ type Text struct {
 
 func (t Text) String() string { return t.S }
 
+// textReplacement returns what makeText writes for r, or -1 to keep it.
+func textReplacement(r rune) rune {
+	switch {
+	case r == '\t':
+		return -1
+	case r < 0x20:
+		return 0x2400 + r
+	case r == 0x7f:
+		return 0x2421
+	case r >= 0x80 && r <= 0x9f,
+		r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+		r == 0x200e, r == 0x200f, r == 0x061c:
+		return utf8.RuneError
+	}
+	return -1
+}
+
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 {
+			// Non-ASCII: check the runes (rare in source code).
+			if c >= 0x80 {
+				if !utf8.ValidString(s[i:]) {
+					return false
+				}
+				for _, r := range s[i:] {
+					if textReplacement(r) >= 0 {
+						return false
+					}
+				}
+				return true
+			}
+			return false
+		}
+	}
+	return true
+}
+
 func makeText(s string) Text {
-	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+	if plainText(s) {
 		return Text{S: s}
 	}
 	var b strings.Builder
@@ -47,8 +89,8 @@ func makeText(s string) Text {
 		switch {
 		case r == utf8.RuneError && w == 1:
 			b.WriteRune(utf8.RuneError)
-		case r == 0:
-			b.WriteRune('\u2400')
+		case textReplacement(r) >= 0:
+			b.WriteRune(textReplacement(r))
 		default:
 			b.WriteString(s[i : i+w])
 		}

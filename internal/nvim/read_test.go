@@ -309,11 +309,18 @@ vim.diagnostic.set(ns, b, {{lnum = 0, col = 0, severity = vim.diagnostic.severit
 
 func TestMakeText(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain":        "plain",
-		"\xff":         "\ufffd",
-		"a\x00":        "a\u2400",
-		"\xe2\x82\xac": "\u20ac",
-		"\xe2\x82":     "\ufffd\ufffd",
+		"plain":            "plain",
+		"\xff":             "\ufffd",
+		"a\x00":            "a\u2400",
+		"\xe2\x82\xac":     "\u20ac",
+		"\xe2\x82":         "\ufffd\ufffd",
+		"tab\tok":          "tab\tok",
+		"\x1b[31mred":      "\u241b[31mred",
+		"a\rb\x7f\x07":     "a\u240db\u2421\u2407",
+		"c1 \u009b31m":     "c1 \ufffd31m",
+		"\u202eevil":       "\ufffdevil",
+		"\u2066i\u2069":    "\ufffdi\ufffd",
+		"caf\u00e9 \u2713": "caf\u00e9 \u2713",
 	} {
 		got := makeText(in)
 		if got.S != want {
