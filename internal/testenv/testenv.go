@@ -57,6 +57,9 @@ type Instance struct {
 	Env []string
 	// Container is the Podman container's name.
 	Container string
+
+	nvimCmd, bashCmd string
+	shellEnv         []string
 }
 
 // RepoRoot is the repository's top directory.
@@ -195,23 +198,106 @@ func (in *Instance) startServers(t testing.TB) {
 	sysinit := filepath.Join(RepoRoot(), "containers", "files", "nvim", "sysinit.vim")
 	rc := filepath.Join(in.Dirs.Home, ".stem-bashrc")
 	os.WriteFile(rc, []byte("PS1='student$ '\nHISTFILE="+filepath.Join(in.Dirs.Home, ".bash_history")+"\n[ -r "+shellQuote(prompt)+" ] && . "+shellQuote(prompt)+"\n"), 0o600)
-	nvimCmd := "exec nvim --clean -u " + shellQuote(sysinit) + " --listen " + shellQuote(in.Dir.Nvim())
-	bashCmd := "exec bash --noprofile --rcfile " + shellQuote(rc) + " -i"
-	env := append(os.Environ(), "HOME="+in.Dirs.Home, "TMUX=")
-	run := func(args ...string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", in.Dir.Tmux(), "-f", "/dev/null"}, args...)...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	in.nvimCmd = "exec nvim --clean -u " + shellQuote(sysinit) + " --listen " + shellQuote(in.Dir.Nvim())
+	in.bashCmd = "exec bash --noprofile --rcfile " + shellQuote(rc) + " -i"
+	in.shellEnv = append(os.Environ(), "HOME="+in.Dirs.Home, "TMUX=")
+	// A stale socket from servers killed earlier would make nvim refuse to
+	// listen (stem-init removes them the same way).
+	for _, s := range []string{in.Dir.Tmux(), in.Dir.Nvim()} {
+		if fi, err := os.Lstat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(s)
 		}
 	}
-	run("new-session", "-d", "-s", "stem", "-n", "edit", "-x", "160", "-y", "48", "-c", in.Resolved.TaskDir, nvimCmd)
-	run("set-option", "-g", "remain-on-exit", "off")
-	run("new-window", "-d", "-t", "stem:", "-n", "shell", "-c", in.Resolved.TaskDir, bashCmd)
+	in.tmuxSetup(t, "new-session", "-d", "-s", "stem", "-n", "edit", "-x", "160", "-y", "48", "-c", in.Resolved.TaskDir, in.nvimCmd)
+	in.tmuxSetup(t, "set-option", "-g", "remain-on-exit", "off")
+	// Every interactive bash in the container sources stem's prompt
+	// integration (/etc/bash.bashrc); new windows here get the same shell.
+	in.tmuxSetup(t, "set-option", "-g", "default-command", in.bashCmd)
+	in.tmuxSetup(t, "new-window", "-d", "-t", "stem:", "-n", "shell", "-c", in.Resolved.TaskDir, in.bashCmd)
 	t.Cleanup(func() { in.KillTmux() })
 	in.WaitReady(t)
+}
+
+// tmuxSetup runs a tmux command with the environment the servers start in.
+func (in *Instance) tmuxSetup(t testing.TB, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", in.Dir.Tmux(), "-f", "/dev/null"}, args...)...)
+	cmd.Env = in.shellEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+}
+
+// RestartTmux kills the tmux server (and nvim with it) and starts both
+// again on the same sockets, as a restarted container's stem-init would.
+func (in *Instance) RestartTmux(t testing.TB) {
+	t.Helper()
+	in.KillTmux()
+	deadline := time.Now().Add(10 * time.Second)
+	for probe.Nvim(context.Background(), in.Dir.Nvim()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("nvim still answers 10s after its tmux server was killed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	in.startServers(t)
+}
+
+// KillNvim kills the student's Neovim (SIGKILL, so its socket file stays
+// behind) and waits until it no longer answers. Its window closes.
+func (in *Instance) KillNvim(t testing.TB) {
+	t.Helper()
+	pid := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:edit", "#{pane_pid}"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "kill", "-KILL", pid).CombinedOutput(); err != nil {
+		t.Fatalf("kill nvim (pid %s): %v\n%s", pid, err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for probe.Nvim(context.Background(), in.Dir.Nvim()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("nvim still answers 10s after SIGKILL")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StartNvim starts Neovim again in a new "edit" window on the same socket
+// (the student typing nvim again) and waits until it answers.
+func (in *Instance) StartNvim(t testing.TB) {
+	t.Helper()
+	if fi, err := os.Lstat(in.Dir.Nvim()); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(in.Dir.Nvim())
+	}
+	in.tmuxSetup(t, "new-window", "-d", "-t", "stem:", "-n", "edit", "-c", in.Resolved.TaskDir, in.nvimCmd)
+	in.WaitReady(t)
+}
+
+// Recreate replaces the container the way `stemctl up` re-creates one: the
+// old container is removed, a new one with the same labels gets a new id,
+// a new socket directory and a new registry record, and the servers start
+// in the new directory. Unless keepOld is set the old servers are stopped
+// and the old directory removed; with keepOld they go on answering there
+// (a stale directory someone kept around).
+func (in *Instance) Recreate(t testing.TB, keepOld bool) (old sockets.Dir) {
+	t.Helper()
+	old = in.Dir
+	in.RemoveContainer()
+	if keepOld {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			exec.CommandContext(ctx, "tmux", "-S", old.Tmux(), "kill-server").Run()
+		})
+	} else {
+		in.KillTmux()
+		os.RemoveAll(old.Path)
+	}
+	in.startContainer(t)
+	in.startServers(t)
+	return old
 }
 
 // WaitReady waits until both servers answer.
