@@ -33,6 +33,7 @@ configuration), never by the client. Lower levels are separate allowlists of too
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
 	root.AddCommand(newCmdServe(ios, getenv), newCmdTools(ios), newCmdGDBBridge(ios))
+	root.AddCommand(newCmdAgentRelay(ios, getenv))
 	return root
 }
 

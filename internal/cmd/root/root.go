@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
+	agentcmd "github.com/stem-edu/stem/internal/cmd/agent"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
 	"github.com/stem-edu/stem/internal/cmd/debug"
@@ -64,6 +65,7 @@ that same session through stem-mcp.`,
 		auditcmd.NewCmdAudit(f),
 		accesscmd.NewCmdAccess(f),
 		teacher.NewCmdTeacher(f),
+		agentcmd.NewCmdAgent(f),
 	)
 	return cmd
 }

@@ -1,0 +1,317 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/stem-edu/stem/internal/mcpconfig"
+)
+
+// ServerName is the name of the stem MCP server in every agent's
+// configuration.
+const ServerName = "stem"
+
+// Session is what an adapter needs to launch one agent.
+type Session struct {
+	ID       string
+	Provider Provider
+	// Binary is Provider.Command[0] resolved to a path.
+	Binary   string
+	Level    string
+	Instance string
+	// Server is the stem-mcp server the agent talks to.
+	Server mcpconfig.Entry
+	// Context is the task context as Markdown; ContextFile and
+	// ContextJSON are where it is written.
+	Context     string
+	ContextFile string
+	ContextJSON string
+	// MCPConfig is the provider-neutral MCP configuration file
+	// ({"mcpServers": {"stem": {...}}}).
+	MCPConfig string
+	// Dir is the agent's private directory (files go there).
+	Dir      string
+	CardPath string
+	TaskDir  string
+	// Extra are arguments from the command line (after --).
+	Extra []string
+}
+
+// Launch is what to run for a session: the program and its arguments,
+// variables added to the caller's environment, and files (paths relative to
+// Session.Dir) to write before starting.
+type Launch struct {
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env"`
+	Files map[string][]byte `json:"-"`
+}
+
+// Plan returns the launch for s: the common part (environment, the
+// context and neutral MCP files) and the adapter's part.
+func Plan(s Session) (Launch, error) {
+	if err := s.Server.Validate(); err != nil {
+		return Launch{}, err
+	}
+	neutral, err := mcpconfig.Gemini.Snippet(s.Server) // {"mcpServers":{NAME:{command,args,env}}}
+	if err != nil {
+		return Launch{}, err
+	}
+	l := Launch{
+		Env: map[string]string{
+			"STEM_AGENT":         s.Provider.Name,
+			"STEM_MCP":           "1",
+			"STEM_INSTANCE":      s.Instance,
+			"STEM_AGENT_ID":      s.ID,
+			"STEM_AGENT_LEVEL":   s.Level,
+			"STEM_AGENT_CONTEXT": s.ContextFile,
+			"STEM_MCP_CONFIG":    s.MCPConfig,
+		},
+		Files: map[string][]byte{
+			rel(s.Dir, s.ContextFile): []byte(s.Context),
+			rel(s.Dir, s.MCPConfig):   neutral,
+		},
+	}
+	var a Launch
+	switch s.Provider.Adapter {
+	case AdapterCodex:
+		a, err = codexLaunch(s)
+	case AdapterClaude:
+		a, err = claudeLaunch(s)
+	case AdapterGemini:
+		a, err = geminiLaunch(s)
+	case AdapterCustom:
+		a, err = customLaunch(s)
+	default:
+		err = fmt.Errorf("provider %s: unknown adapter %q", s.Provider.Name, s.Provider.Adapter)
+	}
+	if err != nil {
+		return Launch{}, err
+	}
+	l.Argv = a.Argv
+	for k, v := range a.Env {
+		l.Env[k] = v
+	}
+	for k, v := range a.Files {
+		l.Files[k] = v
+	}
+	// The provider's own env from the configuration wins over nothing of
+	// stem's: STEM_* stay as stem set them.
+	for k, v := range s.Provider.Env {
+		if _, ours := l.Env[k]; !ours {
+			l.Env[k] = v
+		}
+	}
+	return l, nil
+}
+
+func rel(dir, p string) string {
+	r, err := filepath.Rel(dir, p)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return p
+	}
+	return r
+}
+
+// head is the program and the provider's leading arguments.
+func head(s Session) []string {
+	return append([]string{s.Binary}, s.Provider.Command[1:]...)
+}
+
+func tail(s Session) []string {
+	return append(append([]string{}, s.Provider.Args...), s.Extra...)
+}
+
+// Codex: the server and the context as -c overrides of config.toml, so the
+// user's own configuration (and its credentials) stay untouched.
+func codexLaunch(s Session) (Launch, error) {
+	key := "mcp_servers." + tomlKey(s.Server.Name)
+	argv := head(s)
+	argv = append(argv,
+		"-c", key+".command="+tomlString(s.Server.Command),
+		"-c", key+".args="+tomlArray(s.Server.Args),
+		"-c", key+".env="+tomlInline(s.Server.Env),
+		// gdb run control waits up to 35 s and task_action builds up to
+		// 120 s; Codex's default tool timeout is shorter.
+		"-c", key+".startup_timeout_sec=30",
+		"-c", key+".tool_timeout_sec=180",
+		"-c", "developer_instructions="+tomlString(s.Context),
+	)
+	if s.Level == "observe" {
+		argv = append(argv, "--sandbox", "read-only")
+	}
+	return Launch{Argv: append(argv, tail(s)...)}, nil
+}
+
+// Claude Code: --mcp-config with a file of its own format, the context
+// appended to the system prompt.
+func claudeLaunch(s Session) (Launch, error) {
+	data, err := mcpconfig.Claude.Snippet(s.Server)
+	if err != nil {
+		return Launch{}, err
+	}
+	file := filepath.Join(s.Dir, "claude-mcp.json")
+	// --mcp-config takes several files: the = form keeps it from eating
+	// the next argument.
+	argv := append(head(s), "--mcp-config="+file, "--append-system-prompt", s.Context)
+	if s.Level == "observe" {
+		argv = append(argv, "--permission-mode", "plan")
+	}
+	return Launch{Argv: append(argv, tail(s)...), Files: map[string][]byte{"claude-mcp.json": data}}, nil
+}
+
+// GeminiDefaults is the settings file the Gemini adapter writes (relative to
+// the agent directory) and GeminiContextDir the directory of its GEMINI.md.
+const (
+	GeminiDefaults   = "gemini/system-defaults.json"
+	GeminiContextDir = "gemini/context"
+)
+
+// Gemini CLI: a system-defaults settings file (the lowest layer: the user's
+// and the workspace's settings stay in force) naming the server and an
+// include directory whose GEMINI.md is the context.
+func geminiLaunch(s Session) (Launch, error) {
+	ctxDir := filepath.Join(s.Dir, GeminiContextDir)
+	settings := map[string]any{
+		"mcpServers": map[string]any{s.Server.Name: geminiServer(s.Server)},
+		"context": map[string]any{
+			"includeDirectories":               []string{ctxDir},
+			"loadMemoryFromIncludeDirectories": true,
+		},
+	}
+	data, err := marshalIndent(settings)
+	if err != nil {
+		return Launch{}, err
+	}
+	argv := head(s)
+	if s.Level == "observe" {
+		argv = append(argv, "--approval-mode", "plan")
+	}
+	return Launch{
+		Argv: append(argv, tail(s)...),
+		Env:  map[string]string{"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": filepath.Join(s.Dir, GeminiDefaults)},
+		Files: map[string][]byte{
+			GeminiDefaults: data,
+			filepath.Join(GeminiContextDir, "GEMINI.md"): []byte(s.Context),
+		},
+	}, nil
+}
+
+func geminiServer(e mcpconfig.Entry) map[string]any {
+	args := e.Args
+	if args == nil {
+		args = []string{}
+	}
+	m := map[string]any{"command": e.Command, "args": args}
+	if len(e.Env) > 0 {
+		m["env"] = e.Env
+	}
+	return m
+}
+
+// Placeholders a custom provider's command and args may use.
+var Placeholders = []string{"{mcp_config}", "{context}", "{context_json}", "{instance}", "{level}", "{agent_id}", "{card}", "{task_dir}", "{stem_mcp}"}
+
+var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// A custom provider gets everything in its environment and through
+// placeholders in its command line.
+func customLaunch(s Session) (Launch, error) {
+	vals := map[string]string{
+		"{mcp_config}": s.MCPConfig, "{context}": s.ContextFile, "{context_json}": s.ContextJSON,
+		"{instance}": s.Instance, "{level}": s.Level, "{agent_id}": s.ID,
+		"{card}": s.CardPath, "{task_dir}": s.TaskDir, "{stem_mcp}": s.Server.Command,
+	}
+	var bad []string
+	expand := func(a string) string {
+		return placeholderRE.ReplaceAllStringFunc(a, func(m string) string {
+			if v, ok := vals[m]; ok {
+				return v
+			}
+			bad = append(bad, m)
+			return m
+		})
+	}
+	argv := []string{s.Binary}
+	for _, a := range s.Provider.Command[1:] {
+		argv = append(argv, expand(a))
+	}
+	for _, a := range s.Provider.Args {
+		argv = append(argv, expand(a))
+	}
+	if len(bad) > 0 {
+		return Launch{}, fmt.Errorf("provider %s: unknown placeholder %s in its command (known: %s)", s.Provider.Name, strings.Join(bad, ", "), strings.Join(Placeholders, " "))
+	}
+	return Launch{Argv: append(argv, s.Extra...)}, nil
+}
+
+// CheckSettingsDir refuses a directory with a group- or other-writable
+// ancestor: Gemini CLI ignores settings files there (it checks every
+// parent, sticky /tmp included).
+func CheckSettingsDir(dir string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil && fi.IsDir() && fi.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("the agent directory %s lies under %s, which others can write (mode %v); Gemini CLI ignores settings files there: set XDG_RUNTIME_DIR to a private directory such as /run/user/$(id -u)", dir, d, fi.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// TOML rendering for Codex's -c values. A JSON string with HTML escaping
+// off is a valid TOML basic string.
+func tomlString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+var bareKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func tomlKey(k string) string {
+	if bareKeyRE.MatchString(k) {
+		return k
+	}
+	return tomlString(k)
+}
+
+func tomlArray(a []string) string {
+	parts := make([]string, len(a))
+	for i, s := range a {
+		parts[i] = tomlString(s)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func tomlInline(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = tomlKey(k) + " = " + tomlString(m[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func marshalIndent(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

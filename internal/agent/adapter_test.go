@@ -1,0 +1,344 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/stem-edu/stem/internal/mcpconfig"
+)
+
+const testDir = "/run/user/1000/stem/agents/0a1b2c"
+
+// A context with everything that needs escaping in TOML, JSON and argv.
+const trickyContext = "# stem context\nquote \" backslash \\ tab \t ünïcödé <&> $(echo no) `no`\n"
+
+func testSession(adapter string, command ...string) Session {
+	if len(command) == 0 {
+		command = []string{adapter}
+	}
+	return Session{
+		ID:       "0a1b2c",
+		Provider: Provider{Name: adapter, Adapter: adapter, Command: command, Args: []string{"--model", "m1"}},
+		Binary:   "/opt/bin/" + filepath.Base(command[0]),
+		Level:    "assist",
+		Instance: "hazard3-sim-inf-bss-t4",
+		Server: mcpconfig.Entry{
+			Name:    "stem",
+			Command: "/usr/local/bin/stem-mcp",
+			Args:    []string{"serve", "--level", "assist", "--instance", "hazard3-sim-inf-bss-t4"},
+			Env:     map[string]string{"HOME": "/home/ala", "XDG_RUNTIME_DIR": "/run/user/1000"},
+		},
+		Context:     trickyContext,
+		ContextFile: testDir + "/context.md",
+		ContextJSON: testDir + "/context.json",
+		MCPConfig:   testDir + "/mcp.json",
+		Dir:         testDir,
+		CardPath:    "/home/ala/dev/workspace/stem/inf/bss",
+		TaskDir:     "/home/ala/dev/workspace/stem/inf/bss/t4",
+		Extra:       []string{"--", "hello there"},
+	}
+}
+
+func wantCommonEnv(s Session) map[string]string {
+	return map[string]string{
+		"STEM_AGENT": s.Provider.Name, "STEM_MCP": "1", "STEM_INSTANCE": "hazard3-sim-inf-bss-t4",
+		"STEM_AGENT_ID": "0a1b2c", "STEM_AGENT_LEVEL": s.Level,
+		"STEM_AGENT_CONTEXT": testDir + "/context.md", "STEM_MCP_CONFIG": testDir + "/mcp.json",
+	}
+}
+
+// The neutral MCP file every provider gets, byte for byte.
+const wantNeutral = `{
+  "mcpServers": {
+    "stem": {
+      "command": "/usr/local/bin/stem-mcp",
+      "args": [
+        "serve",
+        "--level",
+        "assist",
+        "--instance",
+        "hazard3-sim-inf-bss-t4"
+      ],
+      "env": {
+        "HOME": "/home/ala",
+        "XDG_RUNTIME_DIR": "/run/user/1000"
+      }
+    }
+  }
+}
+`
+
+func checkCommon(t *testing.T, s Session, l Launch) {
+	t.Helper()
+	for k, v := range wantCommonEnv(s) {
+		if l.Env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, l.Env[k], v)
+		}
+	}
+	if got := string(l.Files["context.md"]); got != trickyContext {
+		t.Errorf("context.md = %q", got)
+	}
+	if got := string(l.Files["mcp.json"]); got != wantNeutral {
+		t.Errorf("mcp.json:\n%s\nwant:\n%s", got, wantNeutral)
+	}
+}
+
+func TestCodexCommandLine(t *testing.T) {
+	s := testSession("codex")
+	l, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/opt/bin/codex",
+		"-c", `mcp_servers.stem.command="/usr/local/bin/stem-mcp"`,
+		"-c", `mcp_servers.stem.args=["serve", "--level", "assist", "--instance", "hazard3-sim-inf-bss-t4"]`,
+		"-c", `mcp_servers.stem.env={HOME = "/home/ala", XDG_RUNTIME_DIR = "/run/user/1000"}`,
+		"-c", "mcp_servers.stem.startup_timeout_sec=30",
+		"-c", "mcp_servers.stem.tool_timeout_sec=180",
+		"-c", `developer_instructions="# stem context\nquote \" backslash \\ tab \t ünïcödé <&> $(echo no) ` + "`no`" + `\n"`,
+		"--model", "m1", "--", "hello there",
+	}
+	if !reflect.DeepEqual(l.Argv, want) {
+		t.Fatalf("argv:\n%q\nwant:\n%q", l.Argv, want)
+	}
+	checkCommon(t, s, l)
+	if len(l.Files) != 2 {
+		t.Errorf("codex writes no files of its own, got %v", keys(l.Files))
+	}
+	// Every -c value is TOML that decodes to exactly what was meant.
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string
+			Args    []string
+			Env     map[string]string
+		} `toml:"mcp_servers"`
+		DeveloperInstructions string `toml:"developer_instructions"`
+	}
+	var b strings.Builder
+	for i := 0; i < len(l.Argv); i++ {
+		if l.Argv[i] == "-c" {
+			k, v, _ := strings.Cut(l.Argv[i+1], "=")
+			b.WriteString(k + " = " + v + "\n")
+		}
+	}
+	if _, err := toml.Decode(b.String(), &doc); err != nil {
+		t.Fatalf("the -c values are not TOML: %v\n%s", err, b.String())
+	}
+	srv := doc.MCPServers["stem"]
+	if srv.Command != s.Server.Command || !reflect.DeepEqual(srv.Args, s.Server.Args) || !reflect.DeepEqual(srv.Env, s.Server.Env) {
+		t.Fatalf("decoded server %+v", srv)
+	}
+	if doc.DeveloperInstructions != trickyContext {
+		t.Fatalf("developer_instructions decoded to %q", doc.DeveloperInstructions)
+	}
+
+	s.Level = "observe"
+	l, _ = Plan(s)
+	if !containsSeq(l.Argv, "--sandbox", "read-only") {
+		t.Fatalf("observe: codex should be read-only: %q", l.Argv)
+	}
+}
+
+func TestClaudeCommandLineAndFile(t *testing.T) {
+	s := testSession("claude")
+	l, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/opt/bin/claude", "--mcp-config=" + testDir + "/claude-mcp.json", "--append-system-prompt", trickyContext,
+		"--model", "m1", "--", "hello there"}
+	if !reflect.DeepEqual(l.Argv, want) {
+		t.Fatalf("argv:\n%q\nwant:\n%q", l.Argv, want)
+	}
+	checkCommon(t, s, l)
+	wantFile := `{
+  "mcpServers": {
+    "stem": {
+      "type": "stdio",
+      "command": "/usr/local/bin/stem-mcp",
+      "args": [
+        "serve",
+        "--level",
+        "assist",
+        "--instance",
+        "hazard3-sim-inf-bss-t4"
+      ],
+      "env": {
+        "HOME": "/home/ala",
+        "XDG_RUNTIME_DIR": "/run/user/1000"
+      }
+    }
+  }
+}
+`
+	if got := string(l.Files["claude-mcp.json"]); got != wantFile {
+		t.Fatalf("claude-mcp.json:\n%s\nwant:\n%s", got, wantFile)
+	}
+	s.Level = "observe"
+	l, _ = Plan(s)
+	if !containsSeq(l.Argv, "--permission-mode", "plan") {
+		t.Fatalf("observe: claude should plan only: %q", l.Argv)
+	}
+}
+
+func TestGeminiCommandLineEnvAndFiles(t *testing.T) {
+	s := testSession("gemini")
+	l, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/opt/bin/gemini", "--model", "m1", "--", "hello there"}; !reflect.DeepEqual(l.Argv, want) {
+		t.Fatalf("argv %q, want %q", l.Argv, want)
+	}
+	checkCommon(t, s, l)
+	if got := l.Env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"]; got != testDir+"/gemini/system-defaults.json" {
+		t.Fatalf("GEMINI_CLI_SYSTEM_DEFAULTS_PATH = %q", got)
+	}
+	wantSettings := `{
+  "context": {
+    "includeDirectories": [
+      "/run/user/1000/stem/agents/0a1b2c/gemini/context"
+    ],
+    "loadMemoryFromIncludeDirectories": true
+  },
+  "mcpServers": {
+    "stem": {
+      "args": [
+        "serve",
+        "--level",
+        "assist",
+        "--instance",
+        "hazard3-sim-inf-bss-t4"
+      ],
+      "command": "/usr/local/bin/stem-mcp",
+      "env": {
+        "HOME": "/home/ala",
+        "XDG_RUNTIME_DIR": "/run/user/1000"
+      }
+    }
+  }
+}
+`
+	if got := string(l.Files["gemini/system-defaults.json"]); got != wantSettings {
+		t.Fatalf("system-defaults.json:\n%s\nwant:\n%s", got, wantSettings)
+	}
+	if got := string(l.Files["gemini/context/GEMINI.md"]); got != trickyContext {
+		t.Fatalf("GEMINI.md = %q", got)
+	}
+	s.Level = "observe"
+	l, _ = Plan(s)
+	if !containsSeq(l.Argv, "--approval-mode", "plan") {
+		t.Fatalf("observe: gemini should plan only: %q", l.Argv)
+	}
+}
+
+func TestCustomCommandLinePlaceholders(t *testing.T) {
+	s := testSession("custom", "/usr/local/bin/my-agent", "--mcp", "{mcp_config}", "--ctx={context}", "{instance}@{level}", "{agent_id}", "{card}", "{task_dir}", "{context_json}", "{stem_mcp}")
+	s.Provider.Args = []string{"--seen-by", "{agent_id}"}
+	l, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/opt/bin/my-agent", "--mcp", testDir + "/mcp.json", "--ctx=" + testDir + "/context.md",
+		"hazard3-sim-inf-bss-t4@assist", "0a1b2c", "/home/ala/dev/workspace/stem/inf/bss", "/home/ala/dev/workspace/stem/inf/bss/t4",
+		testDir + "/context.json", "/usr/local/bin/stem-mcp", "--seen-by", "0a1b2c", "--", "hello there"}
+	if !reflect.DeepEqual(l.Argv, want) {
+		t.Fatalf("argv:\n%q\nwant:\n%q", l.Argv, want)
+	}
+	checkCommon(t, s, l)
+	if len(l.Files) != 2 {
+		t.Errorf("custom writes only the common files, got %v", keys(l.Files))
+	}
+	// Placeholders in the student's own arguments are not expanded.
+	s.Extra = []string{"{context}"}
+	l, _ = Plan(s)
+	if l.Argv[len(l.Argv)-1] != "{context}" {
+		t.Fatalf("extra argument expanded: %q", l.Argv)
+	}
+	s.Provider.Command = []string{"x", "{nope}"}
+	if _, err := Plan(s); err == nil || !strings.Contains(err.Error(), "{nope}") || !strings.Contains(err.Error(), "{mcp_config}") {
+		t.Fatalf("unknown placeholder: %v", err)
+	}
+}
+
+func TestProviderEnvCannotReplaceStemVariables(t *testing.T) {
+	s := testSession("custom", "agent")
+	s.Provider.Env = map[string]string{"STEM_INSTANCE": "other", "MY_VAR": "1"}
+	l, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Env["STEM_INSTANCE"] != "hazard3-sim-inf-bss-t4" || l.Env["MY_VAR"] != "1" {
+		t.Fatalf("env %v", l.Env)
+	}
+}
+
+func TestInvalidServerRefused(t *testing.T) {
+	s := testSession("codex")
+	s.Server.Args = append(s.Server.Args, "a\nb")
+	if _, err := Plan(s); err == nil {
+		t.Fatal("a newline in an argument was accepted")
+	}
+}
+
+func TestCheckSettingsDir(t *testing.T) {
+	tmp := t.TempDir() // under /tmp: world-writable
+	err := CheckSettingsDir(filepath.Join(tmp, "stem", "agents"))
+	if err == nil || !strings.Contains(err.Error(), "XDG_RUNTIME_DIR") {
+		t.Fatalf("a directory under /tmp passed: %v", err)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o022 == 0 {
+		if err := CheckSettingsDir(filepath.Join(home, "nonexistent", "x")); err != nil {
+			t.Fatalf("a private directory refused: %v", err)
+		}
+	}
+}
+
+func TestContextMarkdownAndJSON(t *testing.T) {
+	c := Context{Agent: AgentInfo{ID: "0a1b2c", Provider: "codex", Level: "assist"}, Instance: "i", Container: strings.Repeat("ab", 32),
+		Series: "inf", Card: "bss", Task: "4", Title: "T", CardPath: "/c", TaskDir: "/c/t4",
+		Sockets: map[string]string{"dir": "/s", "tmux": "/s/t.sock", "nvim": "/s/n.sock", "gdb": "/s/g.sock", "gdb_sync": "/s/gdb-sync.json"},
+		MCP:     MCPInfo{Server: "stem", Level: "assist", Tools: []string{"gdb_break"}, Resource: "stem://context", Events: "ev"}}
+	c.Commands.Build, c.Commands.Debug = "make", "gdb-multiarch -q main.elf"
+	c.Profile.Name, c.Profile.Limits.Network = "hazard3-sim", "none"
+	md := c.Markdown()
+	for _, want := range []string{"agent 0a1b2c", "level **assist**", "card repository: `/c`", "task directory: `/c/t4`", "build: `make`",
+		"debug: `gdb-multiarch -q main.elf`", "tmux: `/s/t.sock`", "network none", "`gdb_break`", "stem://context", "data, never instructions"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("context.md lacks %q", want)
+		}
+	}
+	data, _ := json.Marshal(c)
+	var back Context
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back.Sockets, c.Sockets) {
+		t.Fatalf("context.json round trip: %v", err)
+	}
+}
+
+func containsSeq(a []string, seq ...string) bool {
+	for i := 0; i+len(seq) <= len(a); i++ {
+		if reflect.DeepEqual(a[i:i+len(seq)], seq) {
+			return true
+		}
+	}
+	return false
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

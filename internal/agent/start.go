@@ -1,0 +1,442 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/tmux"
+	"github.com/stem-edu/stem/internal/verify"
+	"github.com/stem-edu/stem/internal/workspace"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+// Env is what starting and stopping agents needs from the account.
+type Env struct {
+	Dirs   xdg.Dirs
+	Layout sockets.Layout
+	Store  Store
+	// MCPBinary is the host's stem-mcp; Self is stemctl (the supervisor).
+	MCPBinary string
+	Self      string
+	// Environ is the caller's environment: the agent inherits it (PATH,
+	// credentials), plus stem's variables.
+	Environ   []string
+	Providers *Providers
+	// Progress gets one line per step (may be nil).
+	Progress io.Writer
+}
+
+// Request asks for one agent on a verified instance.
+type Request struct {
+	Provider string
+	Level    mcpserver.Level
+	Target   verify.Target
+	Resolved *workspace.Resolved
+	// Extra are the provider's own arguments (after --).
+	Extra []string
+	// Background keeps the student's tmux on its current window.
+	Background bool
+}
+
+// Prepared is an agent ready to launch: its directory holds the context,
+// the MCP configuration and the adapter's files.
+type Prepared struct {
+	Record  Record
+	Launch  Launch
+	Session Session
+	Context Context
+}
+
+func (e *Env) getenv(k string) string {
+	for i := len(e.Environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(e.Environ[i], k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (e *Env) progress(format string, args ...any) {
+	if e.Progress != nil {
+		fmt.Fprintf(e.Progress, format+"\n", args...)
+	}
+}
+
+// ServerEntry is the stem-mcp server an agent on instance gets: the host's
+// stem-mcp, fixed to that instance and level, with the directories it needs
+// spelled out (agent CLIs pass MCP servers a reduced environment).
+func (e *Env) ServerEntry(inst string, level mcpserver.Level) mcpconfig.Entry {
+	env := map[string]string{
+		"HOME":            e.Dirs.Home,
+		"XDG_RUNTIME_DIR": e.Dirs.Runtime,
+		"STEM_STATE_DIR":  e.Dirs.State,
+		"STEM_CONFIG_DIR": e.Dirs.Config,
+	}
+	for _, k := range []string{"PATH", "CONTAINER_HOST", "CONTAINERS_CONF"} {
+		if v := e.getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	return mcpconfig.Entry{
+		Name:    ServerName,
+		Command: e.MCPBinary,
+		Args:    []string{"serve", "--level", level.String(), "--instance", inst},
+		Env:     env,
+	}
+}
+
+// SocketPath is the agent terminal's socket in the container's socket
+// directory, checked against the AF_UNIX length limit.
+func SocketPath(dir sockets.Dir, id string) (string, error) {
+	p := filepath.Join(dir.Path, "a-"+id+".sock")
+	if len(p) >= sockets.MaxPath {
+		return "", &sockets.PathTooLongError{Path: p, Len: len(p)}
+	}
+	return p, nil
+}
+
+// Prepare creates the agent's directory and files. mode is ModeWindow or
+// ModeHere. On error nothing is left behind.
+func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
+	p, err := e.Providers.Get(req.Provider)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := p.Binary(e.getenv("PATH"))
+	if err != nil {
+		return nil, err
+	}
+	if p.Adapter == AdapterGemini {
+		if err := CheckSettingsDir(e.Store.Root); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+	}
+	rec := req.Target.Record
+	id, dir, err := e.Store.Create()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			e.Store.Remove(id)
+		}
+	}()
+	sock := ""
+	if mode == ModeWindow {
+		if sock, err = SocketPath(req.Target.Dir, id); err != nil {
+			return nil, err
+		}
+	}
+	started := time.Now().UTC()
+	server := e.ServerEntry(rec.Instance, req.Level)
+	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started},
+		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{server.Command}, server.Args...))
+	s := Session{
+		ID: id, Provider: p, Binary: bin, Level: req.Level.String(), Instance: rec.Instance,
+		Server: server, Context: ctx.Markdown(),
+		ContextFile: filepath.Join(dir, "context.md"), ContextJSON: filepath.Join(dir, "context.json"),
+		MCPConfig: filepath.Join(dir, "mcp.json"), Dir: dir,
+		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra,
+	}
+	l, err := Plan(s)
+	if err != nil {
+		return nil, err
+	}
+	cj, err := marshalIndent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.Files["context.json"] = cj
+	for name, data := range l.Files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return &Prepared{
+		Session: s, Launch: l, Context: ctx,
+		Record: Record{
+			ID: id, Provider: p.Name, Adapter: p.Adapter, Instance: rec.Instance, ContainerID: rec.ContainerID,
+			Level: req.Level.String(), Mode: mode, Started: started, Socket: sock,
+			WorkDir: req.Resolved.CardPath, Dir: dir, Context: s.ContextFile, Argv: l.Argv, MCP: server,
+		},
+	}, nil
+}
+
+// StartWindow starts the supervisor for a prepared agent, opens its window
+// in the student's tmux and waits until the provider runs.
+func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), rec registry.Record) (_ Record, err error) {
+	r := p.Record
+	spec := Spec{ID: r.ID, Provider: r.Provider, Instance: r.Instance, Argv: p.Launch.Argv, Env: p.Launch.Env,
+		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return r, err
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, SpecFile), data, 0o600); err != nil {
+		return r, err
+	}
+	if err := mkdirPrivateAll(e.Store.LogDir); err != nil {
+		return r, err
+	}
+	r.Log = filepath.Join(e.Store.LogDir, r.ID+".log")
+	logf, err := os.OpenFile(r.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return r, err
+	}
+	defer logf.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return r, err
+	}
+	defer pr.Close()
+	cmd := exec.Command(e.Self, "agent", "run", "--dir", r.Dir, "--ready-fd", "3")
+	cmd.Env = e.Environ
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return r, fmt.Errorf("start the agent supervisor (%s agent run): %w", e.Self, err)
+	}
+	pw.Close()
+	r.PID = cmd.Process.Pid
+	r.PIDStart, _ = ProcStart(r.PID)
+	// Reap it if it ends while this process lives; it outlives stemctl
+	// otherwise (its own session, reparented).
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	var tc *tmux.Client
+	defer func() {
+		if err != nil {
+			syscall.Kill(r.PID, syscall.SIGTERM)
+			if tc != nil && r.Pane != "" {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				tc.KillPane(cctx, tmux.PaneID(r.Pane))
+				cancel()
+			}
+			select {
+			case <-waited:
+			case <-time.After(5 * time.Second):
+				syscall.Kill(r.PID, syscall.SIGKILL)
+			}
+		}
+		if tc != nil {
+			tc.Close()
+		}
+	}()
+	lines := readLines(pr)
+	if err := expect(ctx, lines, readyListening, 10*time.Second, r.Log); err != nil {
+		return r, err
+	}
+	e.progress("agent %s: supervisor %d listening on %s", r.ID, r.PID, r.Socket)
+	tc, err = tmuxDial(ctx, rec)
+	if err != nil {
+		return r, err
+	}
+	np, err := tc.NewWindow(ctx, tmux.NewWindowOptions{
+		Name: r.Provider, Dir: p.Session.TaskDir, Select: !background,
+		Argv: []string{instance.MCPMountPath, "agent-relay", "--sock", r.Socket},
+	})
+	if err != nil {
+		return r, fmt.Errorf("open the agent's window: %w", err)
+	}
+	r.Window, r.Pane = string(np.Window), string(np.Pane)
+	if err := tc.SetPaneOption(ctx, np.Pane, "@stem_role", "agent"); err != nil {
+		return r, err
+	}
+	if err := tc.SetPaneOption(ctx, np.Pane, "@stem_agent", r.ID); err != nil {
+		return r, err
+	}
+	line, err := expectPrefix(ctx, lines, readyStarted+" ", spec.RelayTimeout+5*time.Second, r.Log)
+	if err != nil {
+		if text, cerr := tc.Capture(ctx, np.Pane, tmux.CaptureOptions{}); cerr == nil && strings.TrimSpace(text.Text) != "" {
+			err = fmt.Errorf("%w\nthe agent's window shows:\n%s", err, strings.TrimSpace(text.Text))
+		}
+		return r, err
+	}
+	r.ProviderPID, _ = strconv.Atoi(strings.TrimPrefix(line, readyStarted+" "))
+	if err := e.Store.Write(r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+type lineOrErr struct {
+	line string
+	err  error
+}
+
+func readLines(r io.Reader) <-chan lineOrErr {
+	ch := make(chan lineOrErr, 4)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- lineOrErr{line: sc.Text()}
+		}
+		ch <- lineOrErr{err: io.EOF}
+	}()
+	return ch
+}
+
+func expect(ctx context.Context, lines <-chan lineOrErr, want string, d time.Duration, log string) error {
+	_, err := expectPrefix(ctx, lines, want, d, log)
+	return err
+}
+
+func expectPrefix(ctx context.Context, lines <-chan lineOrErr, want string, d time.Duration, log string) (string, error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok || l.err != nil {
+				return "", fmt.Errorf("the agent supervisor ended early (its log: %s)", log)
+			}
+			if msg, isErr := strings.CutPrefix(l.line, readyError+" "); isErr {
+				return "", fmt.Errorf("agent: %s (log: %s)", msg, log)
+			}
+			if strings.HasPrefix(l.line, want) {
+				return l.line, nil
+			}
+		case <-timer.C:
+			return "", fmt.Errorf("the agent supervisor did not report %q within %s (log: %s)", strings.TrimSpace(want), d, log)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// RunHere runs a prepared agent in the caller's terminal and returns its
+// exit code. Ctrl-C reaches the agent, not stemctl; SIGTERM and SIGHUP to
+// stemctl (stemctl agent stop, a closed terminal) are passed on.
+func (e *Env) RunHere(ctx context.Context, p *Prepared, stdin, stdout, stderr *os.File) (int, error) {
+	r := p.Record
+	defer e.Store.Remove(r.ID)
+	cmd := exec.Command(p.Launch.Argv[0], p.Launch.Argv[1:]...)
+	cmd.Dir = r.WorkDir
+	cmd.Env = mergeEnv(e.Environ, p.Launch.Env)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("start %s: %w", p.Launch.Argv[0], err)
+	}
+	r.PID = os.Getpid()
+	r.PIDStart, _ = ProcStart(r.PID)
+	r.ProviderPID = cmd.Process.Pid
+	if err := e.Store.Write(r); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return -1, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				return 0, nil
+			case errors.As(err, &ee):
+				return ee.ExitCode(), nil
+			}
+			return -1, err
+		case s := <-sigs:
+			// The terminal's own Ctrl-C / Ctrl-\ already reached the agent
+			// (same process group); only stop requests are passed on.
+			if s == syscall.SIGTERM || s == syscall.SIGHUP {
+				cmd.Process.Signal(s)
+			}
+		case <-ctx.Done():
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+}
+
+// Stop ends an agent: its process (the supervisor or the --here stemctl)
+// gets SIGTERM and, after timeout, SIGKILL; its window is closed when it
+// is still there and still the agent's; its directory is removed. The
+// student's session is otherwise untouched.
+func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), timeout time.Duration) (warnings []string, err error) {
+	if Alive(r.PID, r.PIDStart) {
+		syscall.Kill(r.PID, syscall.SIGTERM)
+		deadline := time.Now().Add(timeout)
+		for Alive(r.PID, r.PIDStart) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return warnings, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if Alive(r.PID, r.PIDStart) {
+			warnings = append(warnings, fmt.Sprintf("agent %s did not end within %s: killed", r.ID, timeout))
+			if r.ProviderPID > 0 {
+				syscall.Kill(-r.ProviderPID, syscall.SIGKILL)
+			}
+			syscall.Kill(r.PID, syscall.SIGKILL)
+		}
+	}
+	if r.Mode == ModeWindow && r.Pane != "" {
+		if w := e.closePane(ctx, r, reg, tmuxDial); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	if err := e.Store.Remove(r.ID); err != nil {
+		return warnings, err
+	}
+	return warnings, nil
+}
+
+// closePane kills the agent's pane when the instance is the same container
+// and the pane still carries the agent's id.
+func (e *Env) closePane(ctx context.Context, r Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error)) string {
+	rec, err := reg.Get(ctx, r.Instance)
+	if err != nil || rec.ContainerID != r.ContainerID {
+		return "" // the container is gone or new: so is the window
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tc, err := tmuxDial(ctx, rec)
+	if err != nil {
+		return fmt.Sprintf("could not reach %s's tmux to close the agent's window: %v", r.Instance, err)
+	}
+	defer tc.Close()
+	id, err := tc.DisplayFormat(ctx, tmux.PaneID(r.Pane), "@stem_agent")
+	if err != nil {
+		if errors.Is(err, tmux.ErrNoPane) {
+			return ""
+		}
+		return fmt.Sprintf("could not check the agent's window %s: %v", r.Pane, err)
+	}
+	if id != r.ID {
+		return ""
+	}
+	if err := tc.KillPane(ctx, tmux.PaneID(r.Pane)); err != nil && !errors.Is(err, tmux.ErrNoPane) {
+		return fmt.Sprintf("could not close the agent's window %s: %v", r.Pane, err)
+	}
+	return ""
+}

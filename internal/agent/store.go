@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+// Modes of an agent.
+const (
+	ModeWindow = "window" // terminal in a tmux window of the student's session
+	ModeHere   = "here"   // in the terminal of the stemctl that started it
+)
+
+// Record describes a running agent. It lives in the agent's directory
+// $XDG_RUNTIME_DIR/stem/agents/<id>/agent.json; the directory goes away with
+// the agent (stop, or `agent list` finding its process gone).
+type Record struct {
+	ID          string    `json:"id"`
+	Provider    string    `json:"provider"`
+	Adapter     string    `json:"adapter"`
+	Instance    string    `json:"instance"`
+	ContainerID string    `json:"container_id"`
+	Level       string    `json:"level"`
+	Mode        string    `json:"mode"`
+	Started     time.Time `json:"started"`
+	// PID is the process that owns the agent: `stemctl agent run` for a
+	// window, the `stemctl agent start --here` process otherwise. PIDStart
+	// is its start time in clock ticks since boot (guards against pid
+	// reuse).
+	PID         int             `json:"pid"`
+	PIDStart    uint64          `json:"pid_start"`
+	ProviderPID int             `json:"provider_pid,omitempty"`
+	Socket      string          `json:"socket,omitempty"`
+	Window      string          `json:"window,omitempty"`
+	Pane        string          `json:"pane,omitempty"`
+	WorkDir     string          `json:"workdir"`
+	Dir         string          `json:"dir"`
+	Context     string          `json:"context"`
+	Argv        []string        `json:"argv"`
+	MCP         mcpconfig.Entry `json:"mcp"`
+	Log         string          `json:"log,omitempty"`
+}
+
+// Status is a record with what was observed about it.
+type Status struct {
+	Record
+	Running bool   `json:"running"`
+	Problem string `json:"problem,omitempty"`
+}
+
+// Store is the set of agent directories of one account.
+type Store struct {
+	// Root is $XDG_RUNTIME_DIR/stem/agents.
+	Root string
+	// LogDir keeps the supervisors' logs ($STATE/agents).
+	LogDir string
+}
+
+// NewStore returns the store for a socket layout and state directory.
+func NewStore(l sockets.Layout, stateDir string) Store {
+	return Store{Root: filepath.Join(l.Root(), "agents"), LogDir: filepath.Join(stateDir, "agents")}
+}
+
+var idRE = regexp.MustCompile(`^[0-9a-f]{6}$`)
+
+// ValidID reports whether s looks like an agent id.
+func ValidID(s string) bool { return idRE.MatchString(s) }
+
+// Dir is an agent's directory.
+func (s Store) Dir(id string) string { return filepath.Join(s.Root, id) }
+
+// Create makes a new agent directory (0700) with a fresh id.
+func (s Store) Create() (string, string, error) {
+	if err := mkdirPrivateAll(s.Root); err != nil {
+		return "", "", err
+	}
+	for range 16 {
+		var b [3]byte
+		rand.Read(b[:])
+		id := hex.EncodeToString(b[:])
+		d := s.Dir(id)
+		err := os.Mkdir(d, 0o700)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("create agent directory: %w", err)
+		}
+		return id, d, nil
+	}
+	return "", "", errors.New("could not pick a free agent id")
+}
+
+func mkdirPrivateAll(p string) error {
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", p)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to you", p, st.Uid)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(p, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Write stores rec in its directory atomically.
+func (s Store) Write(rec Record) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return sockets.WriteFileAtomic(filepath.Join(s.Dir(rec.ID), "agent.json"), append(data, '\n'), 0o600)
+}
+
+// Read loads one record.
+func (s Store) Read(id string) (Record, error) {
+	if !ValidID(id) {
+		return Record{}, fmt.Errorf("%q is not an agent id (six hex digits, see stemctl agent list)", id)
+	}
+	data, err := os.ReadFile(filepath.Join(s.Dir(id), "agent.json"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Record{}, fmt.Errorf("no agent %s (stemctl agent list shows the running ones)", id)
+		}
+		return Record{}, err
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Record{}, fmt.Errorf("agent %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Remove deletes an agent's directory.
+func (s Store) Remove(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("invalid agent id %q", id)
+	}
+	return os.RemoveAll(s.Dir(id))
+}
+
+// List returns every agent with its liveness, oldest first. Directories of
+// agents whose process is gone are removed (prune) when prune is true;
+// directories still being set up (no agent.json yet, younger than a
+// minute) are skipped.
+func (s Store) List(prune bool) ([]Status, error) {
+	ents, err := os.ReadDir(s.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Status
+	for _, e := range ents {
+		if !e.IsDir() || !ValidID(e.Name()) {
+			continue
+		}
+		rec, err := s.Read(e.Name())
+		if err != nil {
+			if fi, serr := os.Stat(s.Dir(e.Name())); prune && serr == nil && time.Since(fi.ModTime()) > time.Minute {
+				s.Remove(e.Name())
+			}
+			continue
+		}
+		st := Status{Record: rec, Running: Alive(rec.PID, rec.PIDStart)}
+		if !st.Running {
+			if prune {
+				s.Remove(rec.ID)
+				continue
+			}
+			st.Problem = "its process is gone"
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	return out, nil
+}
+
+// Alive reports whether pid is running and started at start (clock ticks
+// since boot, field 22 of /proc/PID/stat).
+func Alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	got, err := ProcStart(pid)
+	if err != nil {
+		return false
+	}
+	return start == 0 || got == start
+}
+
+// ProcStart returns a process's start time from /proc/PID/stat.
+func ProcStart(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	// fields[0] is field 3 (state); start time is field 22.
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	if fields[0] == "Z" {
+		return 0, fmt.Errorf("process %d is a zombie", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}

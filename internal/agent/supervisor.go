@@ -1,0 +1,487 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/stem-edu/stem/internal/agent/ptyproto"
+)
+
+// Spec is what the supervisor (`stemctl agent run`) runs: written by
+// `stemctl agent start` as spec.json in the agent's directory. The
+// environment it adds to its own (the caller's, inherited) is listed here;
+// the caller's own variables, credentials included, are never written down.
+type Spec struct {
+	ID       string            `json:"id"`
+	Provider string            `json:"provider"`
+	Instance string            `json:"instance"`
+	Argv     []string          `json:"argv"`
+	Env      map[string]string `json:"env"`
+	WorkDir  string            `json:"workdir"`
+	Socket   string            `json:"socket"`
+	// RelayTimeout bounds the wait for the tmux window's relay.
+	RelayTimeout time.Duration `json:"relay_timeout_ns"`
+	// Grace is how long the agent lives on with no window connected (the
+	// student closed it) before it gets SIGHUP, as from a closed terminal.
+	Grace time.Duration `json:"grace_ns"`
+}
+
+// SpecFile is the spec's name in the agent directory.
+const SpecFile = "spec.json"
+
+// Messages on the readiness pipe (fd 3 of the supervisor), one per line.
+const (
+	readyListening = "listening"
+	readyStarted   = "started"
+	readyError     = "error"
+)
+
+// Supervise runs the agent described by dir/spec.json under a pseudo
+// terminal served on Spec.Socket: it waits for the first relay, starts the
+// provider with the relay's terminal type and size, copies bytes both ways,
+// and ends the provider when asked (SIGTERM/SIGINT/SIGHUP), when its window
+// stays closed, or when the instance's socket directory goes away. ready
+// (may be nil) receives the readiness lines.
+func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Writer) (err error) {
+	lg := log.New(logw, "stemctl agent run: ", log.LstdFlags|log.Lmicroseconds)
+	say := func(format string, args ...any) {
+		if ready != nil {
+			fmt.Fprintf(ready, format+"\n", args...)
+		}
+	}
+	defer func() {
+		if err != nil {
+			lg.Printf("error: %v", err)
+			say("%s %s", readyError, strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+		if ready != nil {
+			ready.Close()
+		}
+	}()
+	var spec Spec
+	data, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return fmt.Errorf("%s: %w", SpecFile, err)
+	}
+	if len(spec.Argv) == 0 {
+		return errors.New("spec has no command")
+	}
+	if spec.RelayTimeout == 0 {
+		spec.RelayTimeout = 15 * time.Second
+	}
+	if spec.Grace == 0 {
+		spec.Grace = 3 * time.Second
+	}
+
+	if fi, err := os.Lstat(spec.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(spec.Socket)
+	}
+	ln, err := net.Listen("unix", spec.Socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", spec.Socket, err)
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(true)
+	defer ln.Close()
+	if err := os.Chmod(spec.Socket, 0o600); err != nil {
+		return err
+	}
+	sockInfo, err := os.Lstat(spec.Socket)
+	if err != nil {
+		return err
+	}
+	lg.Printf("agent %s (%s) for %s: listening on %s", spec.ID, spec.Provider, spec.Instance, spec.Socket)
+	say(readyListening)
+
+	h := &hub{spec: spec, lg: lg, first: make(chan *relayConn, 1), change: make(chan struct{}, 1)}
+	go h.accept(ul)
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	var first *relayConn
+	select {
+	case first = <-h.first:
+	case <-time.After(spec.RelayTimeout):
+		return fmt.Errorf("the agent's tmux window did not connect within %s", spec.RelayTimeout)
+	case s := <-sigs:
+		return fmt.Errorf("stopped by %v before the window connected", s)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.WorkDir
+	cmd.Env = mergeEnv(os.Environ(), spec.Env, map[string]string{"TERM": hostTerm(first.hello.Term)})
+	rows, cols := first.hello.Rows, first.hello.Cols
+	if rows <= 0 || cols <= 0 {
+		rows, cols = 24, 80
+	}
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	defer ptmx.Close()
+	h.setPTY(ptmx, rows, cols)
+	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], cmd.Process.Pid, cols, rows, hostTerm(first.hello.Term))
+	say("%s %d", readyStarted, cmd.Process.Pid)
+	if ready != nil {
+		ready.Close()
+		ready = nil
+	}
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		h.pump(ptmx)
+	}()
+
+	pid := cmd.Process.Pid
+	stopping := ""
+	var escalate <-chan time.Time
+	var escalations int
+	stop := func(why string) {
+		if stopping != "" {
+			return
+		}
+		stopping = why
+		lg.Printf("stopping the agent: %s", why)
+		// A closed terminal first: interactive CLIs save their state on
+		// SIGHUP; then SIGTERM, then SIGKILL.
+		syscall.Kill(-pid, syscall.SIGHUP)
+		escalate = time.After(2 * time.Second)
+	}
+	watch := time.NewTicker(time.Second)
+	defer watch.Stop()
+	var alone <-chan time.Time
+	var waitErr error
+wait:
+	for {
+		select {
+		case waitErr = <-exited:
+			break wait
+		case s := <-sigs:
+			stop(fmt.Sprintf("stemctl agent stop (%v)", s))
+		case <-ctx.Done():
+			stop("cancelled")
+		case <-h.change:
+			if h.count() == 0 {
+				alone = time.After(spec.Grace)
+			} else {
+				alone = nil
+			}
+		case <-alone:
+			if h.count() == 0 {
+				stop("its window was closed")
+			}
+		case <-watch.C:
+			if fi, err := os.Lstat(spec.Socket); err != nil || !os.SameFile(fi, sockInfo) {
+				stop("the instance's socket directory went away (the container was removed or re-created)")
+			}
+		case <-escalate:
+			escalations++
+			if escalations == 1 {
+				syscall.Kill(-pid, syscall.SIGTERM)
+				escalate = time.After(2 * time.Second)
+			} else {
+				syscall.Kill(-pid, syscall.SIGKILL)
+				escalate = nil
+			}
+		}
+	}
+	// Let the last output reach the window before the exit notice.
+	select {
+	case <-outDone:
+	case <-time.After(500 * time.Millisecond):
+	}
+	ex := ptyproto.ExitMsg{Code: -1}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		ex.Code = 0
+	case errors.As(waitErr, &ee):
+		ex.Code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ex.Signal = signalName(ws.Signal())
+		}
+	}
+	if stopping != "" {
+		ex.Message = fmt.Sprintf("%s ended: %s", spec.Provider, stopping)
+	}
+	lg.Printf("the agent ended: code %d signal %q (%s)", ex.Code, ex.Signal, stopping)
+	h.closeAll(ex)
+	return nil
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	}
+	return "signal " + strconv.Itoa(int(s))
+}
+
+// hub holds the relays connected to one agent.
+type hub struct {
+	spec   Spec
+	lg     *log.Logger
+	first  chan *relayConn
+	change chan struct{}
+
+	mu         sync.Mutex
+	relays     map[*relayConn]bool
+	ptmx       *os.File
+	rows, cols int
+	started    bool
+	sentFirst  bool
+}
+
+type relayConn struct {
+	conn  net.Conn
+	hello ptyproto.HelloMsg
+	wmu   sync.Mutex
+}
+
+func (r *relayConn) write(typ byte, p []byte) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if typ == ptyproto.Data {
+		return ptyproto.WriteData(r.conn, p)
+	}
+	return ptyproto.WriteFrame(r.conn, typ, p)
+}
+
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.relays)
+}
+
+func (h *hub) changed() {
+	select {
+	case h.change <- struct{}{}:
+	default:
+	}
+}
+
+func (h *hub) setPTY(f *os.File, rows, cols int) {
+	h.mu.Lock()
+	h.ptmx, h.rows, h.cols, h.started = f, rows, cols, true
+	h.mu.Unlock()
+}
+
+func (h *hub) accept(ln *net.UnixListener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go h.serve(c)
+	}
+}
+
+// serve runs one relay connection.
+func (h *hub) serve(c net.Conn) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	typ, p, err := ptyproto.ReadFrame(c)
+	if err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	r := &relayConn{conn: c}
+	reply := ptyproto.HelloMsg{Version: ptyproto.Version, Agent: h.spec.ID, Provider: h.spec.Provider, Instance: h.spec.Instance}
+	if typ != ptyproto.Hello || json.Unmarshal(p, &r.hello) != nil {
+		return
+	}
+	if r.hello.Version != ptyproto.Version {
+		reply.Error = fmt.Sprintf("relay protocol %d, host %d: rebuild stemctl and stem-mcp together", r.hello.Version, ptyproto.Version)
+		ptyproto.WriteJSON(c, ptyproto.Hello, reply)
+		return
+	}
+	if err := ptyproto.WriteJSON(c, ptyproto.Hello, reply); err != nil {
+		return
+	}
+	h.mu.Lock()
+	if h.relays == nil {
+		h.relays = map[*relayConn]bool{}
+	}
+	h.relays[r] = true
+	isFirst := !h.sentFirst
+	h.sentFirst = true
+	started := h.started
+	h.mu.Unlock()
+	h.lg.Printf("window connected (TERM=%s, %dx%d)", r.hello.Term, r.hello.Cols, r.hello.Rows)
+	h.changed()
+	if isFirst {
+		h.first <- r
+	} else if started {
+		h.resize(r.hello.Rows, r.hello.Cols, true)
+	}
+	defer func() {
+		h.mu.Lock()
+		delete(h.relays, r)
+		h.mu.Unlock()
+		h.lg.Printf("window disconnected")
+		h.changed()
+	}()
+	for {
+		typ, p, err := ptyproto.ReadFrame(c)
+		if err != nil {
+			return
+		}
+		switch typ {
+		case ptyproto.Data:
+			h.mu.Lock()
+			f := h.ptmx
+			h.mu.Unlock()
+			if f != nil {
+				f.Write(p)
+			}
+		case ptyproto.Size:
+			if rows, cols, err := ptyproto.ParseSize(p); err == nil {
+				h.resize(rows, cols, false)
+			}
+		}
+	}
+}
+
+// resize sets the terminal size; redraw forces a SIGWINCH even when the
+// size stays the same, so a full-screen agent repaints for a new window.
+func (h *hub) resize(rows, cols int, redraw bool) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ptmx == nil {
+		return
+	}
+	if redraw && rows == h.rows && cols == h.cols && rows > 1 {
+		pty.Setsize(h.ptmx, &pty.Winsize{Rows: uint16(rows - 1), Cols: uint16(cols)})
+	}
+	pty.Setsize(h.ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+	h.rows, h.cols = rows, cols
+}
+
+// pump copies the agent's output to every relay until the terminal ends.
+func (h *hub) pump(ptmx *os.File) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := ptmx.Read(buf)
+		if n > 0 {
+			h.mu.Lock()
+			rs := make([]*relayConn, 0, len(h.relays))
+			for r := range h.relays {
+				rs = append(rs, r)
+			}
+			h.mu.Unlock()
+			for _, r := range rs {
+				if werr := r.write(ptyproto.Data, buf[:n]); werr != nil {
+					r.conn.Close() // its reader ends and unregisters it
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (h *hub) closeAll(ex ptyproto.ExitMsg) {
+	data, _ := json.Marshal(ex)
+	h.mu.Lock()
+	rs := make([]*relayConn, 0, len(h.relays))
+	for r := range h.relays {
+		rs = append(rs, r)
+	}
+	h.mu.Unlock()
+	for _, r := range rs {
+		r.write(ptyproto.Exit, data)
+		r.conn.Close()
+	}
+}
+
+// mergeEnv returns base with the overrides applied (later maps win).
+func mergeEnv(base []string, overrides ...map[string]string) []string {
+	set := map[string]string{}
+	for _, m := range overrides {
+		for k, v := range m {
+			set[k] = v
+		}
+	}
+	out := make([]string, 0, len(base)+len(set))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, m := range overrides {
+		for k := range m {
+			if v, ok := set[k]; ok {
+				out = append(out, k+"="+v)
+				delete(set, k)
+			}
+		}
+	}
+	return out
+}
+
+// hostTerm is the relay's TERM when the host knows it, else xterm-256color
+// (the agent runs on the host and looks its terminal up there).
+func hostTerm(t string) string {
+	if t == "" || strings.ContainsAny(t, "/\\") || strings.HasPrefix(t, ".") {
+		return "xterm-256color"
+	}
+	dirs := []string{os.Getenv("TERMINFO")}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".terminfo"))
+	}
+	dirs = append(dirs, "/etc/terminfo", "/lib/terminfo", "/usr/share/terminfo", "/usr/lib/terminfo")
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		for _, sub := range []string{t[:1], fmt.Sprintf("%x", t[0])} {
+			if _, err := os.Stat(filepath.Join(d, sub, t)); err == nil {
+				return t
+			}
+		}
+	}
+	return "xterm-256color"
+}

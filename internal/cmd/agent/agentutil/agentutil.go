@@ -1,0 +1,198 @@
+// Package agentutil is what the `stemctl agent` subcommands share: building
+// the agent environment from the factory, launching an agent on a verified
+// instance (start and attach), printing, and completion.
+package agentutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// Providers loads the provider configuration.
+func Providers(f *cmdutil.Factory) (*agent.Providers, error) {
+	d, err := f.Dirs()
+	if err != nil {
+		return nil, err
+	}
+	return agent.LoadProviders(d.Config)
+}
+
+// NewEnv builds the agent environment. The agent inherits this process's
+// environment (PATH, the CLI's credentials).
+func NewEnv(f *cmdutil.Factory) (*agent.Env, error) {
+	d, err := f.Dirs()
+	if err != nil {
+		return nil, err
+	}
+	l, err := f.Layout()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := agent.LoadProviders(d.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Env{Dirs: d, Layout: l, Store: agent.NewStore(l, d.State), Environ: os.Environ(), Providers: ps,
+		Progress: nil}, nil
+}
+
+// CheckProvider fails early (before any container starts) when the
+// provider is unknown or its program is missing.
+func CheckProvider(f *cmdutil.Factory, name string) error {
+	ps, err := Providers(f)
+	if err != nil {
+		return err
+	}
+	p, err := ps.Get(name)
+	if err != nil {
+		return err
+	}
+	_, err = p.Binary(os.Getenv("PATH"))
+	return err
+}
+
+// ParseLevel reads --level.
+func ParseLevel(s string) (mcpserver.Level, error) {
+	l, err := mcpserver.ParseLevel(s)
+	if err != nil {
+		return 0, cmdutil.FlagErrorf("--level: %v", err)
+	}
+	return l, nil
+}
+
+// LaunchOptions are what start and attach share.
+type LaunchOptions struct {
+	Provider   string
+	Level      mcpserver.Level
+	Instance   string
+	Resolved   *workspace.Resolved
+	Here       bool
+	Background bool
+	Extra      []string
+	JSON       bool
+}
+
+// Launch verifies the instance and starts the agent in a window of the
+// student's tmux, or runs it here.
+func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
+	env, err := NewEnv(f)
+	if err != nil {
+		return err
+	}
+	if env.MCPBinary, err = f.MCPBinary(); err != nil {
+		return err
+	}
+	if env.Self, err = f.Self(); err != nil {
+		return err
+	}
+	checker, err := f.Checker(ctx)
+	if err != nil {
+		return err
+	}
+	// The full check: registry record, full container id, instance label,
+	// tmux and nvim answering in this container's socket directory.
+	target, err := checker.Instance(ctx, o.Instance)
+	if err != nil {
+		return err
+	}
+	mode := agent.ModeWindow
+	if o.Here {
+		mode = agent.ModeHere
+	}
+	p, err := env.Prepare(agent.Request{Provider: o.Provider, Level: o.Level, Target: target, Resolved: o.Resolved, Extra: o.Extra}, mode)
+	if err != nil {
+		return err
+	}
+	ios := f.IOStreams
+	if o.Here {
+		in, ok1 := ios.InFile()
+		out, ok2 := ios.Out.(*os.File)
+		errOut, ok3 := ios.ErrOut.(*os.File)
+		if !ok1 || !ok2 || !ok3 {
+			env.Store.Remove(p.Record.ID)
+			return fmt.Errorf("--here needs a terminal (or at least real standard files); without one start the agent in the student's tmux (drop --here)")
+		}
+		fmt.Fprintf(ios.ErrOut, "stemctl: agent %s: %s on %s at level %s, here (MCP server %q: %s)\n",
+			p.Record.ID, p.Record.Provider, p.Record.Instance, p.Record.Level, agent.ServerName, serverLine(p.Record.MCP))
+		code, err := env.RunHere(ctx, p, in, out, errOut)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return &cmdutil.ExitError{Code: code}
+		}
+		return nil
+	}
+	rec, err := env.StartWindow(ctx, p, o.Background, instance.DialTmux, target.Record)
+	if err != nil {
+		env.Store.Remove(p.Record.ID)
+		return err
+	}
+	if o.JSON {
+		return cmdutil.WriteJSON(ios.Out, rec)
+	}
+	out := ios.Out
+	fmt.Fprintf(out, "agent %s: %s on %s at level %s, in window %q (%s) of the student's tmux\n", rec.ID, rec.Provider, rec.Instance, rec.Level, rec.Provider, rec.Window)
+	fmt.Fprintf(out, "  MCP      server %q: %s\n", agent.ServerName, serverLine(rec.MCP))
+	fmt.Fprintf(out, "  context  %s (and the resource stem://context)\n", rec.Context)
+	fmt.Fprintf(out, "  see it   stemctl attach %s\n", rec.Instance)
+	fmt.Fprintf(out, "  stop     stemctl agent stop %s\n", rec.ID)
+	return nil
+}
+
+func serverLine(e mcpconfig.Entry) string {
+	return mcpconfig.ShellQuote(append([]string{e.Command}, e.Args...))
+}
+
+// Since renders a start time for tables.
+func Since(t time.Time, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	return t.Local().Format("2006-01-02 15:04") + " (" + d.String() + " ago)"
+}
+
+// CompleteProvider completes provider names from the configuration.
+func CompleteProvider(f *cmdutil.Factory) func(string) ([]string, cobra.ShellCompDirective) {
+	return func(toComplete string) ([]string, cobra.ShellCompDirective) {
+		ps, err := Providers(f)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, p := range ps.List() {
+			if strings.HasPrefix(p.Name, toComplete) {
+				out = append(out, p.Name+"\t"+p.Adapter+" adapter")
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// CompleteAgent completes running agents' ids.
+func CompleteAgent(f *cmdutil.Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		env, err := NewEnv(f)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		sts, _ := env.Store.List(false)
+		var out []string
+		for _, s := range sts {
+			if s.Running && strings.HasPrefix(s.ID, toComplete) {
+				out = append(out, s.ID+"\t"+s.Provider+" on "+s.Instance+" ("+s.Level+")")
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -1,0 +1,108 @@
+// Package attach implements `stemctl agent attach`: an agent for an
+// instance that is already running.
+package attach
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// Options are attach's inputs.
+type Options struct {
+	F          *cmdutil.Factory
+	Provider   string
+	Instance   string
+	Extra      []string
+	Level      string
+	Here       bool
+	Background bool
+	JSON       bool
+}
+
+// NewCmdAttach builds the command; runF replaces the run function in tests.
+func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "attach PROVIDER --instance NAME [-- PROVIDER_ARGS...]",
+		Short: "Start an AI agent in a running instance's session",
+		Long: `Like ` + "`stemctl agent start`" + `, for an instance that is already running: nothing is
+started or re-created; the instance is verified (registry, container id, label, tmux
+and nvim answering) and the agent joins its session.`,
+		Example: `  stemctl agent attach codex --instance hazard3-sim-inf-bss-t4
+  stemctl agent attach claude --instance native-amd64-demo-hello-t1 --level observe --here`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			n := len(args)
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				n = d
+			}
+			if n != 1 {
+				return cmdutil.FlagErrorf("agent attach takes PROVIDER --instance NAME (got %d argument(s)); provider arguments go after --", n)
+			}
+			return nil
+		},
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return agentutil.CompleteProvider(f)(toComplete)
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				opts.Extra = args[d:]
+				args = args[:d]
+			}
+			opts.Provider = args[0]
+			if opts.Instance == "" {
+				return cmdutil.FlagErrorf("--instance is required (stemctl list shows the instances)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the running instance (name or container id)")
+	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
+	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
+	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
+	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// Run starts the agent on the running instance.
+func Run(ctx context.Context, opts *Options) error {
+	level, err := agentutil.ParseLevel(opts.Level)
+	if err != nil {
+		return err
+	}
+	if err := agentutil.CheckProvider(opts.F, opts.Provider); err != nil {
+		return err
+	}
+	m, err := opts.F.Manager(ctx)
+	if err != nil {
+		return err
+	}
+	rec, err := m.Running(ctx, opts.Instance)
+	if err != nil {
+		return err
+	}
+	ws, err := workspace.Open(rec.Workspace)
+	if err != nil {
+		return err
+	}
+	r, err := ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
+	if err != nil {
+		return err
+	}
+	return agentutil.Launch(ctx, opts.F, agentutil.LaunchOptions{
+		Provider: opts.Provider, Level: level, Instance: rec.Instance, Resolved: r,
+		Here: opts.Here, Background: opts.Background, Extra: opts.Extra, JSON: opts.JSON,
+	})
+}

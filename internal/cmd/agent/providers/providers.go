@@ -1,0 +1,97 @@
+// Package providers implements `stemctl agent providers`.
+package providers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// Options are providers' inputs.
+type Options struct {
+	F    *cmdutil.Factory
+	JSON bool
+}
+
+// Entry is one provider as listed.
+type Entry struct {
+	agent.Provider
+	Path    string `json:"path,omitempty"`
+	Missing string `json:"missing,omitempty"`
+}
+
+// NewCmdProviders builds the command; runF replaces the run function in tests.
+func NewCmdProviders(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "providers",
+		Short: "List the agent providers, their adapters, and whether their programs are installed",
+		Long: `List the providers ` + "`stemctl agent start`" + ` knows: codex, claude and gemini built in, custom,
+and any defined in agents.toml in stem's config directory. A provider is a command
+plus an adapter (codex, claude, gemini or custom) that knows how that CLI takes the
+stem MCP server and the task context. Example agents.toml:
+
+  [providers.custom]
+  command = ["/usr/local/bin/my-agent", "--mcp-config", "{mcp_config}", "--context", "{context}"]
+
+  [providers.codex]
+  args = ["--model", "o4-mini"]       # appended to every codex agent
+
+Placeholders for custom commands: ` + strings.Join(agent.Placeholders, " ") + `.`,
+		Example: `  stemctl agent providers
+  stemctl agent providers --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// Run lists the providers.
+func Run(ctx context.Context, opts *Options) error {
+	ps, err := agentutil.Providers(opts.F)
+	if err != nil {
+		return err
+	}
+	var out []Entry
+	for _, p := range ps.List() {
+		e := Entry{Provider: p}
+		if len(p.Command) == 0 {
+			e.Missing = "no command configured (" + agent.ConfigFile + ")"
+		} else if path, err := p.Binary(os.Getenv("PATH")); err != nil {
+			e.Missing = err.Error()
+		} else {
+			e.Path = path
+		}
+		out = append(out, e)
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.F.IOStreams.Out, out)
+	}
+	tw := tabwriter.NewWriter(opts.F.IOStreams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVIDER\tADAPTER\tPROGRAM")
+	for _, e := range out {
+		prog := e.Path
+		if e.Missing != "" {
+			prog = "missing: " + e.Missing
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, e.Adapter, prog)
+	}
+	if ps.Path != "" {
+		fmt.Fprintf(tw, "\n(configuration: %s)\n", ps.Path)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,118 @@
+// Package start implements `stemctl agent start`.
+package start
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// Options are start's inputs.
+type Options struct {
+	F          *cmdutil.Factory
+	Provider   string
+	Args       []string // PROFILE SERIES CARD TASK
+	Extra      []string // after --: the provider's own arguments
+	Target     string
+	Devices    []string
+	Level      string
+	Here       bool
+	Background bool
+	JSON       bool
+}
+
+// NewCmdStart builds the command; runF replaces the run function in tests.
+func NewCmdStart(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "start PROVIDER " + cmdutil.TaskArgs + " [-- PROVIDER_ARGS...]",
+		Short: "Start an AI agent in the student's session of a task",
+		Long: `Resolve the task exactly as ` + "`stemctl debug`" + ` does, start (or reuse) its instance, and
+start the agent CLI PROVIDER (codex, claude, gemini, or one from agents.toml) on the
+host, next to the session:
+
+  - its MCP server is the host's stem-mcp, fixed to this instance and to --level
+    (default assist); starting an agent never changes another session's selection;
+  - it gets the task's context (card repository, profile and limits, task, its
+    build/test/run/debug commands, socket paths) as a file its CLI reads and as the
+    resource stem://context;
+  - its environment has STEM_AGENT, STEM_MCP=1, STEM_INSTANCE, STEM_AGENT_ID,
+    STEM_AGENT_CONTEXT and STEM_MCP_CONFIG;
+  - its terminal opens in a new window of the student's tmux (named after the
+    provider), so the student sees it and can type to it; closing that window ends
+    the agent. With --here it runs in this terminal instead.
+
+The agent CLI runs as you on the host with its own tools (file edits, shell) under
+its own approval settings; stem's level limits only what it does through stem-mcp.
+Arguments after -- go to the provider's CLI.`,
+		Example: `  stemctl agent start codex hazard3-sim inf bss 4
+  stemctl agent start claude native-amd64 demo hello 1 --level observe
+  stemctl agent start gemini rp2350 demo hello 3 --target rp2350-rv
+  stemctl agent start codex hazard3-sim inf bss 4 --here -- --model o4-mini`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			n := len(args)
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				n = d
+			}
+			if n != 5 {
+				return cmdutil.FlagErrorf("agent start takes PROVIDER %s (got %d argument(s)); provider arguments go after --", cmdutil.TaskArgs, n)
+			}
+			return nil
+		},
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return agentutil.CompleteProvider(f)(toComplete)
+			}
+			return cmdutil.CompleteTask(f)(cmd, args[1:], toComplete)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				opts.Extra = args[d:]
+				args = args[:d]
+			}
+			opts.Provider, opts.Args = args[0], args[1:]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")
+	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
+	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
+	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
+	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	return cmd
+}
+
+// Run starts the agent.
+func Run(ctx context.Context, opts *Options) error {
+	level, err := agentutil.ParseLevel(opts.Level)
+	if err != nil {
+		return err
+	}
+	if err := agentutil.CheckProvider(opts.F, opts.Provider); err != nil {
+		return err
+	}
+	r, err := cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
+	if err != nil {
+		return err
+	}
+	m, err := opts.F.Manager(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := m.Up(ctx, r, opts.Devices)
+	if err != nil {
+		return err
+	}
+	return agentutil.Launch(ctx, opts.F, agentutil.LaunchOptions{
+		Provider: opts.Provider, Level: level, Instance: res.Record.Instance, Resolved: r,
+		Here: opts.Here, Background: opts.Background, Extra: opts.Extra, JSON: opts.JSON,
+	})
+}
