@@ -149,16 +149,30 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		clientVersion = v
 	}
 
+	// tmux 3.3a crashes (a NULL dereference in control_stop) when a control
+	// client goes away before the server has finished identifying it, and
+	// many clients attaching at once make that window long (30 concurrent
+	// sessions that ended at once killed the student's server). So attaches
+	// to one server are serialized across processes with a lock beside the
+	// socket, and Close never detaches a client that has not attached yet.
+	unlock, err := lockAttach(ctx, opts.Socket)
+	if err != nil {
+		return nil, err
+	}
 	c, err := start(opts)
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	select {
 	case <-c.attached:
+		unlock()
 	case <-c.done:
+		unlock()
 		return nil, c.Err()
 	case <-ctx.Done():
-		c.Close()
+		c.Close() // waits for the attach before it detaches
+		unlock()
 		return nil, fmt.Errorf("tmux: attaching to %s: %w", opts.Socket, ctx.Err())
 	}
 	out, err := c.command(ctx, "display-message -p "+mustQuote("#{version}\t#{session_id}"))
@@ -287,20 +301,47 @@ func (c *Client) SessionID() string { return c.session }
 // ErrClosed.
 func (c *Client) Close() error {
 	c.once.Do(func() {
+		// Never end a client the server is still identifying (see Dial).
+		select {
+		case <-c.attached:
+		case <-c.done:
+		case <-time.After(attachGrace):
+		}
 		close(c.closing)
-		// An empty line asks tmux to detach this control client; closing
-		// stdin makes the client exit in any case.
+		// Detaches are serialized with attaches (see Dial): one control
+		// client coming or going at a time. The lock is best effort with a
+		// bound, so a wedged peer cannot stop us from closing.
+		lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		unlock, lerr := lockAttach(lctx, c.opts.Socket)
+		lcancel()
+		if lerr == nil {
+			defer unlock()
+		}
+		// An empty line asks the server to detach this control client. The
+		// server then ends the client itself; only if it does not do so in
+		// time is stdin closed (and the process killed after that). Closing
+		// stdin at once makes the client vanish while the server may still
+		// hold output for it, which crashes tmux 3.3a (see Dial).
 		c.wmu.Lock()
 		c.stdin.SetWriteDeadline(time.Now().Add(time.Second))
 		c.stdin.Write([]byte("\n"))
-		c.stdin.Close()
 		c.wmu.Unlock()
 		select {
 		case <-c.done:
-		case <-time.After(3 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.done
+		case <-time.After(2 * time.Second):
+			c.wmu.Lock()
+			c.stdin.Close()
+			c.wmu.Unlock()
+			select {
+			case <-c.done:
+			case <-time.After(2 * time.Second):
+				c.cmd.Process.Kill()
+				<-c.done
+			}
 		}
+		c.wmu.Lock()
+		c.stdin.Close()
+		c.wmu.Unlock()
 	})
 	return nil
 }

@@ -129,6 +129,10 @@ func TestRunRefusals(t *testing.T) {
 	if err := c.SendKeys(ctx, pane, []tmux.Key{{Text: "echo partial"}}); err != nil {
 		t.Fatal(err)
 	}
+	// Let bash echo the typed text before looking at the line.
+	if _, err := c.Wait(ctx, pane, tmux.WaitOptions{Pattern: regexp.MustCompile(`(?m)` + regexp.QuoteMeta(tmuxtest.Prompt+"echo partial") + `$`), Timeout: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := c.Run(ctx, pane, "echo no"); !errors.Is(err, tmux.ErrPromptBusy) {
 		t.Errorf("partial line: %v", err)
 	}
