@@ -32,7 +32,7 @@ configuration), never by the client. Lower levels are separate allowlists of too
 	root.SetIn(ios.In)
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
-	root.AddCommand(newCmdServe(ios, getenv), newCmdTools(ios), newCmdGDBBridge(ios))
+	root.AddCommand(newCmdServe(ios, getenv), newCmdTools(ios), newCmdGDBBridge(ios), newCmdGate(ios, getenv))
 	root.AddCommand(newCmdAgentRelay(ios, getenv))
 	return root
 }

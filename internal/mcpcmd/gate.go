@@ -1,0 +1,48 @@
+package mcpcmd
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/gate"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/probe"
+)
+
+// newCmdGate is the SSH forced command of a teacher's automation key. The
+// level and the instances come from the grant, never from the client.
+func newCmdGate(ios *iostreams.IOStreams, getenv func(string) string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gate --grant ID [--config-dir DIR]",
+		Short: "SSH forced command of a teacher's automation key (written by `stemctl access grant`)",
+		Long: `Run by sshd for a key granted with ` + "`stemctl access grant`" + `. It reads
+SSH_ORIGINAL_COMMAND and accepts only its own verbs: mcp [INSTANCE], status, list.
+Anything else is refused with one line on stderr and recorded in the audit log.
+It never runs a shell.`,
+		DisableFlagParsing: true, // gate.Main parses its own flags
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := gate.Main(cmd.Context(), args, gate.Options{
+				Getenv: getenv, In: ios.In, Out: ios.Out, ErrOut: ios.ErrOut,
+				Tmux: probe.Tmux, Nvim: probe.Nvim,
+				Serve: func(ctx context.Context, r gate.ServeRequest) error {
+					l, err := mcpserver.ParseLevel(r.Level)
+					if err != nil {
+						return err
+					}
+					return mcpserver.Serve(ctx, mcpserver.Options{
+						Level: l, Instance: r.Instance, AllowedInstances: r.AllowedInstances,
+						Identity: mcpserver.Identity{Account: r.Identity.Account, Grant: r.Identity.Grant, KeyFP: r.Identity.KeyFP, Client: r.Identity.Client},
+						In:       r.In, Out: r.Out, ErrOut: r.ErrOut, Getenv: r.Getenv,
+					})
+				},
+			})
+			if code != 0 {
+				return &cmdutil.ExitError{Code: code}
+			}
+			return nil
+		},
+	}
+}
