@@ -28,13 +28,13 @@ import (
 // world is a private account: runtime, state and workspace directories, a
 // real Podman engine and a manager.
 type world struct {
-	t   *testing.T
+	t   testing.TB
 	m   *instance.Manager
 	ws  *workspace.Workspace
 	bin string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	testenv.Require(t, "podman", "tmux")
 	rt, err := os.MkdirTemp("/tmp", "si")
@@ -82,7 +82,7 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

@@ -365,3 +365,35 @@ func TestOCIErrorExplained(t *testing.T) {
 	}
 	t.Logf("explained: %s", r.stderr)
 }
+
+// TestDevicePolicy: only the device named with --device enters an rp2350
+// container; without one, deploy says what is missing.
+func TestDevicePolicy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes a device node under /dev and needs root (CI runs as root)")
+	}
+	a := newAccount(t)
+	node := fmt.Sprintf("/dev/stemtest%d", os.Getpid())
+	if out, err := exec.Command("mknod", "-m", "0666", node, "c", "1", "3").CombinedOutput(); err != nil {
+		t.Fatalf("mknod: %v %s", err, out)
+	}
+	defer os.Remove(node)
+
+	r := a.must(1, "deploy", "rp2350", "demo", "hello", "3", "--target", "rp2350-rv")
+	for _, w := range []string{"no device was passed", "--device"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("deploy without a device: stderr lacks %q:\n%s", w, r.stderr)
+		}
+	}
+	a.must(0, "up", "rp2350", "demo", "hello", "3", "--target", "rp2350-arm", "--device", node)
+	r = a.must(0, "exec", "rp2350-demo-hello-t3-arm", "--", "sh", "-c", `test -c "$STEM_DEVICE" && echo "$STEM_DEVICE"`)
+	if strings.TrimSpace(r.stdout) != node {
+		t.Fatalf("the named device is not in the container: %q", r.stdout)
+	}
+	// The other target's instance, started without --device, does not see it.
+	a.must(0, "up", "rp2350", "demo", "hello", "3", "--target", "rp2350-rv")
+	a.must(1, "exec", "rp2350-demo-hello-t3-rv", "--", "test", "-e", node)
+	// Both targets' example builds compile in the image.
+	a.must(0, "build", "rp2350-demo-hello-t3-arm")
+	a.must(0, "build", "rp2350-demo-hello-t3-rv")
+}
