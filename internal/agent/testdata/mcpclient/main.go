@@ -168,6 +168,11 @@ func run(rep *Report, above string) (*client.Client, error) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// NewStdioMCPClient starts only the transport; Start installs the
+	// notification dispatch.
+	if err := c.Start(ctx); err != nil {
+		return c, fmt.Errorf("start the MCP client: %w", err)
+	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "stem-test-agent", Version: "1"}

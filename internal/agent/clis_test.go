@@ -1,0 +1,377 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
+	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/verify"
+	"github.com/stem-edu/stem/internal/workspace"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+// These tests run the real agent CLIs (installed by
+// scripts/install-agent-clis.sh) on exactly what the adapters produce:
+// each CLI must accept the configuration, list the stem server in its own
+// `mcp list`, and, run once against a local stand-in for its model API,
+// send a first request that carries stem's context and exactly the stem
+// tools of the agent's level (proof that it started stem-mcp from the
+// configuration, did the MCP handshake and listed the tools). No model
+// access is needed.
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var stemMCPOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// stemMCPBin is $STEM_MCP_BIN (make test sets it) or a fresh static build.
+func stemMCPBin(t testing.TB) string {
+	t.Helper()
+	stemMCPOnce.Do(func() {
+		if p := os.Getenv("STEM_MCP_BIN"); p != "" {
+			stemMCPOnce.path, stemMCPOnce.err = filepath.Abs(p)
+			return
+		}
+		dir, err := os.MkdirTemp("", "stem-mcp-bin")
+		if err != nil {
+			stemMCPOnce.err = err
+			return
+		}
+		stemMCPOnce.path = filepath.Join(dir, "stem-mcp")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", stemMCPOnce.path, "./cmd/stem-mcp")
+		cmd.Dir = repoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			stemMCPOnce.err = fmt.Errorf("go build ./cmd/stem-mcp: %v\n%s", err, out)
+		}
+	})
+	if stemMCPOnce.err != nil {
+		t.Fatal(stemMCPOnce.err)
+	}
+	return stemMCPOnce.path
+}
+
+// cliRig is a private account for one CLI: its HOME, stem's directories,
+// and an agent prepared by Env.Prepare for a (not running) instance: the
+// CLIs only start stem-mcp and list its tools.
+type cliRig struct {
+	home string
+	env  *Env
+	p    *Prepared
+}
+
+func newCLIRig(t *testing.T, provider string, level mcpserver.Level) *cliRig {
+	t.Helper()
+	// Gemini ignores settings under world-writable directories (/tmp), so
+	// the account lives in the repository's .cache.
+	cache := filepath.Join(repoRoot(), ".cache")
+	os.MkdirAll(cache, 0o755)
+	base, err := os.MkdirTemp(cache, "agent-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o700)
+	if err := CheckSettingsDir(base); err != nil {
+		t.Fatalf("the repository lies under a world-writable directory: %v", err)
+	}
+	dirs := xdg.Dirs{Runtime: filepath.Join(base, "run"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"), Home: filepath.Join(base, "home"), UID: os.Getuid()}
+	for _, d := range []string{dirs.Runtime, dirs.State, dirs.Config, dirs.Home} {
+		os.MkdirAll(d, 0o700)
+	}
+	l := sockets.Layout{Runtime: dirs.Runtime}
+	ps, err := LoadProviders(dirs.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Dirs: dirs, Layout: l, Store: NewStore(l, dirs.State), MCPBinary: stemMCPBin(t),
+		Environ: []string{"PATH=" + filepath.Dir(clitest.Bin(t, provider)) + ":" + os.Getenv("PATH"), "HOME=" + dirs.Home}, Providers: ps}
+	ws, err := workspace.Open(filepath.Join(repoRoot(), "examples", "workspace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ws.Resolve("hazard3-sim", "inf", "bss", "4", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := strings.Repeat("c0ffee", 10) + "c0ff"
+	dir, err := l.ForContainer(sockets.ThreadKey(r.Workspace), sockets.InstanceKey("hazard3-sim-inf-bss-t4"), cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := verify.Target{Record: registry.Record{Instance: "hazard3-sim-inf-bss-t4", ContainerID: cid, SocketDir: dir.Path}, Dir: dir}
+	p, err := e.Prepare(Request{Provider: provider, Level: level, Target: tg, Resolved: r}, ModeHere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cliRig{home: dirs.Home, env: e, p: p}
+}
+
+// cmdEnv is the agent's environment plus extra variables.
+func (r *cliRig) cmdEnv(extra ...string) []string {
+	return append(mergeEnv(r.env.Environ, r.p.Launch.Env), append([]string{"NO_COLOR=1", "CI=1"}, extra...)...)
+}
+
+func (r *cliRig) run(t *testing.T, argv []string, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = r.p.Record.WorkDir
+	cmd.Env = r.cmdEnv(extra...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %q: %v\n%s", filepath.Base(argv[0]), argv[1:], err, out)
+	}
+	return string(out)
+}
+
+// modelStandIn records what a CLI sends to its model API and refuses it.
+type modelStandIn struct {
+	*httptest.Server
+	reqs chan capturedRequest
+}
+
+type capturedRequest struct {
+	path string
+	body []byte
+}
+
+func newModelStandIn(t *testing.T) *modelStandIn {
+	m := &modelStandIn{reqs: make(chan capturedRequest, 64)}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		if req.Method == http.MethodPost {
+			select {
+			case m.reqs <- capturedRequest{req.URL.Path, body}:
+			default:
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"code":400,"type":"invalid_request_error","message":"stem test stand-in","status":"INVALID_ARGUMENT"}}`)
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+// firstRequest runs the CLI until it sends a request to a path matching
+// pathRE whose body matches want, then stops it.
+func (r *cliRig) firstRequest(t *testing.T, m *modelStandIn, argv []string, pathRE string, want func([]byte) bool, extra ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = r.p.Record.WorkDir
+	cmd.Env = r.cmdEnv(extra...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	re := regexp.MustCompile(pathRE)
+	var last []byte
+	for {
+		select {
+		case req := <-m.reqs:
+			if !re.MatchString(req.path) {
+				continue
+			}
+			last = req.body
+			if want(req.body) {
+				return req.body
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s sent no matching request to %s; last body %.2000s\noutput:\n%s", filepath.Base(argv[0]), pathRE, last, out.String())
+		}
+	}
+}
+
+// stemToolsIn extracts the stem tool names a request offers the model.
+func stemToolsIn(body []byte, re string) []string {
+	set := map[string]bool{}
+	for _, m := range regexp.MustCompile(re).FindAllSubmatch(body, -1) {
+		set[string(m[1])] = true
+	}
+	var out []string
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedTools(l mcpserver.Level) []string {
+	names := append([]string(nil), mcpserver.ToolNames(l)...)
+	sort.Strings(names)
+	return names
+}
+
+func (r *cliRig) contextMark() string { return "(agent " + r.p.Record.ID + ")" }
+
+func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
+	r := newCLIRig(t, "codex", mcpserver.Observe)
+	argv := r.p.Launch.Argv
+	// The -c options precede everything else of stem's.
+	opts := argv[1:slices.Index(argv, "--sandbox")]
+	var got []struct {
+		Name      string `json:"name"`
+		Enabled   bool   `json:"enabled"`
+		Transport struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"transport"`
+		ToolTimeout float64 `json:"tool_timeout_sec"`
+	}
+	out := r.run(t, append(append([]string{argv[0]}, opts...), "mcp", "list", "--json"))
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "["):]), &got); err != nil {
+		t.Fatalf("codex mcp list --json: %v\n%s", err, out)
+	}
+	if len(got) != 1 || got[0].Name != "stem" || !got[0].Enabled {
+		t.Fatalf("codex mcp list: %s", out)
+	}
+	srv := r.p.Record.MCP
+	if got[0].Transport.Command != srv.Command || !slices.Equal(got[0].Transport.Args, srv.Args) || got[0].Transport.Env["XDG_RUNTIME_DIR"] != srv.Env["XDG_RUNTIME_DIR"] || got[0].ToolTimeout != 180 {
+		t.Fatalf("codex read %+v, want %v", got[0], srv)
+	}
+	table := r.run(t, append(append([]string{argv[0]}, opts...), "mcp", "list"))
+	if !regexp.MustCompile(`(?m)^stem\s+` + regexp.QuoteMeta(srv.Command) + `\s+serve --level observe --instance hazard3-sim-inf-bss-t4\s`).MatchString(table) {
+		t.Fatalf("codex mcp list:\n%s", table)
+	}
+
+	// The whole command line, as launched (read-only sandbox included),
+	// with a model provider that points at the stand-in.
+	m := newModelStandIn(t)
+	run := append(append([]string{}, argv...), "-m", "gpt-5",
+		"-c", "model_provider=stemtest",
+		"-c", `model_providers.stemtest={name="stemtest", base_url="`+m.URL+`/v1", env_key="STEMTEST_KEY", wire_api="responses"}`,
+		"exec", "--skip-git-repo-check", "hello")
+	body := r.firstRequest(t, m, run, `/v1/responses$`, func(b []byte) bool { return bytes.Contains(b, []byte(`"mcp__stem"`)) }, "STEMTEST_KEY=dummy")
+	var req struct {
+		Tools []struct {
+			Type  string `json:"type"`
+			Name  string `json:"name"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"tools"`
+	}
+	json.Unmarshal(body, &req)
+	var names []string
+	for _, tl := range req.Tools {
+		if tl.Name == "mcp__stem" {
+			for _, st := range tl.Tools {
+				names = append(names, st.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	if want := sortedTools(mcpserver.Observe); !slices.Equal(names, want) {
+		t.Fatalf("codex offered the model stem tools %v, want the observe set %v", names, want)
+	}
+	if !bytes.Contains(body, []byte(r.contextMark())) {
+		t.Fatalf("the developer instructions (stem's context) are not in codex's request")
+	}
+}
+
+func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
+	r := newCLIRig(t, "claude", mcpserver.Assist)
+	argv := r.p.Launch.Argv
+	// The server object of the adapter's --mcp-config file, given to
+	// Claude's own registration, is listed and connected (claude mcp list
+	// starts the server and does the handshake).
+	var file struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	data, err := os.ReadFile(filepath.Join(r.p.Record.Dir, "claude-mcp.json"))
+	if err != nil || json.Unmarshal(data, &file) != nil {
+		t.Fatalf("claude-mcp.json: %v %s", err, data)
+	}
+	r.run(t, []string{argv[0], "mcp", "add-json", "-s", "user", "stem", string(file.MCPServers["stem"])})
+	out := r.run(t, []string{argv[0], "mcp", "list"})
+	line := "stem: " + r.p.Record.MCP.Command + " serve --level assist --instance hazard3-sim-inf-bss-t4 - "
+	if !strings.Contains(out, line+"✔ Connected") && !strings.Contains(out, line+"✓ Connected") {
+		t.Fatalf("claude mcp list:\n%s\nwant %q + Connected", out, line)
+	}
+	r.run(t, []string{argv[0], "mcp", "remove", "-s", "user", "stem"})
+
+	// The whole command line as launched (--mcp-config=FILE,
+	// --append-system-prompt), in print mode against the stand-in.
+	m := newModelStandIn(t)
+	run := append(append([]string{}, argv...), "-p", "hello")
+	body := r.firstRequest(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) },
+		"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
+	if got, want := stemToolsIn(body, `mcp__stem__([a-z_]+)`), sortedTools(mcpserver.Assist); !slices.Equal(got, want) {
+		t.Fatalf("claude offered the model stem tools %v, want the assist set %v", got, want)
+	}
+	var req struct {
+		System json.RawMessage `json:"system"`
+	}
+	json.Unmarshal(body, &req)
+	if !bytes.Contains(req.System, []byte(r.contextMark())) {
+		t.Fatalf("stem's context is not in claude's system prompt: %.3000s", req.System)
+	}
+}
+
+func TestGeminiTakesTheAdapterConfiguration(t *testing.T) {
+	r := newCLIRig(t, "gemini", mcpserver.Assist)
+	argv := r.p.Launch.Argv
+	trust := "GEMINI_CLI_TRUST_WORKSPACE=true"
+	out := r.run(t, []string{argv[0], "mcp", "list"}, trust)
+	line := "stem: " + r.p.Record.MCP.Command + " serve --level assist --instance hazard3-sim-inf-bss-t4 (stdio) - Connected"
+	if !strings.Contains(out, line) {
+		t.Fatalf("gemini mcp list:\n%s\nwant %q", out, line)
+	}
+	// Without the settings file gemini knows no stem server: the file is
+	// what brought it.
+	bare := exec.Command(argv[0], "mcp", "list")
+	bare.Dir, bare.Env = r.p.Record.WorkDir, append(r.env.Environ, trust)
+	if b, _ := bare.CombinedOutput(); strings.Contains(string(b), "stem:") {
+		t.Fatalf("gemini lists stem without stem's settings:\n%s", b)
+	}
+
+	// The command line as launched, headless against the stand-in (yolo,
+	// as headless mode offers only tools that need no confirmation).
+	os.MkdirAll(filepath.Join(r.home, ".gemini"), 0o700)
+	os.WriteFile(filepath.Join(r.home, ".gemini", "settings.json"), []byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`), 0o600)
+	m := newModelStandIn(t)
+	run := append(append([]string{}, argv...), "-m", "gemini-2.5-flash", "--approval-mode", "yolo", "-p", "hello")
+	body := r.firstRequest(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) },
+		"GEMINI_API_KEY=stem-test", "GOOGLE_GEMINI_BASE_URL="+m.URL, trust)
+	if got, want := stemToolsIn(body, `"mcp_stem_([a-z_]+)"`), sortedTools(mcpserver.Assist); !slices.Equal(got, want) {
+		t.Fatalf("gemini offered the model stem tools %v, want the assist set %v", got, want)
+	}
+	ctxFile := filepath.Join(r.p.Record.Dir, GeminiContextDir, "GEMINI.md")
+	if !bytes.Contains(body, []byte("Context from: "+ctxFile)) || !bytes.Contains(body, []byte(r.contextMark())) {
+		t.Fatalf("stem's context (%s) is not in gemini's request: %.3000s", ctxFile, body)
+	}
+}

@@ -1,0 +1,317 @@
+package agentcmd_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/mcpserver"
+)
+
+const nativeInst = "native-amd64-demo-hello-t1"
+
+// The custom provider (a small MCP client) through the whole life of an
+// agent: `agent start` produces the instance, the environment, the context
+// and a working MCP session at the requested level, with its terminal in a
+// window of the student's tmux; `agent list` shows it; `agent attach` adds
+// a second one; closing a window ends that agent; --here runs one in this
+// terminal; `agent stop` ends them and leaves the student's session intact.
+func TestCustomAgentInTheStudentsSession(t *testing.T) {
+	a := newAccount(t)
+	// agent start with the instance not yet up: it is created.
+	var rec agent.Record
+	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--level", "observe")
+	st := a.status(nativeInst)
+	if st.State != "running" || rec.Instance != nativeInst || rec.ContainerID != st.Record.ContainerID || rec.Level != "observe" || rec.Mode != agent.ModeWindow || rec.Provider != "custom" {
+		t.Fatalf("record %+v\nstatus %+v", rec, st)
+	}
+	rep := a.waitReport(rec.ID, 20*time.Second)
+
+	// The environment variables.
+	want := map[string]string{"STEM_AGENT": "custom", "STEM_MCP": "1", "STEM_INSTANCE": nativeInst, "STEM_AGENT_ID": rec.ID,
+		"STEM_AGENT_LEVEL": "observe", "STEM_AGENT_CONTEXT": rec.Context, "STEM_MCP_CONFIG": filepath.Join(rec.Dir, "mcp.json")}
+	for k, v := range want {
+		if rep.Env[k] != v {
+			t.Errorf("agent env %s = %q, want %q", k, rep.Env[k], v)
+		}
+	}
+	if !rep.IsTTY || rep.Cwd != st.Record.CardPath || rep.Rows < 5 || rep.Cols < 20 {
+		t.Errorf("agent terminal/cwd: tty %v %dx%d cwd %s (card %s)", rep.IsTTY, rep.Cols, rep.Rows, rep.Cwd, st.Record.CardPath)
+	}
+	// The context file.
+	for _, w := range []string{"demo/hello task 1", "card repository: `" + st.Record.CardPath + "`", "build: `make`", "debug: `gdb -q ./hello`",
+		"tmux: `" + filepath.Join(st.Record.SocketDir, "t.sock") + "`", "network none", "level **observe**", "agent " + rec.ID} {
+		if !strings.Contains(rep.ContextText, w) {
+			t.Errorf("context file lacks %q", w)
+		}
+	}
+	// A working MCP session at the requested level, on this instance only.
+	bin := bins(t)
+	if !slices.Equal(rep.MCPCommand, []string{filepath.Join(bin, "stem-mcp"), "serve", "--level", "observe", "--instance", nativeInst}) {
+		t.Errorf("MCP command %q", rep.MCPCommand)
+	}
+	if str(rep.SessionStatus["level"]) != "observe" || str(rep.SessionStatus["instance"]) != nativeInst ||
+		str(rep.SessionStatus["container_id"]) != st.Record.ContainerID || str(rep.SessionStatus["follows"]) != "fixed instance "+nativeInst {
+		t.Errorf("session_status %v", rep.SessionStatus)
+	}
+	if got, w := sorted(rep.Tools), sorted(mcpserver.ToolNames(mcpserver.Observe)); !slices.Equal(got, w) {
+		t.Errorf("tools %v, want the observe set %v", got, w)
+	}
+	if rep.AboveLevel != "gdb_break" || !strings.Contains(rep.AboveLevelErr, "not found") {
+		t.Errorf("an assist tool at observe: %q", rep.AboveLevelErr)
+	}
+	if str(rep.ContextResrc["instance"]) != nativeInst || str(rep.ContextResrc["level"]) != "observe" {
+		t.Errorf("stem://context %v", rep.ContextResrc)
+	}
+	// Starting an agent never takes over the MCP selection.
+	if _, err := os.Lstat(filepath.Join(a.rt, "stem", "mcp-selected", "current")); !os.IsNotExist(err) {
+		t.Errorf("agent start changed the selection: %v", err)
+	}
+
+	// Its terminal is a window of the student's tmux, marked as the agent's.
+	panes := a.tmux(st, "list-panes", "-a", "-F", "#{pane_id} #{window_name} #{@stem_role} #{@stem_agent}")
+	if !strings.Contains(panes, rec.Pane+" custom agent "+rec.ID) {
+		t.Fatalf("no agent window %s in:\n%s", rec.Pane, panes)
+	}
+	a.waitPane(st, rec.Pane, "stem-test-agent "+rec.ID+" ready", 10*time.Second)
+	a.tmux(st, "send-keys", "-t", rec.Pane, "ping", "Enter")
+	a.waitPane(st, rec.Pane, "pong custom", 5*time.Second)
+	// The window's size is the agent's terminal size, and follows it.
+	a.tmux(st, "resize-window", "-t", rec.Window, "-x", "111", "-y", "33")
+	a.waitPane(st, rec.Pane, "winch 111x33", 5*time.Second)
+
+	// agent list shows it.
+	sts := a.agents()
+	if len(sts) != 1 || sts[0].ID != rec.ID || !sts[0].Running || sts[0].Level != "observe" || sts[0].Instance != nativeInst || sts[0].Started.IsZero() {
+		t.Fatalf("agent list: %+v", sts)
+	}
+	if out := a.must("agent", "list"); !strings.Contains(out, rec.ID) || !strings.Contains(out, "tmux window "+rec.Window) || !strings.Contains(out, "ago)") {
+		t.Fatalf("agent list:\n%s", out)
+	}
+
+	// attach: a second agent on the running instance, at assist, without
+	// switching the student's window.
+	var rec2 agent.Record
+	a.mustJSON(&rec2, "agent", "attach", "helper", "--instance", nativeInst, "--background")
+	rep2 := a.waitReport(rec2.ID, 20*time.Second)
+	if got, w := sorted(rep2.Tools), sorted(mcpserver.ToolNames(mcpserver.Assist)); !slices.Equal(got, w) {
+		t.Errorf("attach: tools %v, want the assist set", got)
+	}
+	if rep2.AboveLevel != "pane_run" || !strings.Contains(rep2.AboveLevelErr, "not found") {
+		t.Errorf("a full tool at assist: %q", rep2.AboveLevelErr)
+	}
+	if active := strings.TrimSpace(a.tmux(st, "display-message", "-p", "-t", "stem", "#{window_id}")); active == rec2.Window {
+		t.Errorf("--background switched the student's window to the agent")
+	}
+	var listed []agent.Status
+	a.mustJSON(&listed, "agent", "list", "--instance", nativeInst)
+	if len(listed) != 2 {
+		t.Fatalf("two agents expected: %+v", listed)
+	}
+
+	// The student closes the second agent's window: that agent ends.
+	a.tmux(st, "kill-pane", "-t", rec2.Pane)
+	waitGone(t, rec2.PID, rec2.PIDStart, 15*time.Second)
+	if sts := a.agents(); len(sts) != 1 || sts[0].ID != rec.ID {
+		t.Fatalf("after closing the window: %+v", sts)
+	}
+
+	// --here: the agent in this terminal.
+	testHere(t, a, st)
+
+	// agent stop ends it, closes its window, and leaves the session.
+	before := a.tmux(st, "list-windows", "-F", "#{window_id} #{window_name}")
+	out := a.must("agent", "stop", rec.ID)
+	if !strings.Contains(out, "stopped agent "+rec.ID) {
+		t.Fatalf("agent stop: %s", out)
+	}
+	if agent.Alive(rec.PID, rec.PIDStart) || agent.Alive(rec.ProviderPID, 0) {
+		t.Fatalf("the agent's processes survived stop (supervisor %d, provider %d)", rec.PID, rec.ProviderPID)
+	}
+	after := a.tmux(st, "list-windows", "-F", "#{window_id} #{window_name}")
+	if strings.Contains(after, rec.Window+" ") || strings.Replace(before, rec.Window+" custom\n", "", 1) != after {
+		t.Fatalf("windows before stop:\n%s\nafter:\n%s", before, after)
+	}
+	if _, err := os.Stat(rec.Dir); !os.IsNotExist(err) {
+		t.Fatalf("the agent's directory is left: %v", err)
+	}
+	if _, err := os.Lstat(rec.Socket); !os.IsNotExist(err) {
+		t.Fatalf("the agent's socket is left: %v", err)
+	}
+	st2 := a.status(nativeInst)
+	if st2.State != "running" || !st2.Tmux || !st2.Nvim || st2.Record.ContainerID != st.Record.ContainerID {
+		t.Fatalf("the student's session after stop: %+v", st2)
+	}
+	if cmd := strings.TrimSpace(a.tmux(st, "display-message", "-p", "-t", "stem:edit", "#{pane_current_command}")); cmd != "nvim" {
+		t.Fatalf("the edit window runs %q", cmd)
+	}
+	if sts := a.agents(); len(sts) != 0 {
+		t.Fatalf("agents after stop: %+v", sts)
+	}
+	r, _ := a.run("agent", "stop", "--instance", nativeInst)
+	if r.code == 0 || !strings.Contains(r.stderr, "no running agent") {
+		t.Fatalf("stop with nothing to stop: %d %s", r.code, r.stderr)
+	}
+}
+
+// testHere runs `agent attach helper --here` in a terminal.
+func testHere(t *testing.T, a *account, st instanceInfo) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "agent", "attach", "helper", "--instance", nativeInst, "--here")
+	cmd.Env = a.env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	go func() {
+		r := bufio.NewReader(f)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	waitOut := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			ok := strings.Contains(out.String(), want)
+			mu.Unlock()
+			if ok {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("--here never showed %q:\n%s", want, out.String())
+	}
+	waitOut("ready")
+	var here *agent.Status
+	for _, s := range a.agents() {
+		if s.Mode == agent.ModeHere {
+			here = &s
+		}
+	}
+	if here == nil || here.PID != cmd.Process.Pid || here.Provider != "helper" {
+		t.Fatalf("agent list does not show the --here agent: %+v", a.agents())
+	}
+	rep := a.waitReport(here.ID, 10*time.Second)
+	if rep.Rows != 30 || rep.Cols != 90 || rep.Env["STEM_INSTANCE"] != nativeInst {
+		t.Fatalf("--here agent: %dx%d %v", rep.Cols, rep.Rows, rep.Env)
+	}
+	f.Write([]byte("ping\r"))
+	waitOut("pong helper")
+	f.Write([]byte("exit 5\r"))
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+		t.Fatalf("--here exit: %v, want the agent's status 5", err)
+	}
+	for _, s := range a.agents() {
+		if s.ID == here.ID {
+			t.Fatalf("the --here agent is still listed")
+		}
+	}
+}
+
+func waitGone(t *testing.T, pid int, start uint64, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for agent.Alive(pid, start) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after %s", pid, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A provider that is not installed is named with what to install, before
+// anything starts; an unknown one lists the known providers.
+func TestMissingProviderIsExplained(t *testing.T) {
+	a := newAccount(t)
+	r, err := a.runEnv([]string{"PATH=" + bins(t) + ":/usr/bin:/bin"}, "agent", "start", "codex", "native-amd64", "demo", "hello", "1")
+	if err != nil || r.code == 0 || !strings.Contains(r.stderr, `program "codex" not found in PATH`) || !strings.Contains(r.stderr, "npm install -g @openai/codex") {
+		t.Fatalf("missing codex: %d %v\n%s", r.code, err, r.stderr)
+	}
+	r, _ = a.run("agent", "start", "aider", "native-amd64", "demo", "hello", "1")
+	if r.code == 0 || !strings.Contains(r.stderr, "codex, claude, gemini, custom, helper") {
+		t.Fatalf("unknown provider: %d\n%s", r.code, r.stderr)
+	}
+	r, _ = a.run("agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--level", "root")
+	if r.code == 0 || !strings.Contains(r.stderr, "observe, assist or full") {
+		t.Fatalf("bad level: %d\n%s", r.code, r.stderr)
+	}
+	if out := a.must("list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("a refused agent start created an instance: %s", out)
+	}
+	// Completion offers the providers, the configured ones included.
+	out := a.must("__complete", "agent", "start", "")
+	for _, p := range []string{"codex", "claude", "gemini", "custom", "helper"} {
+		if !strings.Contains(out, p+"\t") {
+			t.Fatalf("completion lacks %s:\n%s", p, out)
+		}
+	}
+	out = a.must("agent", "providers")
+	if !strings.Contains(out, "helper") || !strings.Contains(out, filepath.Join(bins(t), "mcpclient")) {
+		t.Fatalf("agent providers:\n%s", out)
+	}
+}
+
+// startToFirstCall starts the custom agent on an instance that is up and
+// returns the time from invoking `stemctl agent start` to the agent's first
+// successful MCP tool call.
+func startToFirstCall(tb testing.TB, a *account) time.Duration {
+	tb.Helper()
+	t0 := time.Now()
+	var rec agent.Record
+	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
+	rep := a.waitReport(rec.ID, 20*time.Second)
+	d := time.Unix(0, rep.FirstCall).Sub(t0)
+	a.must("agent", "stop", rec.ID)
+	return d
+}
+
+// Benchmark figure: `agent start` to the agent's first successful MCP call,
+// image built and instance up (target: under 1 s).
+func TestAgentStartToFirstCallFigure(t *testing.T) {
+	a := newAccount(t)
+	a.must("up", "native-amd64", "demo", "hello", "1")
+	var ds []time.Duration
+	for range 5 {
+		ds = append(ds, startToFirstCall(t, a))
+	}
+	t.Logf("agent start -> first successful MCP call (instance up): median %s, max %s, all %v", median(ds), maxOf(ds), ds)
+	writeFigure(t, "agent_start_to_first_call", map[string]any{"ms": ms(ds), "median_ms": float64(median(ds).Microseconds()) / 1000})
+	if m := median(ds); m > time.Second {
+		t.Errorf("median %s is over the 1 s target", m)
+	}
+}
+
+func BenchmarkAgentStartToFirstMCPCall(b *testing.B) {
+	a := newAccount(b)
+	a.must("up", "native-amd64", "demo", "hello", "1")
+	var total time.Duration
+	for b.Loop() {
+		total += startToFirstCall(b, a)
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/first-call")
+}

@@ -1,0 +1,463 @@
+package agentcmd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/agent"
+)
+
+// These tests run stemctl, stem-mcp and the test provider (a small MCP
+// client, internal/agent/testdata/mcpclient) as built binaries against real
+// Podman containers of the profile images, in a private account.
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+var built struct {
+	sync.Once
+	dir string
+	err error
+}
+
+// bins builds stemctl, stem-mcp (static, it is mounted into containers) and
+// the test provider once per test process.
+func bins(t testing.TB) string {
+	t.Helper()
+	built.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "stem-agent-bin")
+		if built.err != nil {
+			return
+		}
+		for _, c := range [][]string{{"stemctl", "./cmd/stemctl"}, {"stem-mcp", "./cmd/stem-mcp"}, {"mcpclient", "./internal/agent/testdata/mcpclient"}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(built.dir, c[0]), c[1])
+			cmd.Dir = repoRoot()
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil {
+				built.err = fmt.Errorf("go build %s: %v\n%s", c[1], err, out)
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir
+}
+
+func requirePrograms(t testing.TB, progs ...string) {
+	t.Helper()
+	for _, p := range progs {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("%s is not installed (make setup installs what the tests need)", p)
+		}
+	}
+}
+
+// account is a private student account: runtime, state, config, home and a
+// copy of the example workspace, and agents.toml naming the test provider.
+type account struct {
+	t       testing.TB
+	env     []string
+	base    string
+	rt      string
+	ws      string
+	reports string
+}
+
+func newAccount(t testing.TB) *account {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real containers (skipped with -short)")
+	}
+	requirePrograms(t, "podman", "tmux")
+	bin := bins(t)
+	rt, err := os.MkdirTemp("/tmp", "sa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(rt, 0o700)
+	base := t.TempDir()
+	a := &account{t: t, base: base, rt: rt, ws: filepath.Join(base, "ws"), reports: filepath.Join(base, "reports")}
+	for _, d := range []string{"home", "state", "config", "reports"} {
+		os.MkdirAll(filepath.Join(base, d), 0o700)
+	}
+	os.MkdirAll(a.ws, 0o755)
+	if out, err := exec.Command("cp", "-a", filepath.Join(repoRoot(), "examples", "workspace")+"/.", a.ws+"/").CombinedOutput(); err != nil {
+		t.Fatalf("copy the workspace: %v %s", err, out)
+	}
+	a.env = []string{
+		"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + filepath.Join(base, "home"),
+		"XDG_RUNTIME_DIR=" + rt, "STEM_STATE_DIR=" + filepath.Join(base, "state"), "STEM_CONFIG_DIR=" + filepath.Join(base, "config"),
+		"STEM_WORKSPACE=" + a.ws, "STEM_MCP_BIN=" + filepath.Join(bin, "stem-mcp"), "TERM=xterm-256color",
+	}
+	if cc := os.Getenv("CONTAINERS_CONF"); cc != "" {
+		a.env = append(a.env, "CONTAINERS_CONF="+cc)
+	}
+	client := filepath.Join(bin, "mcpclient")
+	report := filepath.Join(a.reports, "{agent_id}.json")
+	cfg := fmt.Sprintf(`# the test provider: a small MCP client (internal/agent/testdata/mcpclient)
+[providers.custom]
+command = [%q, "--report", %q, "--above", "gdb_break"]
+
+[providers.helper]
+command = [%q, "--report", %q]
+`, client, report, client, report)
+	if err := os.WriteFile(filepath.Join(base, "config", agent.ConfigFile), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		a.run("agent", "stop", "--all", "--timeout", "2s")
+		out, _ := a.run("list", "--json")
+		var sts []struct {
+			Record struct{ Instance string } `json:"record"`
+		}
+		json.Unmarshal([]byte(out.stdout), &sts)
+		for _, s := range sts {
+			a.run("rm", s.Record.Instance)
+		}
+		os.RemoveAll(rt)
+	})
+	return a
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (a *account) run(args ...string) (result, error) {
+	return a.runEnv(nil, args...)
+}
+
+func (a *account) runEnv(extra []string, args ...string) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bins(a.t), "stemctl"), args...)
+	cmd.Env = append(append([]string{}, a.env...), extra...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	r := result{stdout: o.String(), stderr: e.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+		err = nil
+	}
+	return r, err
+}
+
+// must runs stemctl and requires success.
+func (a *account) must(args ...string) string {
+	a.t.Helper()
+	r, err := a.run(args...)
+	if err != nil || r.code != 0 {
+		a.t.Fatalf("stemctl %s: exit %d %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, err, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+func (a *account) mustJSON(v any, args ...string) {
+	a.t.Helper()
+	out := a.must(append(args, "--json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		a.t.Fatalf("stemctl %s --json: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// instanceInfo is what the tests need from `stemctl status --json`.
+type instanceInfo struct {
+	Record struct {
+		Instance    string `json:"instance"`
+		ContainerID string `json:"container_id"`
+		SocketDir   string `json:"socket_dir"`
+		CardPath    string `json:"card_path"`
+	} `json:"record"`
+	State string `json:"state"`
+	Tmux  bool   `json:"tmux_answers"`
+	Nvim  bool   `json:"nvim_answers"`
+}
+
+func (a *account) status(inst string) instanceInfo {
+	a.t.Helper()
+	var st instanceInfo
+	a.mustJSON(&st, "status", inst)
+	return st
+}
+
+// tmux runs a host tmux command on an instance's server.
+func (a *account) tmux(st instanceInfo, args ...string) string {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "tmux", append([]string{"-S", filepath.Join(st.Record.SocketDir, "t.sock")}, args...)...).CombinedOutput()
+	if err != nil {
+		a.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (a *account) capture(st instanceInfo, pane string) string {
+	return a.tmux(st, "capture-pane", "-p", "-J", "-S", "-200", "-t", pane)
+}
+
+// waitPane waits until a pane shows want.
+func (a *account) waitPane(st instanceInfo, pane, want string, d time.Duration) string {
+	a.t.Helper()
+	deadline := time.Now().Add(d)
+	var text string
+	for time.Now().Before(deadline) {
+		text = a.capture(st, pane)
+		if strings.Contains(text, want) {
+			return text
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.t.Fatalf("pane %s never showed %q; it shows:\n%s", pane, want, text)
+	return ""
+}
+
+// report is what the test provider writes.
+type report struct {
+	Env           map[string]string `json:"env"`
+	Cwd           string            `json:"cwd"`
+	Rows          int               `json:"rows"`
+	Cols          int               `json:"cols"`
+	IsTTY         bool              `json:"is_tty"`
+	ContextText   string            `json:"context_text"`
+	MCPCommand    []string          `json:"mcp_command"`
+	Started       int64             `json:"started_unix_nano"`
+	FirstCall     int64             `json:"first_call_unix_nano"`
+	ServerVersion string            `json:"server_version"`
+	Tools         []string          `json:"tools"`
+	SessionStatus map[string]any    `json:"session_status"`
+	ContextResrc  map[string]any    `json:"context_resource"`
+	AboveLevel    string            `json:"above_level_tool"`
+	AboveLevelErr string            `json:"above_level_error"`
+	Error         string            `json:"error"`
+}
+
+func (a *account) waitReport(id string, d time.Duration) report {
+	a.t.Helper()
+	p := filepath.Join(a.reports, id+".json")
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(p); err == nil {
+			var r report
+			if err := json.Unmarshal(data, &r); err != nil {
+				a.t.Fatalf("report %s: %v", p, err)
+			}
+			if r.Error != "" {
+				a.t.Fatalf("the test provider failed: %s", r.Error)
+			}
+			return r
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.t.Fatalf("agent %s wrote no report within %s", id, d)
+	return report{}
+}
+
+func (a *account) agents() []agent.Status {
+	a.t.Helper()
+	var sts []agent.Status
+	a.mustJSON(&sts, "agent", "list")
+	return sts
+}
+
+func sorted(xs []string) []string {
+	out := append([]string(nil), xs...)
+	sort.Strings(out)
+	return out
+}
+
+// mcpSession is an MCP client (mcp-go) of stem-mcp on one instance, the
+// way an agent's CLI would run it, collecting session events.
+type mcpSession struct {
+	t      testing.TB
+	c      *client.Client
+	mu     sync.Mutex
+	events []sessionEvent
+	ch     chan sessionEvent
+}
+
+type sessionEvent struct {
+	Type     string         `json:"type"`
+	Time     time.Time      `json:"time"`
+	Pane     string         `json:"pane"`
+	Action   string         `json:"action"`
+	ExitCode *int           `json:"exit_code"`
+	Signal   string         `json:"signal"`
+	GDB      map[string]any `json:"gdb"`
+	received time.Time
+}
+
+func (a *account) mcp(inst, level string) *mcpSession {
+	a.t.Helper()
+	c, err := client.NewStdioMCPClient(filepath.Join(bins(a.t), "stem-mcp"), a.env, "serve", "--level", level, "--instance", inst)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.t.Cleanup(func() { c.Close() })
+	s := &mcpSession{t: a.t, c: c, ch: make(chan sessionEvent, 256)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		now := time.Now()
+		if n.Method != string(mcp.MethodNotificationMessage) {
+			return
+		}
+		data, _ := json.Marshal(n.Params.AdditionalFields)
+		var m struct {
+			Logger string       `json:"logger"`
+			Data   sessionEvent `json:"data"`
+		}
+		if json.Unmarshal(data, &m) != nil || m.Logger != "stem.events" {
+			return
+		}
+		m.Data.received = now
+		s.mu.Lock()
+		s.events = append(s.events, m.Data)
+		s.mu.Unlock()
+		select {
+		case s.ch <- m.Data:
+		default:
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// NewStdioMCPClient starts only the transport; Start installs the
+	// notification dispatch (without it OnNotification handlers never run).
+	if err := c.Start(ctx); err != nil {
+		a.t.Fatalf("start the MCP client: %v", err)
+	}
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "stem-agent-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		a.t.Fatalf("initialize: %v", err)
+	}
+	return s
+}
+
+// call invokes a tool that must succeed and returns its JSON result.
+func (s *mcpSession) call(name string, args map[string]any) map[string]any {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil {
+		s.t.Fatalf("%s(%v): %v", name, args, err)
+	}
+	text := ""
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if res.IsError {
+		s.t.Fatalf("%s(%v): tool error: %s", name, args, text)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		s.t.Fatalf("%s: not JSON: %v\n%s", name, err, text)
+	}
+	return out
+}
+
+// drain forgets the events received so far.
+func (s *mcpSession) drain() {
+	for {
+		select {
+		case <-s.ch:
+		default:
+			return
+		}
+	}
+}
+
+// next waits for an event of one of the types.
+func (s *mcpSession) next(d time.Duration, types ...string) sessionEvent {
+	s.t.Helper()
+	return s.nextWhere(d, func(sessionEvent) bool { return true }, types...)
+}
+
+// nextWhere waits for an event of one of the types that ok accepts.
+func (s *mcpSession) nextWhere(d time.Duration, ok func(sessionEvent) bool, types ...string) sessionEvent {
+	s.t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-s.ch:
+			for _, ty := range types {
+				if ev.Type == ty && ok(ev) {
+					return ev
+				}
+			}
+		case <-timer.C:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.t.Fatalf("no %v event within %s; events so far: %+v", types, d, s.events)
+		}
+	}
+}
+
+// path reads a nested value: path(m, "status", "frame", "func").
+func path(m map[string]any, keys ...string) any {
+	var cur any = m
+	for _, k := range keys {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = mm[k]
+	}
+	return cur
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	case float64:
+		return fmt.Sprintf("%g", x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func maxOf(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
