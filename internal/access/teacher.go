@@ -98,7 +98,8 @@ type Target struct {
 }
 
 var (
-	hostRE   = regexp.MustCompile(`^(?:[A-Za-z0-9._][A-Za-z0-9._-]{0,63}@)?[A-Za-z0-9_\[][A-Za-z0-9._:%\]-]{0,254}$`)
+	// [USER@]HOST; validHost also bounds the parts (64 and 255 bytes).
+	hostRE   = regexp.MustCompile(`^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9_\[][A-Za-z0-9._:%\]-]*$`)
 	sshOptRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[^\s"'\\]*$`)
 )
 
@@ -148,7 +149,7 @@ func CheckKeyFile(path string) (abs string, warn string, err error) {
 // key and would get a shell), and ControlPath=none keeps it from reusing a
 // multiplexed connection someone opened with such a key.
 func (t Target) Command(verb ...string) ([]string, error) {
-	if !hostRE.MatchString(t.Host) || strings.HasPrefix(t.Host, "-") {
+	if !validHost(t.Host) || strings.HasPrefix(t.Host, "-") {
 		return nil, fmt.Errorf("invalid --host %q: use USER@HOST (the student's account on the student's machine)", t.Host)
 	}
 	if !filepath.IsAbs(t.Key) {
@@ -173,4 +174,12 @@ func (t Target) Command(verb ...string) ([]string, error) {
 	}
 	args = append(args, t.Host)
 	return append(args, verb...), nil
+}
+
+func validHost(s string) bool {
+	user, host, ok := strings.Cut(s, "@")
+	if !ok {
+		user, host = "", s
+	}
+	return len(user) <= 64 && len(host) <= 255 && hostRE.MatchString(s)
 }

@@ -28,6 +28,7 @@ It never runs a shell.`,
 				Getenv: getenv, In: ios.In, Out: ios.Out, ErrOut: ios.ErrOut,
 				Tmux: probe.Tmux, Nvim: probe.Nvim,
 				Serve: func(ctx context.Context, r gate.ServeRequest) error {
+					tuneGC()
 					l, err := mcpserver.ParseLevel(r.Level)
 					if err != nil {
 						return err

@@ -90,7 +90,9 @@ type Server struct {
 	// started is closed once the start-up verification and the
 	// session_start audit entry are done; tool calls wait for it, the
 	// initialize handshake does not.
-	started chan struct{}
+	started   chan struct{}
+	beginOnce sync.Once
+	serveCtx  context.Context
 }
 
 // reverifyEvery bounds how long a verification is trusted without change.
@@ -178,24 +180,16 @@ func Serve(ctx context.Context, opt Options) error {
 // ServeStdio speaks MCP on the given streams.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	start := time.Now()
-	// Verify at start, but beside the handshake rather than in front of it:
-	// the client's initialize reply does not wait for Podman, tmux and nvim.
-	go func() {
-		defer close(s.started)
-		target, verr := s.target(ctx)
-		entry := s.entry(audit.SessionStart)
-		if verr != nil {
-			entry.Result, entry.Detail = "error", verr.Error()
-			s.logf("warning: %v", verr)
-		} else {
-			entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
-		}
-		s.appendAudit(ctx, entry)
-	}()
+	s.serveCtx = ctx
+	// Verify at the start of the session, once the client has its
+	// initialize reply: on 2 cores the dials (Podman, a tmux client, nvim)
+	// would otherwise compete with the handshake.
+	s.mcp.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(context.Context, mcp.JSONRPCNotification) { s.begin() })
 	stdio := server.NewStdioServer(s.mcp)
 	stdio.SetErrorLogger(log.New(s.opt.ErrOut, "stem-mcp: ", 0))
 	go s.events.run(ctx)
 	err := stdio.Listen(ctx, limitLines(in, maxRequestBytes, s.logf), out)
+	s.begin()
 	<-s.started
 	end := s.entry(audit.SessionEnd)
 	end.Result = "ok"
@@ -208,6 +202,29 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 		return nil
 	}
 	return err
+}
+
+// begin starts the session's verification and its session_start audit
+// entry (once); started closes when both are done.
+func (s *Server) begin() {
+	s.beginOnce.Do(func() {
+		ctx := s.serveCtx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		go func() {
+			defer close(s.started)
+			target, verr := s.target(ctx)
+			entry := s.entry(audit.SessionStart)
+			if verr != nil {
+				entry.Result, entry.Detail = "error", verr.Error()
+				s.logf("warning: %v", verr)
+			} else {
+				entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
+			}
+			s.appendAudit(ctx, entry)
+		}()
+	})
 }
 
 // Close releases the connections.

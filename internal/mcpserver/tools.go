@@ -73,6 +73,7 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	s.begin() // a client that skipped notifications/initialized
 	select {
 	case <-s.started:
 	case <-ctx.Done():

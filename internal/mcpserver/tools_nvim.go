@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -146,16 +147,27 @@ type numbered struct {
 // readResult formats lines as one numbered block ("  12\ttext", like
 // cat -n): compact on the wire and what agents read best.
 func readResult(source string, lines []numbered, total int, truncated bool) map[string]any {
-	width := len(fmt.Sprint(total))
-	var b strings.Builder
-	cut := []int{}
+	width := len(strconv.Itoa(total))
+	size := 0
 	for _, l := range lines {
-		fmt.Fprintf(&b, "%*d\t%s\n", width, l.N, l.Text)
+		size += width + len(l.Text) + 2
+	}
+	b := make([]byte, 0, size)
+	var cut []int
+	for _, l := range lines {
+		num := strconv.Itoa(l.N)
+		for i := len(num); i < width; i++ {
+			b = append(b, ' ')
+		}
+		b = append(b, num...)
+		b = append(b, '\t')
+		b = append(b, l.Text...)
+		b = append(b, '\n')
 		if l.Cut {
 			cut = append(cut, l.N)
 		}
 	}
-	out := map[string]any{"source": source, "total": total, "truncated": truncated, "text": b.String(), "notice": untrustedNotice}
+	out := map[string]any{"source": source, "total": total, "truncated": truncated, "text": string(b), "notice": untrustedNotice}
 	if len(lines) > 0 {
 		out["start"], out["end"] = lines[0].N, lines[len(lines)-1].N
 	}

@@ -153,11 +153,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	if err != nil {
 		return nil, err
 	}
-	info, err := c.tmux.PaneInfo(ctx, pane)
-	if err != nil {
-		return nil, err
-	}
-	opt := tmux.CaptureOptions{Scrollback: scroll, Join: join, Escapes: escapes, MaxBytes: maxBytes}
+	opt := tmux.CaptureOptions{Scrollback: scroll, Join: join, Escapes: escapes, MaxBytes: maxBytes, Position: true}
 	out := map[string]any{"pane": pane, "notice": untrustedNotice}
 	switch {
 	case hasSince:
@@ -165,23 +161,21 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 		if err != nil {
 			return nil, err
 		}
-		from := abs - info.HistorySize
-		if abs > info.HistorySize+info.CursorY {
+		// The range depends on where the screen is now: one more round trip.
+		pos, err := c.tmux.PanePosition(ctx, pane)
+		if err != nil {
+			return nil, err
+		}
+		from := abs - pos.HistorySize
+		if abs > pos.HistorySize+pos.CursorY {
 			// History was cleared or trimmed: start over from the screen.
 			from = 0
 			out["reset"] = true
-		} else if atHistoryLimit(ctx, c, pane, info.HistorySize) {
-			// At its limit tmux drops the oldest lines, so every position
-			// moved up by an unknown count and the cursor cannot be placed:
-			// send the whole history (max_bytes keeps the newest text)
-			// rather than silently skip what is new.
-			from = -info.HistorySize
-			out["reset"] = true
 		}
-		opt.Range = &tmux.LineRange{Start: max(from, -info.HistorySize), End: info.CursorY}
+		opt.Range = &tmux.LineRange{Start: max(from, -pos.HistorySize), End: pos.CursorY}
 	case hasStart || hasEnd:
 		if !hasEnd {
-			end = info.Height - 1
+			end = 10000 // tmux stops at the last line of the screen
 		}
 		if end < start {
 			return nil, badInput("end (%d) is before start (%d)", end, start)
@@ -193,7 +187,9 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 		return nil, err
 	}
 	out["text"], out["truncated"] = res.Text, res.Truncated
-	out["cursor"] = makeCursor(pane, info.HistorySize+info.CursorY)
+	if p := res.Position; p != nil {
+		out["cursor"] = makeCursor(pane, p.HistorySize+p.CursorY)
+	}
 	return out, nil
 }
 

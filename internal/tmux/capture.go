@@ -31,6 +31,9 @@ type CaptureOptions struct {
 	// MaxBytes caps Text, keeping the end (the newest lines), cut at a line
 	// boundary when one is near; default 1 MiB.
 	MaxBytes int
+	// Position also reports the pane's history size, cursor row and height,
+	// in the same round trip.
+	Position bool
 }
 
 // CaptureResult is a pane's text, sanitized with termtext (no control or
@@ -39,6 +42,16 @@ type CaptureOptions struct {
 type CaptureResult struct {
 	Text      string `json:"text"`
 	Truncated bool   `json:"truncated"`
+	// Position is filled when CaptureOptions.Position is set.
+	Position *Position `json:"position,omitempty"`
+}
+
+// Position is where a pane's screen sits in its history, read in the same
+// request as a capture (so the two agree).
+type Position struct {
+	HistorySize int `json:"history_size"`
+	CursorY     int `json:"cursor_y"`
+	Height      int `json:"height"`
 }
 
 const defaultCaptureMax = 1 << 20
@@ -64,9 +77,26 @@ func (c *Client) Capture(ctx context.Context, pane PaneID, opt CaptureOptions) (
 	case opt.Range != nil:
 		cmd += " -S " + strconv.Itoa(opt.Range.Start) + " -E " + strconv.Itoa(opt.Range.End)
 	}
-	out, err := c.command(ctx, cmd)
-	if err != nil {
-		return CaptureResult{}, fmt.Errorf("tmux: capture %s: %w", pane, err)
+	var pos *Position
+	var out string
+	if opt.Position {
+		// The position (trusted numbers) first: only the last command of a
+		// request may print pane text (see exec).
+		outs, err := c.exec(ctx, "display-message -p -t "+string(pane)+" "+mustQuote("#{history_size} #{cursor_y} #{pane_height}"), cmd)
+		if err != nil {
+			return CaptureResult{}, fmt.Errorf("tmux: capture %s: %w", pane, err)
+		}
+		var p Position
+		if n, err := fmt.Sscanf(outs[0], "%d %d %d", &p.HistorySize, &p.CursorY, &p.Height); n != 3 || err != nil {
+			return CaptureResult{}, fmt.Errorf("%w: pane position %q", ErrProtocol, outs[0])
+		}
+		pos, out = &p, outs[1]
+	} else {
+		var err error
+		out, err = c.command(ctx, cmd)
+		if err != nil {
+			return CaptureResult{}, fmt.Errorf("tmux: capture %s: %w", pane, err)
+		}
 	}
 	text, _ := termtext.Sanitize([]byte(out), termtext.Options{KeepSGR: opt.Escapes})
 	if opt.Join {
@@ -77,7 +107,7 @@ func (c *Client) Capture(ctx context.Context, pane PaneID, opt CaptureOptions) (
 		text = strings.Join(lines, "\n")
 	}
 	text = strings.TrimRight(text, "\n")
-	res := CaptureResult{Text: text}
+	res := CaptureResult{Text: text, Position: pos}
 	if len(text) > opt.MaxBytes {
 		res.Text, res.Truncated = tail(text, opt.MaxBytes), true
 	}
@@ -95,4 +125,21 @@ func tail(s string, max int) string {
 		t = t[i+1:]
 	}
 	return t
+}
+
+// PanePosition reads a pane's history size, cursor row and height (one
+// trusted display-message; cheaper than PaneInfo).
+func (c *Client) PanePosition(ctx context.Context, pane PaneID) (Position, error) {
+	if err := pane.check(); err != nil {
+		return Position{}, err
+	}
+	out, err := c.command(ctx, "display-message -p -t "+string(pane)+" "+mustQuote("#{history_size} #{cursor_y} #{pane_height}"))
+	if err != nil {
+		return Position{}, fmt.Errorf("tmux: position of %s: %w", pane, err)
+	}
+	var p Position
+	if n, err := fmt.Sscanf(out, "%d %d %d", &p.HistorySize, &p.CursorY, &p.Height); n != 3 || err != nil {
+		return Position{}, fmt.Errorf("%w: pane position %q", ErrProtocol, out)
+	}
+	return p, nil
 }
