@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -117,37 +118,14 @@ func (s *Store) lockFile(ctx context.Context, how int) (func(), error) {
 		if err := os.MkdirAll(s.dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", s.dir, err)
 		}
-	}
-	f, err := os.OpenFile(s.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, os.ErrNotExist) && how == syscall.LOCK_SH {
+	} else if _, err := os.Stat(s.dir); errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil // no store yet: nothing to read consistently
 	}
+	unlock, err := filelock.Lock(ctx, s.lock, filelock.Mode(how))
 	if err != nil {
-		return nil, fmt.Errorf("open grants lock: %w", err)
+		return nil, fmt.Errorf("grants store: %w", err)
 	}
-	delay := time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock grants: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock grants %s: %w (another stemctl holds it)", s.lock, ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 20*time.Millisecond {
-			delay *= 2
-		}
-	}
+	return unlock, nil
 }
 
 func (s *Store) read() (*State, error) {

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stem-edu/stem/internal/filelock"
 )
 
 // Events.
@@ -89,30 +91,11 @@ func Open(dir string) (*Log, error) {
 func (l *Log) Path() string { return l.path }
 
 func (l *Log) withLock(ctx context.Context, fn func() error) error {
-	f, err := os.OpenFile(l.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	unlock, err := filelock.Lock(ctx, l.lock, filelock.Exclusive)
 	if err != nil {
-		return fmt.Errorf("open audit lock: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
-	defer f.Close()
-	delay := 500 * time.Microsecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			return fmt.Errorf("lock audit log: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("lock audit log: %w", ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 20*time.Millisecond {
-			delay *= 2
-		}
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	defer unlock()
 	return fn()
 }
 

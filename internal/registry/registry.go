@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -76,36 +76,12 @@ func (r *Registry) Path() string { return r.path }
 // ErrNotFound is returned by Get for an unknown instance.
 var ErrNotFound = errors.New("no such instance in the registry")
 
-// lockFile takes a flock on the lock file, polling until ctx is done so a
-// wedged peer never hangs us forever.
-func (r *Registry) lockFile(ctx context.Context, how int) (func(), error) {
-	f, err := os.OpenFile(r.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+func (r *Registry) lockFile(ctx context.Context, mode filelock.Mode) (func(), error) {
+	unlock, err := filelock.Lock(ctx, r.lock, mode)
 	if err != nil {
-		return nil, fmt.Errorf("open registry lock: %w", err)
+		return nil, fmt.Errorf("registry: %w", err)
 	}
-	delay := time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock registry: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock registry %s: %w (another stemctl holds it)", r.lock, ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 20*time.Millisecond {
-			delay *= 2
-		}
-	}
+	return unlock, nil
 }
 
 func (r *Registry) read() (file, error) {
@@ -134,7 +110,7 @@ func (r *Registry) read() (file, error) {
 
 // List returns every record sorted by instance name.
 func (r *Registry) List(ctx context.Context) ([]Record, error) {
-	unlock, err := r.lockFile(ctx, syscall.LOCK_SH)
+	unlock, err := r.lockFile(ctx, filelock.Shared)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +177,7 @@ func (r *Registry) Find(ctx context.Context, ref string) (Record, error) {
 // Update runs fn on the records under the exclusive lock and writes the
 // result atomically. If fn returns an error nothing is written.
 func (r *Registry) Update(ctx context.Context, fn func(map[string]Record) error) error {
-	unlock, err := r.lockFile(ctx, syscall.LOCK_EX)
+	unlock, err := r.lockFile(ctx, filelock.Exclusive)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func TestLockTimeout(t *testing.T) {
 	start := time.Now()
 	err := r.Put(ctx, Record{Instance: "x"})
 	close(done)
-	if err == nil || time.Since(start) > 2*time.Second || !strings.Contains(err.Error(), "another stemctl") {
+	if err == nil || time.Since(start) > 2*time.Second || !strings.Contains(err.Error(), "another process") {
 		t.Fatalf("lock wait: %v after %s", err, time.Since(start))
 	}
 }

@@ -1,0 +1,66 @@
+package filelock
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExclusiveWaitsAndTimesOut(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.lock")
+	unlock, err := Lock(context.Background(), p, Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := Lock(ctx, p, Shared); err == nil || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("a shared lock was granted under an exclusive one: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("waited %s past the deadline", d)
+	}
+	done := make(chan error, 1)
+	go func() {
+		u, err := Lock(context.Background(), p, Exclusive)
+		if err == nil {
+			u()
+		}
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter did not get the lock after release: %v", err)
+	}
+}
+
+func TestSharedLocksCoexist(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.lock")
+	a, err := Lock(context.Background(), p, Shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b, err := Lock(ctx, p, Shared)
+	if err != nil {
+		t.Fatalf("second shared lock: %v", err)
+	}
+	b()
+}
+
+func TestRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere")
+	os.WriteFile(target, nil, 0o600)
+	os.Symlink(target, filepath.Join(dir, "x.lock"))
+	if _, err := Lock(context.Background(), filepath.Join(dir, "x.lock"), Exclusive); err == nil {
+		t.Fatal("locked through a symlink")
+	}
+}
