@@ -67,11 +67,7 @@ func execTool(name, desc string, cmd func() gdbmi.Command) toolDef {
 }
 
 func runControl(ctx context.Context, s *Server, cmd gdbmi.Command, wait time.Duration) (any, error) {
-	c, err := s.target(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.gdb(ctx)
+	c, cl, err := s.gdbClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +122,7 @@ func gdbAssistTools() []toolDef {
 				if err != nil {
 					return nil, badInput("%v", err)
 				}
-				c, err := s.target(ctx)
-				if err != nil {
-					return nil, err
-				}
-				cl, err := c.gdb(ctx)
+				_, cl, err := s.gdbClient(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -157,11 +149,7 @@ func gdbAssistTools() []toolDef {
 				if err != nil || n < 0 {
 					return nil, badInput("frame is required (0..%d)", gdbmi.MaxFrames)
 				}
-				c, err := s.target(ctx)
-				if err != nil {
-					return nil, err
-				}
-				cl, err := c.gdb(ctx)
+				_, cl, err := s.gdbClient(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -190,11 +178,7 @@ func gdbAssistTools() []toolDef {
 				if err != nil {
 					return nil, badInput("%v", err)
 				}
-				c, err := s.target(ctx)
-				if err != nil {
-					return nil, err
-				}
-				cl, err := c.gdb(ctx)
+				_, cl, err := s.gdbClient(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -220,11 +204,7 @@ func gdbFullTools() []toolDef {
 			if err != nil {
 				return nil, err
 			}
-			c, err := s.target(ctx)
-			if err != nil {
-				return nil, err
-			}
-			cl, err := c.gdb(ctx)
+			_, cl, err := s.gdbClient(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -259,4 +239,17 @@ func eventJSON(ev gdbmi.Event) map[string]any {
 		m["thread"] = ev.ThreadID
 	}
 	return m
+}
+
+// gdbClient returns the verified connection and its gdb channel.
+func (s *Server) gdbClient(ctx context.Context) (*conn, *gdbmi.Client, error) {
+	c, err := s.target(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.gdb(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, cl, nil
 }
