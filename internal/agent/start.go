@@ -362,6 +362,10 @@ func (e *Env) RunHere(ctx context.Context, p *Prepared, stdin, stdout, stderr *o
 			case err == nil:
 				return 0, nil
 			case errors.As(err, &ee):
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					fmt.Fprintf(stderr, "\r\nstemctl: agent %s (%s) ended by %v\r\n", r.ID, r.Provider, ws.Signal())
+					return 128 + int(ws.Signal()), nil // as a shell reports it
+				}
 				return ee.ExitCode(), nil
 			}
 			return -1, err

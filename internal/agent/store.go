@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,6 +191,10 @@ func (s Store) List(prune bool) ([]Status, error) {
 		st := Status{Record: rec, Running: Alive(rec.PID, rec.PIDStart)}
 		if !st.Running {
 			if prune {
+				// A killed supervisor leaves its socket behind.
+				if fi, err := os.Lstat(rec.Socket); rec.Socket != "" && err == nil && fi.Mode()&os.ModeSocket != 0 && strings.HasPrefix(filepath.Base(rec.Socket), "a-"+rec.ID) {
+					os.Remove(rec.Socket)
+				}
 				s.Remove(rec.ID)
 				continue
 			}
@@ -198,7 +203,32 @@ func (s Store) List(prune bool) ([]Status, error) {
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	if prune {
+		s.pruneLogs(out)
+	}
 	return out, nil
+}
+
+// logKeep is how long the logs of ended agents are kept.
+const logKeep = 7 * 24 * time.Hour
+
+func (s Store) pruneLogs(live []Status) {
+	ents, err := os.ReadDir(s.LogDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok || !ValidID(id) {
+			continue
+		}
+		if slices.ContainsFunc(live, func(st Status) bool { return st.ID == id }) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > logKeep {
+			os.Remove(filepath.Join(s.LogDir, e.Name()))
+		}
+	}
 }
 
 // Alive reports whether pid is running and started at start (clock ticks

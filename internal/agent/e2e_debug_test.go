@@ -1,4 +1,4 @@
-package agentcmd_test
+package agent_test
 
 import (
 	"encoding/json"
@@ -148,7 +148,7 @@ type latencies struct {
 
 // stopLatency has the student type stepi into the gdb pane n times and
 // measures until the MCP client holds the gdb_stopped notification.
-func stopLatency(t *testing.T, a *account, st instanceInfo, gdbPane string, s *mcpSession, n int) latencies {
+func stopLatency(t testing.TB, a *account, st instanceInfo, gdbPane string, s *mcpSession, n int) latencies {
 	t.Helper()
 	var l latencies
 	for i := 0; i < n; i++ {
@@ -312,4 +312,36 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 			t.Fatalf("session_events lacks %s: %.2000s", ty, text)
 		}
 	}
+}
+
+// Benchmark figure: a gdb stop (the student types stepi in the gdb pane of
+// native-amd64) to the gdb_stopped notification at an MCP client (target:
+// under 50 ms).
+func BenchmarkGDBStopToNotification(b *testing.B) {
+	a := newAccount(b)
+	a.must("up", "native-amd64", "demo", "hello", "1")
+	a.must("build", nativeInst)
+	var lay debugLayout
+	a.mustJSON(&lay, "debug", nativeInst, "--no-build")
+	st := a.status(lay.Instance)
+	s := a.mcp(lay.Instance, "assist")
+	deadline := time.Now().Add(20 * time.Second)
+	for path(s.call("gdb_status", nil), "status", "state") == nil {
+		if time.Now().After(deadline) {
+			b.Fatal("the debugger never answered")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.call("gdb_break", map[string]any{"location": "count_words"})
+	a.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")
+	s.next(20*time.Second, "gdb_stopped")
+	var typed, published []time.Duration
+	for b.Loop() {
+		l := stopLatency(b, a, st, lay.GDBPane, s, 1)
+		typed = append(typed, l.typed...)
+		published = append(published, l.published...)
+	}
+	b.ReportMetric(float64(median(typed).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(maxOf(typed).Microseconds())/1000, "max-ms")
+	b.ReportMetric(float64(median(published).Microseconds())/1000, "publish-p50-ms")
 }

@@ -1,4 +1,4 @@
-package agentcmd_test
+package agent_test
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ import (
 
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 var built struct {
