@@ -257,7 +257,7 @@ func CheckSettingsDir(dir string) error {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err == nil && fi.IsDir() && fi.Mode().Perm()&0o022 != 0 {
-			return fmt.Errorf("the agent directory %s lies under %s, which others can write (mode %v); Gemini CLI ignores settings files there: set XDG_RUNTIME_DIR to a private directory such as /run/user/$(id -u)", dir, d, fi.Mode().Perm())
+			return fmt.Errorf("the agent directory %s lies under %s, which others can write (%v); Gemini CLI ignores settings files there: set XDG_RUNTIME_DIR to a private directory such as /run/user/$(id -u)", dir, d, fi.Mode())
 		}
 		if d == filepath.Dir(d) {
 			return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
 )
 
@@ -310,6 +311,43 @@ func TestMissingProviderIsExplained(t *testing.T) {
 	out = a.must("agent", "providers")
 	if !strings.Contains(out, "helper") || !strings.Contains(out, filepath.Join(bins(t), "mcpclient")) {
 		t.Fatalf("agent providers:\n%s", out)
+	}
+}
+
+// The real agent CLIs, launched exactly as the adapters launch them, show
+// their own interface in the student's window through the relay, and
+// `agent stop` ends them and closes the window. (Without model access they
+// stop at their sign-in, network or folder-trust screens.)
+func TestRealCLIsInTheStudentsWindow(t *testing.T) {
+	cache := filepath.Join(repoRoot(), ".cache")
+	os.MkdirAll(cache, 0o755)
+	a := newAccountIn(t, cache)
+	var dirs []string
+	for _, p := range []string{"codex", "claude", "gemini"} {
+		dirs = append(dirs, filepath.Dir(clitest.Bin(t, p)))
+	}
+	for i, kv := range a.env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			a.env[i] = "PATH=" + strings.Join(dirs, ":") + ":" + v
+		}
+	}
+	a.must("up", "native-amd64", "demo", "hello", "1")
+	st := a.status(nativeInst)
+	for _, c := range []struct{ provider, shows string }{
+		{"codex", "Welcome to Codex"},
+		{"claude", "Welcome to Claude Code"},
+		{"gemini", "Do you trust the files in this folder?"},
+	} {
+		var rec agent.Record
+		a.mustJSON(&rec, "agent", "start", c.provider, "native-amd64", "demo", "hello", "1", "--background")
+		a.waitPane(st, rec.Pane, c.shows, 30*time.Second)
+		a.must("agent", "stop", rec.ID)
+		if w := a.tmux(st, "list-windows", "-F", "#{window_id}"); strings.Contains(w, rec.Window+"\n") {
+			t.Fatalf("%s: its window is still open:\n%s", c.provider, w)
+		}
+		if agent.Alive(rec.PID, rec.PIDStart) {
+			t.Fatalf("%s: its supervisor survived stop", c.provider)
+		}
 	}
 }
 

@@ -84,14 +84,19 @@ type account struct {
 	reports string
 }
 
-func newAccount(t testing.TB) *account {
+func newAccount(t testing.TB) *account { return newAccountIn(t, "/tmp") }
+
+// newAccountIn puts the runtime directory (sockets, agents' files) under
+// parent: the repository's .cache for Gemini, which ignores settings under
+// world-writable directories such as /tmp.
+func newAccountIn(t testing.TB, parent string) *account {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs real containers (skipped with -short)")
 	}
 	requirePrograms(t, "podman", "tmux")
 	bin := bins(t)
-	rt, err := os.MkdirTemp("/tmp", "sa")
+	rt, err := os.MkdirTemp(parent, "sa")
 	if err != nil {
 		t.Fatal(err)
 	}
