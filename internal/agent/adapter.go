@@ -52,6 +52,40 @@ type Launch struct {
 	Files map[string][]byte `json:"-"`
 }
 
+// adapter is what stem knows about one kind of agent CLI: how to launch it
+// with the stem MCP server and the context, and what to check about the
+// account before anything is created.
+type adapter struct {
+	launch func(Session) (Launch, error)
+	// precheck (may be nil) looks at the directory agents' files go to.
+	precheck func(agentsRoot string) error
+}
+
+func adapterFor(name string) (adapter, bool) {
+	switch name {
+	case AdapterCodex:
+		return adapter{launch: codexLaunch}, true
+	case AdapterClaude:
+		return adapter{launch: claudeLaunch}, true
+	case AdapterGemini:
+		return adapter{launch: geminiLaunch, precheck: CheckSettingsDir}, true
+	case AdapterCustom:
+		return adapter{launch: customLaunch}, true
+	}
+	return adapter{}, false
+}
+
+// Precheck runs the provider's adapter checks on the directory that will
+// hold the agent's files.
+func Precheck(p Provider, agentsRoot string) error {
+	if ad, ok := adapterFor(p.Adapter); ok && ad.precheck != nil {
+		if err := ad.precheck(agentsRoot); err != nil {
+			return fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
 // Plan returns the launch for s: the common part (environment, the
 // context and neutral MCP files) and the adapter's part.
 func Plan(s Session) (Launch, error) {
@@ -77,19 +111,11 @@ func Plan(s Session) (Launch, error) {
 			rel(s.Dir, s.MCPConfig):   neutral,
 		},
 	}
-	var a Launch
-	switch s.Provider.Adapter {
-	case AdapterCodex:
-		a, err = codexLaunch(s)
-	case AdapterClaude:
-		a, err = claudeLaunch(s)
-	case AdapterGemini:
-		a, err = geminiLaunch(s)
-	case AdapterCustom:
-		a, err = customLaunch(s)
-	default:
-		err = fmt.Errorf("provider %s: unknown adapter %q", s.Provider.Name, s.Provider.Adapter)
+	ad, ok := adapterFor(s.Provider.Adapter)
+	if !ok {
+		return Launch{}, fmt.Errorf("provider %s: unknown adapter %q", s.Provider.Name, s.Provider.Adapter)
 	}
+	a, err := ad.launch(s)
 	if err != nil {
 		return Launch{}, err
 	}

@@ -123,10 +123,8 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Adapter == AdapterGemini {
-		if err := CheckSettingsDir(e.Store.Root); err != nil {
-			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
-		}
+	if err := Precheck(p, e.Store.Root); err != nil {
+		return nil, err
 	}
 	rec := req.Target.Record
 	id, dir, err := e.Store.Create()
