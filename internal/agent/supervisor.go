@@ -132,7 +132,7 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.WorkDir
-	cmd.Env = mergeEnv(os.Environ(), spec.Env, map[string]string{"TERM": hostTerm(first.hello.Term)})
+	cmd.Env = mergeEnv(withoutTerminal(os.Environ()), spec.Env, map[string]string{"TERM": hostTerm(first.hello.Term)})
 	rows, cols := first.hello.Rows, first.hello.Cols
 	if rows <= 0 || cols <= 0 {
 		rows, cols = 24, 80
@@ -433,6 +433,22 @@ func (h *hub) closeAll(ex ptyproto.ExitMsg) {
 		r.write(ptyproto.Exit, data)
 		r.conn.Close()
 	}
+}
+
+// withoutTerminal drops the variables that describe the terminal stemctl
+// was started from (perhaps the host's own tmux): the agent in a window has
+// another terminal.
+func withoutTerminal(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "TMUX", "TMUX_PANE", "STY", "WINDOW", "COLUMNS", "LINES", "TERM_PROGRAM", "TERM_PROGRAM_VERSION",
+			"TERM_SESSION_ID", "COLORTERM", "VTE_VERSION", "WINDOWID":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // mergeEnv returns base with the overrides applied (later maps win).

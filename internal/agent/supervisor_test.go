@@ -125,7 +125,9 @@ func startSupervisor(t *testing.T, ctx context.Context, spec Spec) (*supervised,
 func TestSupervisorAndRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	script := `printf 'TERM=%s STEM_X=%s\n' "$TERM" "$STEM_X"; stty size
+	t.Setenv("TMUX", "/tmp/tmux-0/default,1,0") // stemctl run from the host's tmux
+	t.Setenv("COLUMNS", "7")
+	script := `printf 'TERM=%s STEM_X=%s TMUX=%s COLUMNS=%s\n' "$TERM" "$STEM_X" "${TMUX-unset}" "${COLUMNS-unset}"; stty size
 while IFS= read -r line; do case "$line" in size) stty size;; quit) exit 7;; *) echo "got:$line";; esac; done`
 	s, logs := startSupervisor(t, ctx, Spec{ID: "a1b2c3", Provider: "test", Instance: "inst",
 		Argv: []string{"bash", "--norc", "--noprofile", "-c", script}, Env: map[string]string{"STEM_X": "1"}, WorkDir: t.TempDir()})
@@ -138,7 +140,7 @@ while IFS= read -r line; do case "$line" in size) stty size;; quit) exit 7;; *) 
 		relayCode <- code
 		relayDone <- err
 	}()
-	p.waitFor("TERM=xterm-256color STEM_X=1", 10*time.Second)
+	p.waitFor("TERM=xterm-256color STEM_X=1 TMUX=unset COLUMNS=unset", 10*time.Second)
 	p.waitFor("30 100", 5*time.Second)
 	p.typeText("hello world\r")
 	p.waitFor("got:hello world", 5*time.Second)
