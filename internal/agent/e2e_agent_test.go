@@ -220,6 +220,9 @@ func testHere(t *testing.T, a *account, st instanceInfo) {
 	if rep.Rows != 30 || rep.Cols != 90 || rep.Env["STEM_INSTANCE"] != nativeInst {
 		t.Fatalf("--here agent: %dx%d %v", rep.Cols, rep.Rows, rep.Env)
 	}
+	// Ctrl-C is the agent's key: it reaches the agent and does not stop it.
+	f.Write([]byte{3})
+	waitOut("interrupted")
 	f.Write([]byte("ping\r"))
 	waitOut("pong helper")
 	f.Write([]byte("exit 5\r"))

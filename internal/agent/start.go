@@ -327,9 +327,9 @@ func expectPrefix(ctx context.Context, lines <-chan lineOrErr, want string, d ti
 }
 
 // RunHere runs a prepared agent in the caller's terminal and returns its
-// exit code. Ctrl-C reaches the agent, not stemctl; SIGTERM and SIGHUP to
-// stemctl (stemctl agent stop, a closed terminal) are passed on.
-func (e *Env) RunHere(ctx context.Context, p *Prepared, stdin, stdout, stderr *os.File) (int, error) {
+// exit code when it ends. Ctrl-C reaches the agent, not stemctl; SIGTERM and
+// SIGHUP to stemctl (stemctl agent stop, a closed terminal) are passed on.
+func (e *Env) RunHere(p *Prepared, stdin, stdout, stderr *os.File) (int, error) {
 	r := p.Record
 	defer e.Store.Remove(r.ID)
 	cmd := exec.Command(p.Launch.Argv[0], p.Launch.Argv[1:]...)
@@ -369,12 +369,12 @@ func (e *Env) RunHere(ctx context.Context, p *Prepared, stdin, stdout, stderr *o
 			return -1, err
 		case s := <-sigs:
 			// The terminal's own Ctrl-C / Ctrl-\ already reached the agent
-			// (same process group); only stop requests are passed on.
+			// (same process group); only stop requests are passed on, once
+			// each. ctx is not watched: stemctl cancels it on Ctrl-C too,
+			// which is the agent's key, not a request to stop it.
 			if s == syscall.SIGTERM || s == syscall.SIGHUP {
 				cmd.Process.Signal(s)
 			}
-		case <-ctx.Done():
-			cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
 }

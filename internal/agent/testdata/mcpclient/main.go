@@ -6,8 +6,8 @@
 // handshake, calls tools, reads stem://context, tries a tool above its
 // level, and writes a JSON report. Then it behaves like an interactive
 // agent on its terminal: it answers "ping", "size" and "events", prints
-// every session event it is sent, reports window-size changes, and exits
-// on "quit" (or "exit N").
+// every session event it is sent, reports window-size changes and Ctrl-C
+// ("interrupted"), and exits on "quit" (or "exit N").
 package main
 
 import (
@@ -242,6 +242,14 @@ func interactive(c *client.Client) {
 		for range winch {
 			cols, rows, _ := term.GetSize(0)
 			fmt.Printf("winch %dx%d\r\n", cols, rows)
+		}
+	}()
+	// Like the agent TUIs, Ctrl-C interrupts, it does not quit.
+	intr := make(chan os.Signal, 1)
+	signal.Notify(intr, os.Interrupt)
+	go func() {
+		for range intr {
+			fmt.Printf("interrupted\r\n")
 		}
 	}()
 	fmt.Printf("stem-test-agent %s ready (%s)\n", os.Getenv("STEM_AGENT_ID"), filepath.Base(os.Getenv("STEM_MCP_CONFIG")))

@@ -126,7 +126,7 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 		}
 		fmt.Fprintf(ios.ErrOut, "stemctl: agent %s: %s on %s at level %s, here (MCP server %q: %s)\n",
 			p.Record.ID, p.Record.Provider, p.Record.Instance, p.Record.Level, agent.ServerName, serverLine(p.Record.MCP))
-		code, err := env.RunHere(ctx, p, in, out, errOut)
+		code, err := env.RunHere(p, in, out, errOut)
 		if err != nil {
 			return err
 		}
