@@ -57,12 +57,13 @@ func stemMCPBin(t testing.TB) string {
 			stemMCPOnce.path, stemMCPOnce.err = filepath.Abs(p)
 			return
 		}
-		dir, err := os.MkdirTemp("", "stem-mcp-bin")
-		if err != nil {
-			stemMCPOnce.err = err
+		// TestMain (e2e_helpers_test.go) makes and removes this directory.
+		dir := os.Getenv("STEM_AGENT_TEST_BIN")
+		if dir == "" {
+			stemMCPOnce.err = fmt.Errorf("STEM_AGENT_TEST_BIN is not set (TestMain sets it)")
 			return
 		}
-		stemMCPOnce.path = filepath.Join(dir, "stem-mcp")
+		stemMCPOnce.path = filepath.Join(dir, "stem-mcp-cli")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", stemMCPOnce.path, "./cmd/stem-mcp")

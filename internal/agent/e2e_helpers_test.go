@@ -30,6 +30,22 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// testBinEnv names the directory the test binaries are built into; TestMain
+// creates it and removes it when the tests end.
+const testBinEnv = "STEM_AGENT_TEST_BIN"
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stem-agent-bin")
+	if err == nil {
+		os.Setenv(testBinEnv, dir)
+	}
+	code := m.Run()
+	if err == nil {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
 var built struct {
 	sync.Once
 	dir string
@@ -41,9 +57,12 @@ var built struct {
 func bins(t testing.TB) string {
 	t.Helper()
 	built.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "stem-agent-bin")
-		if built.err != nil {
-			return
+		built.dir = os.Getenv(testBinEnv)
+		if built.dir == "" {
+			built.dir, built.err = os.MkdirTemp("", "stem-agent-bin")
+			if built.err != nil {
+				return
+			}
 		}
 		for _, c := range [][]string{{"stemctl", "./cmd/stemctl"}, {"stem-mcp", "./cmd/stem-mcp"}, {"mcpclient", "./internal/agent/testdata/mcpclient"}} {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
