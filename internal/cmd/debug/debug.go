@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -98,7 +99,11 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	if opts.Build && r.Commands.Build != "" {
 		fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: building %s: %s\n", rec.Instance, r.Commands.Build)
-		code, err := cmdutil.ExecInteractive(ctx, opts.F, m, rec.Instance, buildSpec(r), "never")
+		// The build's output is progress, not the command's result: it goes
+		// to stderr so stdout stays the layout (and valid JSON with --json).
+		spec := engine.ExecSpec{Cmd: []string{"bash", "-c", r.Commands.Build}, WorkDir: r.TaskDir,
+			Stdout: opts.F.IOStreams.ErrOut, Stderr: opts.F.IOStreams.ErrOut}
+		code, err := m.Exec(ctx, rec.Instance, spec)
 		if err != nil {
 			return err
 		}
