@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -43,10 +44,15 @@ func (s *Server) refusalHooks() *server.Hooks {
 }
 
 func (s *Server) auditRefused(ctx context.Context, req *mcp.CallToolRequest, detail string) {
-	// After session_start, like every other entry of the session.
+	// After session_start, like every other entry of the session (a
+	// refusal may be the session's first call: start the verification as
+	// a tool call would), but never held up for long: the refusal is
+	// answered after this returns.
+	s.begin()
 	select {
 	case <-s.started:
 	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
 	}
 	e := s.entry(audit.Refused)
 	e.Tool = oneLine(req.Params.Name) // the client's text: clipped
