@@ -171,6 +171,13 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 			// History was cleared or trimmed: start over from the screen.
 			from = 0
 			out["reset"] = true
+		} else if atHistoryLimit(pos) {
+			// At its limit tmux drops the oldest lines, so every position
+			// moved up by an unknown count and the cursor cannot be placed:
+			// send the whole history (max_bytes keeps the newest text)
+			// rather than silently skip what is new.
+			from = -pos.HistorySize
+			out["reset"] = true
 		}
 		opt.Range = &tmux.LineRange{Start: max(from, -pos.HistorySize), End: pos.CursorY}
 	case hasStart || hasEnd:
@@ -195,13 +202,8 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 
 // atHistoryLimit reports whether a pane's history is near its limit, where
 // tmux starts dropping the oldest tenth of it at a time.
-func atHistoryLimit(ctx context.Context, c *conn, pane tmux.PaneID, size int) bool {
-	v, err := c.tmux.DisplayFormat(ctx, pane, "history_limit")
-	limit, perr := strconv.Atoi(v)
-	if err != nil || perr != nil {
-		return true // unknown: do not trust the cursor
-	}
-	return size >= limit-limit/10-1
+func atHistoryLimit(p tmux.Position) bool {
+	return p.HistoryLimit <= 0 || p.HistorySize >= p.HistoryLimit-p.HistoryLimit/10-1
 }
 
 func runWait(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {

@@ -52,6 +52,20 @@ type Position struct {
 	HistorySize int `json:"history_size"`
 	CursorY     int `json:"cursor_y"`
 	Height      int `json:"height"`
+	// HistoryLimit is the pane's history-limit: once HistorySize reaches
+	// it tmux drops the oldest lines, and line positions move.
+	HistoryLimit int `json:"history_limit"`
+}
+
+// positionFormat prints a Position (trusted numbers only).
+const positionFormat = "#{history_size} #{cursor_y} #{pane_height} #{history_limit}"
+
+func parsePosition(s string) (Position, error) {
+	var p Position
+	if n, err := fmt.Sscanf(s, "%d %d %d %d", &p.HistorySize, &p.CursorY, &p.Height, &p.HistoryLimit); n != 4 || err != nil {
+		return Position{}, fmt.Errorf("%w: pane position %q", ErrProtocol, s)
+	}
+	return p, nil
 }
 
 const defaultCaptureMax = 1 << 20
@@ -82,13 +96,13 @@ func (c *Client) Capture(ctx context.Context, pane PaneID, opt CaptureOptions) (
 	if opt.Position {
 		// The position (trusted numbers) first: only the last command of a
 		// request may print pane text (see exec).
-		outs, err := c.exec(ctx, "display-message -p -t "+string(pane)+" "+mustQuote("#{history_size} #{cursor_y} #{pane_height}"), cmd)
+		outs, err := c.exec(ctx, "display-message -p -t "+string(pane)+" "+mustQuote(positionFormat), cmd)
 		if err != nil {
 			return CaptureResult{}, fmt.Errorf("tmux: capture %s: %w", pane, err)
 		}
-		var p Position
-		if n, err := fmt.Sscanf(outs[0], "%d %d %d", &p.HistorySize, &p.CursorY, &p.Height); n != 3 || err != nil {
-			return CaptureResult{}, fmt.Errorf("%w: pane position %q", ErrProtocol, outs[0])
+		p, err := parsePosition(outs[0])
+		if err != nil {
+			return CaptureResult{}, err
 		}
 		pos, out = &p, outs[1]
 	} else {
@@ -127,19 +141,16 @@ func tail(s string, max int) string {
 	return t
 }
 
-// PanePosition reads a pane's history size, cursor row and height (one
+// PanePosition reads a pane's history size, cursor row, height and history
+// limit (one
 // trusted display-message; cheaper than PaneInfo).
 func (c *Client) PanePosition(ctx context.Context, pane PaneID) (Position, error) {
 	if err := pane.check(); err != nil {
 		return Position{}, err
 	}
-	out, err := c.command(ctx, "display-message -p -t "+string(pane)+" "+mustQuote("#{history_size} #{cursor_y} #{pane_height}"))
+	out, err := c.command(ctx, "display-message -p -t "+string(pane)+" "+mustQuote(positionFormat))
 	if err != nil {
 		return Position{}, fmt.Errorf("tmux: position of %s: %w", pane, err)
 	}
-	var p Position
-	if n, err := fmt.Sscanf(out, "%d %d %d", &p.HistorySize, &p.CursorY, &p.Height); n != 3 || err != nil {
-		return Position{}, fmt.Errorf("%w: pane position %q", ErrProtocol, out)
-	}
-	return p, nil
+	return parsePosition(out)
 }
