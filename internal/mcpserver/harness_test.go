@@ -54,12 +54,20 @@ func stemMCP(t testing.TB) string {
 
 // session is one stem-mcp process with an initialized MCP client.
 type session struct {
-	t      testing.TB
+	t testing.TB
+	*conn
+}
+
+// conn is a session's client and what it received; sub-tests share it.
+type conn struct {
 	c      *client.Client
 	mu     sync.Mutex
 	notes  []mcp.JSONRPCNotification
 	noteCh chan mcp.JSONRPCNotification
 }
+
+// sub returns the session reporting failures to t (a sub-test).
+func (s *session) sub(t testing.TB) *session { return &session{t: t, conn: s.conn} }
 
 func connect(t testing.TB, in *testenv.Instance, level string, extra ...string) *session {
 	t.Helper()
@@ -69,7 +77,7 @@ func connect(t testing.TB, in *testenv.Instance, level string, extra ...string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	s := &session{t: t, c: c, noteCh: make(chan mcp.JSONRPCNotification, 256)}
+	s := &session{t: t, conn: &conn{c: c, noteCh: make(chan mcp.JSONRPCNotification, 256)}}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		s.mu.Lock()
 		s.notes = append(s.notes, n)
@@ -81,6 +89,12 @@ func connect(t testing.TB, in *testenv.Instance, level string, extra ...string) 
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// NewStdioMCPClient starts only the transport; Start installs the
+	// client's notification dispatch (without it OnNotification handlers
+	// never run).
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("start the MCP client: %v", err)
+	}
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "stem-test", Version: "1"}

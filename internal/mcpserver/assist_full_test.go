@@ -1,0 +1,394 @@
+package mcpserver_test
+
+// Functional tests of the assist and full tools against the fixture.
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAssistTools(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	s := connect(t, in, "assist")
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	card, task := in.Resolved.CardPath, in.Resolved.TaskDir
+	words, hello := filepath.Join(task, "words.c"), filepath.Join(task, "hello.c")
+	wordsDisk, helloDisk := mustRead(t, words), mustRead(t, hello)
+
+	currentFile := func() string {
+		var name string
+		st.lua(&name, `return vim.api.nvim_buf_get_name(0)`)
+		return name
+	}
+
+	t.Run("nvim_open", func(t *testing.T) {
+		s := s.sub(t)
+		out := s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
+		if str(out["path"]) != "t1/words.c" || num(get(out, "opened", "lines")) != 27 || get(out, "opened", "new") != false {
+			t.Fatalf("nvim_open: %v", out)
+		}
+		if cf := currentFile(); cf != words {
+			t.Fatalf("the student's window shows %q, want %q", cf, words)
+		}
+		// Absolute inside the card works too; a new file opens as an empty,
+		// unsaved buffer and nothing is written.
+		s.ok("nvim_open", map[string]any{"path": hello})
+		out = s.ok("nvim_open", map[string]any{"path": "t1/notes.txt"})
+		if get(out, "opened", "new") != true {
+			t.Fatalf("nvim_open of a new file: %v", out)
+		}
+		if _, err := os.Stat(filepath.Join(task, "notes.txt")); err == nil {
+			t.Fatal("nvim_open created the new file on disk")
+		}
+		if msg := s.refused("nvim_open", map[string]any{"path": "t1"}); !strings.Contains(msg, "directory") {
+			t.Errorf("nvim_open of a directory: %s", msg)
+		}
+		s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
+	})
+
+	t.Run("nvim_buffer_edit editable", func(t *testing.T) {
+		s := s.sub(t)
+		rd := s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "start": 10, "end": 10})
+		if l := readLines(t, rd); len(l) != 1 || l[0].Text != "    return c == ' ';" {
+			t.Fatalf("words.c line 10: %v", rd)
+		}
+		out := s.ok("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 10, "end": 10,
+			"lines": []any{"    return c == ' ' || c == '\\t' || c == '\\n';"}, "expected_tick": num(rd["tick"])})
+		if out["saved"] != false || num(get(out, "edited", "total")) != 27 {
+			t.Fatalf("nvim_buffer_edit: %v", out)
+		}
+		text, _ := st.bufferText(words)
+		if !strings.Contains(text, "    return c == ' ' || c == '\\t' || c == '\\n';") {
+			t.Fatalf("the buffer does not hold the edit:\n%s", text)
+		}
+		if mustRead(t, words) != wordsDisk {
+			t.Fatal("nvim_buffer_edit changed the file on disk: edits must land in the buffer, unsaved")
+		}
+		after := s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "end": 1})
+		if after["modified"] != true || num(after["tick"]) == num(rd["tick"]) {
+			t.Fatalf("after the edit: %v", after)
+		}
+		// Insert (end = start-1) and delete (no lines).
+		s.ok("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 0, "lines": []any{"/* agent was here */"}})
+		s.ok("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{}})
+		if text2, _ := st.bufferText(words); text2 != text {
+			t.Fatalf("insert then delete did not restore the buffer:\n%s", text2)
+		}
+		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 100, "end": 100, "lines": []any{"x"}}); !strings.Contains(msg, "outside the buffer") {
+			t.Errorf("edit past the end: %s", msg)
+		}
+		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/test_words.c", "start": 1, "end": 1, "lines": []any{"x"}}); !strings.Contains(msg, "not open") {
+			t.Errorf("edit of an editable file that is not open: %s", msg)
+		}
+	})
+
+	t.Run("expected_tick", func(t *testing.T) {
+		s := s.sub(t)
+		rd := s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "end": 1})
+		tick := num(rd["tick"])
+		// The student types in the meantime.
+		st.lua(nil, `local p = ... ; local b = vim.fn.bufnr(p); vim.api.nvim_buf_set_lines(b, 0, 0, true, {'// student line'})`, words)
+		msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{"// agent line"}, "expected_tick": tick})
+		if !strings.Contains(msg, "changed since you read it") {
+			t.Fatalf("stale tick: %s", msg)
+		}
+		if text, _ := st.bufferText(words); !strings.HasPrefix(text, "// student line\n") {
+			t.Fatalf("a refused edit changed the buffer:\n%s", text)
+		}
+		rd = s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "end": 1})
+		s.ok("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{}, "expected_tick": num(rd["tick"])})
+	})
+
+	t.Run("nvim_buffer_edit needs the student's mark", func(t *testing.T) {
+		s := s.sub(t)
+		s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
+		edit := map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"// edited by the agent"}}
+		msg := s.refused("nvim_buffer_edit", edit)
+		if !strings.Contains(msg, "not editable") || !strings.Contains(msg, "b:stem_allow_edit") {
+			t.Fatalf("non-editable file: %s", msg)
+		}
+		if text, _ := st.bufferText(hello); strings.Contains(text, "edited by the agent") {
+			t.Fatal("a refused edit changed the buffer")
+		}
+		// A mark on another buffer does not count.
+		st.lua(nil, `local p = ... ; vim.api.nvim_buf_set_var(vim.fn.bufnr(p), 'stem_allow_edit', 1)`, words)
+		s.refused("nvim_buffer_edit", edit)
+		// The student marks hello.c's buffer (it is the current one).
+		if cf := currentFile(); cf != hello {
+			t.Fatalf("current buffer %q", cf)
+		}
+		st.typeInNvim(":let b:stem_allow_edit = 1")
+		waitUntil(t, 5*time.Second, "the student's mark", func() bool {
+			var v int
+			st.lua(&v, `return vim.b.stem_allow_edit or 0`)
+			return v == 1
+		})
+		s.ok("nvim_buffer_edit", edit)
+		if text, _ := st.bufferText(hello); !strings.HasPrefix(text, "// edited by the agent\n") {
+			t.Fatalf("the marked buffer does not hold the edit:\n%s", text)
+		}
+		if mustRead(t, hello) != helloDisk {
+			t.Fatal("the edit reached the disk")
+		}
+		// Unmarking closes it again.
+		st.typeInNvim(":unlet b:stem_allow_edit")
+		waitUntil(t, 5*time.Second, "the mark removed", func() bool {
+			var v int
+			st.lua(&v, `return vim.b.stem_allow_edit or 0`)
+			return v == 0
+		})
+		s.refused("nvim_buffer_edit", edit)
+	})
+
+	t.Run("protected directories", func(t *testing.T) {
+		s := s.sub(t)
+		protectedFiles := []string{".git/config", ".git/hooks/pre-commit", ".stem/instances/x/notes.txt", ".rv/state", "t1/sub/.git/hooks/pre-commit", "t1/sub/.git/config"}
+		for _, rel := range protectedFiles {
+			p := filepath.Join(card, rel)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, []byte("original\n"), 0o644)
+		}
+		before := takeSnapshot(t, card)
+		for _, rel := range protectedFiles {
+			s.ok("nvim_open", map[string]any{"path": rel})
+			// Even with the student's mark.
+			st.lua(nil, `vim.b.stem_allow_edit = 1`)
+			msg := s.refused("nvim_buffer_edit", map[string]any{"path": rel, "start": 1, "end": 1, "lines": []any{"[core] hooksPath = /tmp"}})
+			if !strings.Contains(msg, "never editable") {
+				t.Errorf("edit of %s: %s", rel, msg)
+			}
+			if text, _ := st.bufferText(filepath.Join(card, rel)); text != "original" {
+				t.Errorf("%s: the refused edit changed the buffer: %q", rel, text)
+			}
+		}
+		if d := before.diff(takeSnapshot(t, card)); d != "" {
+			t.Fatalf("the card repository changed:\n%s", d)
+		}
+		s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
+	})
+
+	t.Run("nvim_hint", func(t *testing.T) {
+		s := s.sub(t)
+		s.ok("nvim_open", map[string]any{"path": "t1/words.h"})
+		wh := filepath.Join(task, "words.h")
+		before, _ := st.bufferText(wh)
+		var tick0 int
+		st.lua(&tick0, `return vim.b.changedtick`)
+		out := s.ok("nvim_hint", map[string]any{"path": "t1/words.h", "line": 6, "text": "count_words: what counts as a separator?"})
+		if num(out["hint_id"]) < 1 || num(out["line"]) != 6 {
+			t.Fatalf("nvim_hint: %v", out)
+		}
+		var marks []any
+		st.lua(&marks, `local ns = vim.api.nvim_create_namespace('stem-hint')
+return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
+		if len(marks) != 1 || !strings.Contains(mustJSON(marks), "what counts as a separator?") {
+			t.Fatalf("the hint is not in the buffer as virtual text: %s", mustJSON(marks))
+		}
+		after, _ := st.bufferText(wh)
+		var tick1 int
+		var modified bool
+		st.lua(&tick1, `return vim.b.changedtick`)
+		st.lua(&modified, `return vim.bo.modified`)
+		if after != before || modified || tick1 != tick0 {
+			t.Fatalf("nvim_hint changed the buffer (modified %v, tick %d -> %d)", modified, tick0, tick1)
+		}
+		out = s.ok("nvim_hint", map[string]any{"path": "t1/words.h", "clear": true})
+		if num(out["cleared"]) != 1 {
+			t.Fatalf("nvim_hint clear: %v", out)
+		}
+		if msg := s.refused("nvim_hint", map[string]any{"path": "t1/words.h", "line": 99, "text": "x"}); !strings.Contains(msg, "past the end") {
+			t.Errorf("hint past the end: %s", msg)
+		}
+	})
+
+	t.Run("pane_send_keys", func(t *testing.T) {
+		s := s.sub(t)
+		st.waitPrompt(shell)
+		msg := s.refused("pane_send_keys", map[string]any{"pane": shell, "keys": "echo SENT-$((6*7)){Enter}"})
+		if !strings.Contains(msg, "@stem_allow") || !strings.Contains(msg, "tmux set -p -t "+shell+" @stem_allow 1") {
+			t.Fatalf("send to a pane without @stem_allow: %s", msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if strings.Contains(st.capture(shell), "SENT-") {
+			t.Fatal("refused keys reached the pane")
+		}
+		// The editor's pane is not open either.
+		s.refused("pane_send_keys", map[string]any{"pane": st.pane("edit"), "keys": ":qa!{Enter}"})
+		in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+		out := s.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "echo SENT-$((6*7)){Enter}"})
+		if num(out["sent"]) < 1 {
+			t.Fatalf("pane_send_keys: %v", out)
+		}
+		st.waitPane(shell, `(?m)^SENT-42$`, 10*time.Second)
+		in.Tmux(t, "set", "-p", "-t", shell, "-u", "@stem_allow")
+		s.refused("pane_send_keys", map[string]any{"pane": shell, "keys": "x"})
+	})
+
+	t.Run("task_action", func(t *testing.T) {
+		s := s.sub(t)
+		// Restore the task's files (earlier subtests left buffers edited,
+		// never saved, so the disk copy is the original).
+		build := s.ok("task_action", map[string]any{"action": "build"})
+		checkNotice(t, "task_action", build)
+		if num(build["exit_code"]) != 0 || !strings.Contains(str(build["output"]), "gcc") || str(build["command"]) != "make" {
+			t.Fatalf("build: %v", build)
+		}
+		pane := str(build["pane"])
+		if w := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", pane, "#{window_name} #{@stem_role}")); w != "task task" {
+			t.Fatalf("task_action ran in pane %s of window/role %q, want the dedicated task window", pane, w)
+		}
+		test := s.ok("task_action", map[string]any{"action": "test"})
+		if num(test["exit_code"]) != 0 || !strings.Contains(str(test["output"]), "all checks passed") || str(test["pane"]) != pane {
+			t.Fatalf("test: %v", test)
+		}
+		run := s.ok("task_action", map[string]any{"action": "run"})
+		if num(run["exit_code"]) != 0 || !strings.Contains(str(run["output"]), "Hello, stem!") || str(run["pane"]) != pane {
+			t.Fatalf("run: %v", run)
+		}
+		for _, bad := range []string{"debug", "deploy", "make; touch /tmp/x", ""} {
+			s.refused("task_action", map[string]any{"action": bad})
+		}
+	})
+
+	t.Run("events for a failed build and a crash", func(t *testing.T) {
+		s := s.sub(t)
+		lastSeq := func() int {
+			n := 0
+			for _, e := range mustSlice(s.ok("session_events", nil)["events"]) {
+				n = max(n, num(get(e, "seq")))
+			}
+			return n
+		}
+		waitEvent := func(since int, typ string) map[string]any {
+			t.Helper()
+			deadline := time.Now().Add(15 * time.Second)
+			for time.Now().Before(deadline) {
+				out := s.ok("session_events", map[string]any{"since": since, "wait_ms": 2000})
+				for _, e := range mustSlice(out["events"]) {
+					if str(get(e, "type")) == typ {
+						return e.(map[string]any)
+					}
+					since = max(since, num(get(e, "seq")))
+				}
+			}
+			t.Fatalf("no %s event", typ)
+			return nil
+		}
+		// A card copy where the build fails.
+		os.WriteFile(words, []byte(wordsDisk+"\nint broken( {\n"), 0o644)
+		defer os.WriteFile(words, []byte(wordsDisk), 0o644)
+		seq := lastSeq()
+		build := s.ok("task_action", map[string]any{"action": "build"})
+		if num(build["exit_code"]) == 0 || !strings.Contains(str(build["output"]), "error") {
+			t.Fatalf("a broken build: %v", build)
+		}
+		ev := waitEvent(seq, "build_failed")
+		if str(ev["action"]) != "build" || num(ev["exit_code"]) != num(build["exit_code"]) || str(ev["pane"]) != str(build["pane"]) || str(ev["role"]) != "task" {
+			t.Fatalf("build_failed event: %v", ev)
+		}
+		os.WriteFile(words, []byte(wordsDisk), 0o644)
+
+		// A card copy whose program segfaults.
+		os.WriteFile(hello, []byte(strings.Replace(helloDisk, "    return 0;", "    *(volatile int *)0 = 1;\n    return 0;", 1)), 0o644)
+		defer os.WriteFile(hello, []byte(helloDisk), 0o644)
+		seq = lastSeq()
+		s.ok("task_action", map[string]any{"action": "build"})
+		st.waitPrompt(shell)
+		st.run(shell, "./hello")
+		ev = waitEvent(seq, "program_crashed")
+		if str(ev["signal"]) != "SIGSEGV" || num(ev["exit_code"]) != 139 || str(ev["pane"]) != shell {
+			t.Fatalf("program_crashed event: %v", ev)
+		}
+		// Run through the manifest (make run): the crash shows in the
+		// output; make itself exits 2.
+		seq = lastSeq()
+		run := s.ok("task_action", map[string]any{"action": "run"})
+		if num(run["exit_code"]) == 0 || !regexp.MustCompile(`(?i)segmentation fault|Error 139`).MatchString(str(run["output"])) {
+			t.Fatalf("make run of a crashing program: %v", run)
+		}
+		ev = waitEvent(seq, "program_exited")
+		if str(ev["action"]) != "run" || num(ev["exit_code"]) != num(run["exit_code"]) {
+			t.Fatalf("event for the crashing make run: %v", ev)
+		}
+	})
+}
+
+func TestFullTools(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	s := connect(t, in, "full")
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+
+	t.Run("pane_run back to back", func(t *testing.T) {
+		s := s.sub(t)
+		for i, c := range []struct {
+			cmd  string
+			out  string
+			code int
+		}{
+			{"echo one", "one\n", 0},
+			{"false", "", 1},
+			{"(exit 42)", "", 42},
+			{"printf 'a\\nb\\n'; exit_code=3; (exit $exit_code)", "a\nb\n", 3},
+			{"echo two", "two\n", 0},
+			{"seq 1 3 | tail -1", "3\n", 0},
+		} {
+			out := s.ok("pane_run", map[string]any{"pane": shell, "command": c.cmd})
+			if str(out["output"]) != c.out || num(out["exit_code"]) != c.code {
+				t.Fatalf("pane_run #%d %q: output %q exit %v, want %q %d", i, c.cmd, out["output"], out["exit_code"], c.out, c.code)
+			}
+			checkNotice(t, "pane_run", out)
+		}
+		// It is the student's shell: the commands are in its history.
+		st.waitPane(shell, `(?m)^student\$ echo two$`, 5*time.Second)
+	})
+
+	t.Run("pane_send_keys to any pane", func(t *testing.T) {
+		s := s.sub(t)
+		s.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "echo FULL-$((1+1)){Enter}"})
+		st.waitPane(shell, `(?m)^FULL-2$`, 10*time.Second)
+	})
+
+	t.Run("nvim_command and nvim_lua", func(t *testing.T) {
+		s := s.sub(t)
+		out := s.ok("nvim_command", map[string]any{"command": "echo 6*7"})
+		if strings.TrimSpace(str(out["output"])) != "42" {
+			t.Fatalf("nvim_command: %v", out)
+		}
+		marker := filepath.Join(t.TempDir(), "from-full")
+		s.ok("nvim_command", map[string]any{"command": "call writefile(['full'], '" + marker + "')"})
+		if mustRead(t, marker) != "full\n" {
+			t.Fatal("nvim_command at full did not run")
+		}
+		out = s.ok("nvim_lua", map[string]any{"code": "local a, b = ... ; return a + b", "args": []any{40, 2}})
+		if num(out["result"]) != 42 {
+			t.Fatalf("nvim_lua: %v", out)
+		}
+		if msg := s.refused("nvim_command", map[string]any{"command": "nosuchcommand"}); !strings.Contains(msg, "E492") {
+			t.Errorf("a bad Ex command: %s", msg)
+		}
+	})
+
+	t.Run("nvim_buffer_edit at full", func(t *testing.T) {
+		s := s.sub(t)
+		s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
+		s.ok("nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"// teacher"}})
+		os.MkdirAll(filepath.Join(in.Resolved.CardPath, ".git"), 0o755)
+		os.WriteFile(filepath.Join(in.Resolved.CardPath, ".git", "config"), []byte("x\n"), 0o644)
+		os.MkdirAll(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks"), 0o755)
+		os.WriteFile(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks", "post-checkout"), []byte("#!/bin/sh\n"), 0o755)
+		for _, rel := range []string{".git/config", "t1/sub/.git/hooks/post-checkout"} {
+			s.ok("nvim_open", map[string]any{"path": rel})
+			if msg := s.refused("nvim_buffer_edit", map[string]any{"path": rel, "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "never editable") {
+				t.Fatalf("%s at full: %s", rel, msg)
+			}
+		}
+	})
+}

@@ -1,0 +1,361 @@
+package mcpserver_test
+
+// The gdb tools against a real gdb under the real bridge (stem-mcp
+// gdb-bridge) in a fixture tmux window, with the student typing in gdb's
+// pane, and the gdb_stopped notification latency.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/testenv"
+)
+
+const spinC = `volatile unsigned long spins;
+int main(void)
+{
+    for (;;)
+        spins++;
+}
+`
+
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// startBridge runs gdb under stem-mcp gdb-bridge in a new "gdb" window, as
+// the debug layout does, and waits for g.sock and gdb's prompt.
+func startBridge(t *testing.T, in *testenv.Instance, prog string) string {
+	t.Helper()
+	cmd := fmt.Sprintf("exec %s gdb-bridge --dir %s -- gdb -q -nx %s", shq(stemMCP(t)), shq(in.Dir.Path), shq(prog))
+	pane := strings.TrimSpace(in.Tmux(t, "new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "stem:", "-n", "gdb", "-c", in.Resolved.TaskDir, cmd))
+	in.Tmux(t, "set", "-p", "-t", pane, "@stem_role", "gdb")
+	waitUntil(t, 15*time.Second, "g.sock from the bridge", func() bool {
+		fi, err := os.Lstat(in.Dir.GDB())
+		return err == nil && fi.Mode()&os.ModeSocket != 0
+	})
+	// The bridge may log after the first prompt.
+	studentOf(t, in).waitPane(pane, `(?m)^\(gdb\) `, 30*time.Second)
+	return pane
+}
+
+// stopNotes records gdb_stopped / gdb_program_exited notifications with
+// their arrival time.
+type stopNote struct {
+	at time.Time
+	ev map[string]any
+}
+
+func watchStops(s *session) chan stopNote {
+	ch := make(chan stopNote, 256)
+	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		at := time.Now()
+		if n.Method != "notifications/message" || n.Params.AdditionalFields["logger"] != "stem.events" {
+			return
+		}
+		var ev map[string]any
+		b, _ := json.Marshal(n.Params.AdditionalFields["data"])
+		json.Unmarshal(b, &ev)
+		if t := str(ev["type"]); t == "gdb_stopped" || t == "gdb_program_exited" {
+			ch <- stopNote{at, ev}
+		}
+	})
+	return ch
+}
+
+func nextStop(t *testing.T, ch chan stopNote, typ string, timeout time.Duration) stopNote {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case n := <-ch:
+			if str(n.ev["type"]) == typ {
+				return n
+			}
+		case <-deadline:
+			t.Fatalf("no %s notification within %v", typ, timeout)
+		}
+	}
+}
+
+func drain(ch chan stopNote) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+func statusOf(t *testing.T, out map[string]any) (state, fn string, line int) {
+	t.Helper()
+	st := out["status"]
+	return str(get(st, "state")), str(get(st, "frame", "func")), num(get(st, "frame", "line"))
+}
+
+func TestGDBTools(t *testing.T) {
+	testenv.Require(t, "gdb")
+	in := fixture(t)
+	st := studentOf(t, in)
+	makeTask(t, in)
+	if err := os.WriteFile(filepath.Join(in.Resolved.TaskDir, "spin.c"), []byte(spinC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-g", "-O0", "-o", filepath.Join(in.Resolved.TaskDir, "spin"), filepath.Join(in.Resolved.TaskDir, "spin.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc spin.c: %v\n%s", err, out)
+	}
+	obs := connect(t, in, "observe")
+	as := connect(t, in, "assist")
+	fu := connect(t, in, "full")
+	stops := watchStops(as)
+
+	if out := obs.ok("gdb_status", nil); str(out["state"]) != "no-debugger" {
+		t.Fatalf("gdb_status before the debugger starts: %v", out)
+	}
+	gp := startBridge(t, in, "./hello")
+
+	t.Run("before run", func(t *testing.T) {
+		obs := obs.sub(t)
+		as := as.sub(t)
+		var out map[string]any
+		waitUntil(t, 10*time.Second, "gdb_status sees the debugger", func() bool {
+			out = obs.ok("gdb_status", nil)
+			return str(get(out, "status", "state")) == "not-started"
+		})
+		checkNotice(t, "gdb_status", out)
+		br := as.ok("gdb_break", map[string]any{"location": "count_words"})
+		if !strings.Contains(mustJSON(br["result"]), `"func":"count_words"`) || !strings.Contains(mustJSON(br["result"]), `"number":"1"`) {
+			t.Fatalf("gdb_break count_words: %v", br)
+		}
+		br = as.ok("gdb_break", map[string]any{"location": "hello.c:12"})
+		if !strings.Contains(mustJSON(br["result"]), `"line":"12"`) {
+			t.Fatalf("gdb_break hello.c:12: %v", br)
+		}
+		// The student sees the breakpoints in their gdb.
+		st.run(gp, "info breakpoints")
+		st.waitPane(gp, `(?s)1\s+breakpoint\s+keep\s+y.*in count_words at words.c.*2\s+breakpoint.*hello.c:12`, 10*time.Second)
+		for _, bad := range []string{"main if system(\"touch /tmp/x\")", "main; shell touch x", "-source x", "*$pc", "words.c:1 thread 1", ""} {
+			as.refused("gdb_break", map[string]any{"location": bad})
+		}
+	})
+
+	t.Run("student runs, agent steps", func(t *testing.T) {
+		obs := obs.sub(t)
+		as := as.sub(t)
+		drain(stops)
+		st.run(gp, "run")
+		n := nextStop(t, stops, "gdb_stopped", 20*time.Second)
+		if str(get(n.ev, "gdb", "reason")) != "breakpoint-hit" || str(get(n.ev, "gdb", "frame", "func")) != "count_words" {
+			t.Fatalf("first stop: %v", n.ev)
+		}
+		out := obs.ok("gdb_status", map[string]any{"registers": true})
+		state, fn, line := statusOf(t, out)
+		if state != "stopped" || fn != "count_words" || line != 15 {
+			t.Fatalf("gdb_status at the breakpoint: %s", clip(mustJSON(out), 1500))
+		}
+		bt := mustSlice(get(out, "status", "backtrace"))
+		if len(bt) != 2 || str(get(bt[1], "func")) != "main" {
+			t.Fatalf("backtrace: %v", bt)
+		}
+		if !strings.Contains(mustJSON(get(out, "status", "registers")), `"name":"rip"`) {
+			t.Fatalf("registers: %s", clip(mustJSON(get(out, "status", "registers")), 500))
+		}
+
+		out = as.ok("gdb_next", nil)
+		if str(get(out, "event", "reason")) != "end-stepping-range" {
+			t.Fatalf("gdb_next: %v", out)
+		}
+		if _, _, l := statusOf(t, out); l != 16 {
+			t.Fatalf("gdb_next went to line %d, want 16: %v", l, out)
+		}
+		// The student's pane shows where the agent's step left the program.
+		st.waitPane(gp, `16\s+int in_word = 0;`, 10*time.Second)
+		as.ok("gdb_next", nil)
+		out = as.ok("gdb_step", nil)
+		if _, fn, _ := statusOf(t, out); fn != "count_words" {
+			t.Fatalf("gdb_step: %v", out)
+		}
+
+		pr := as.ok("gdb_print", map[string]any{"expression": "s"})
+		if !strings.Contains(str(pr["value"]), `"the quick brown fox"`) {
+			t.Fatalf("gdb_print s: %v", pr)
+		}
+		checkNotice(t, "gdb_print", pr)
+		pr = as.ok("gdb_print", map[string]any{"expression": "*s"})
+		if !strings.Contains(str(pr["value"]), `116 't'`) {
+			t.Fatalf("gdb_print *s: %v", pr)
+		}
+		pr = as.ok("gdb_print", map[string]any{"expression": "words + 40"})
+		if !strings.Contains(str(pr["value"]), "40") {
+			t.Fatalf("gdb_print words + 40: %v", pr)
+		}
+		for _, bad := range []string{"count_words(s)", "words = 5", "words++", "$_shell(\"touch /tmp/x\")", "is_separator(' ')", "s; shell touch x"} {
+			msg := as.refused("gdb_print", map[string]any{"expression": bad})
+			if !strings.Contains(msg, "refused") {
+				t.Errorf("gdb_print %q: %s", bad, msg)
+			}
+		}
+		if pr := as.ok("gdb_print", map[string]any{"expression": "words"}); !strings.Contains(str(pr["value"]), "0") {
+			t.Fatalf("a refused assignment changed words: %v", pr)
+		}
+
+		out = as.ok("gdb_frame", map[string]any{"frame": 1})
+		if _, fn, _ := statusOf(t, out); fn != "main" {
+			t.Fatalf("gdb_frame 1: %v", out)
+		}
+		if pr := as.ok("gdb_print", map[string]any{"expression": "name"}); !strings.Contains(str(pr["value"]), `"stem"`) {
+			t.Fatalf("gdb_print name in main's frame: %v", pr)
+		}
+		as.ok("gdb_frame", map[string]any{"frame": 0})
+		out = as.ok("gdb_finish", nil)
+		if str(get(out, "event", "reason")) != "function-finished" {
+			t.Fatalf("gdb_finish: %v", out)
+		}
+		if _, fn, _ := statusOf(t, out); fn != "main" {
+			t.Fatalf("gdb_finish returned to %q: %v", fn, out)
+		}
+		// hello.c:12 is the next breakpoint.
+		out = as.ok("gdb_continue", nil)
+		if str(get(out, "event", "reason")) != "breakpoint-hit" {
+			t.Fatalf("gdb_continue to hello.c:12: %v", out)
+		}
+		drain(stops)
+		out = as.ok("gdb_continue", nil)
+		if str(get(out, "event", "kind")) != "exited" || str(get(out, "event", "reason")) != "exited-normally" {
+			t.Fatalf("gdb_continue to the end: %v", out)
+		}
+		nextStop(t, stops, "gdb_program_exited", 5*time.Second)
+		if out := obs.ok("gdb_status", nil); str(get(out, "status", "state")) != "exited" {
+			t.Fatalf("gdb_status after the exit: %v", out)
+		}
+	})
+
+	t.Run("gdb_command at full", func(t *testing.T) {
+		fu := fu.sub(t)
+		out := fu.ok("gdb_command", map[string]any{"command": "info breakpoints"})
+		if !strings.Contains(str(out["output"]), "count_words") {
+			t.Fatalf("info breakpoints: %v", out)
+		}
+		out = fu.ok("gdb_command", map[string]any{"command": "print 6*7"})
+		if !strings.Contains(str(out["output"]), "= 42") {
+			t.Fatalf("print 6*7: %v", out)
+		}
+		if msg := fu.refused("gdb_command", map[string]any{"command": "nosuchgdbcommand"}); !strings.Contains(msg, "Undefined command") {
+			t.Errorf("bad gdb command: %s", msg)
+		}
+	})
+
+	t.Run("gdb_stopped latency", func(t *testing.T) {
+		fu := fu.sub(t)
+		direct, err := gdbmi.Dial(context.Background(), in.Dir.GDB())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer direct.Close()
+		var mu sync.Mutex
+		var directStops []time.Time
+		go func() {
+			for ev := range direct.Events() {
+				if ev.Kind == gdbmi.EventStopped {
+					mu.Lock()
+					directStops = append(directStops, ev.Received)
+					mu.Unlock()
+				}
+			}
+		}()
+		drain(stops)
+		st.run(gp, "run")
+		nextStop(t, stops, "gdb_stopped", 20*time.Second)
+		var fromSync, fromPeer []time.Duration
+		for i := 0; i < 12; i++ {
+			time.Sleep(50 * time.Millisecond)
+			before, _ := gdbmi.ReadSync(in.Dir.Path)
+			mu.Lock()
+			nDirect := len(directStops)
+			mu.Unlock()
+			st.run(gp, "next")
+			n := nextStop(t, stops, "gdb_stopped", 10*time.Second)
+			var sync gdbmi.SyncState
+			waitUntil(t, 5*time.Second, "gdb-sync.json records the stop", func() bool {
+				sync, _ = gdbmi.ReadSync(in.Dir.Path)
+				return sync.Seq > before.Seq && sync.State == gdbmi.StateStopped
+			})
+			fromSync = append(fromSync, n.at.Sub(sync.Updated))
+			waitUntil(t, 5*time.Second, "the peer client sees the stop", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(directStops) > nDirect
+			})
+			mu.Lock()
+			fromPeer = append(fromPeer, n.at.Sub(directStops[nDirect]))
+			mu.Unlock()
+		}
+		med := func(d []time.Duration) (time.Duration, time.Duration) {
+			s := append([]time.Duration(nil), d...)
+			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+			return s[len(s)/2], s[len(s)-1]
+		}
+		m1, x1 := med(fromSync)
+		m2, x2 := med(fromPeer)
+		t.Logf("gdb stop -> gdb_stopped notification at the MCP client, %d stops: from the bridge's stop record: median %v, max %v; from a peer g.sock client's receipt: median %v, max %v",
+			len(fromSync), m1, x1, m2, x2)
+		if m1 > 50*time.Millisecond {
+			t.Errorf("median stop -> notification latency %v is over the 50 ms target (all: %v)", m1, fromSync)
+		}
+		fu.ok("gdb_command", map[string]any{"command": "kill"})
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		obs := obs.sub(t)
+		as := as.sub(t)
+		fu := fu.sub(t)
+		fu.ok("gdb_command", map[string]any{"command": "delete"})
+		fu.ok("gdb_command", map[string]any{"command": "file ./spin"})
+		drain(stops)
+		st.run(gp, "run")
+		st.waitPane(gp, `Starting program: .*/spin`, 10*time.Second)
+		var out map[string]any
+		waitUntil(t, 10*time.Second, "the program runs", func() bool {
+			out = obs.ok("gdb_status", nil)
+			return str(get(out, "status", "state")) == "running"
+		})
+		if msg := as.refused("gdb_continue", nil); !strings.Contains(msg, "running") {
+			t.Fatalf("gdb_continue on a running program: %s", msg)
+		}
+		// The program may still be in the dynamic loader the first time.
+		for attempt := 0; ; attempt++ {
+			time.Sleep(300 * time.Millisecond)
+			out = as.ok("gdb_interrupt", nil)
+			if str(get(out, "event", "signal")) != "SIGINT" || str(get(out, "event", "reason")) != "signal-received" {
+				t.Fatalf("gdb_interrupt: %v", out)
+			}
+			state, fn, _ := statusOf(t, obs.ok("gdb_status", nil))
+			if state != "stopped" {
+				t.Fatalf("after gdb_interrupt: %s %s", state, fn)
+			}
+			if fn == "main" {
+				break
+			}
+			if attempt == 3 {
+				t.Fatalf("gdb_interrupt keeps stopping outside main: %s", fn)
+			}
+			as.ok("gdb_continue", map[string]any{"wait_ms": 0})
+		}
+		pr := as.ok("gdb_print", map[string]any{"expression": "spins"})
+		if v := strings.TrimSpace(str(pr["value"])); v == "" || v == "0" {
+			t.Fatalf("spins after running: %v", pr)
+		}
+		fu.ok("gdb_command", map[string]any{"command": "kill"})
+	})
+}

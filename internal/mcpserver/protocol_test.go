@@ -1,0 +1,198 @@
+package mcpserver_test
+
+// Protocol abuse over the real stdio transport: malformed JSON-RPC, an
+// oversized message, calls before initialize, raw bytes JSON allows only
+// escaped, and floods. The server must answer each clearly and go on
+// serving.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errorCode returns a JSON-RPC error's code and message ("" if none).
+func errorCode(m map[string]any) (int, string) {
+	e, ok := m["error"].(map[string]any)
+	if !ok {
+		return 0, ""
+	}
+	return num(e["code"]), str(e["message"])
+}
+
+// alive checks that a valid call still works.
+func (r *rawServer) alive(id any, in string) {
+	r.t.Helper()
+	m := r.callTool(id, "session_status", map[string]any{})
+	if !strings.Contains(mustJSON(m), in) {
+		r.t.Fatalf("a valid call after the abuse: %s", clip(mustJSON(m), 500))
+	}
+}
+
+func TestProtocolAbuse(t *testing.T) {
+	in := fixture(t)
+	r := startRaw(t, in, "assist")
+
+	t.Run("call before initialize", func(t *testing.T) {
+		r.t = t
+		r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": "early", "method": "tools/call", "params": map[string]any{"name": "session_status", "arguments": map[string]any{}}})
+		m := r.reply("early", 20*time.Second)
+		code, msg := errorCode(m)
+		res := mustJSON(m["result"])
+		t.Logf("tools/call before initialize: error %d %q, result %s", code, msg, clip(res, 200))
+		if code == 0 && m["result"] == nil {
+			t.Fatalf("no answer to a call before initialize: %s", mustJSON(m))
+		}
+		r.initialize()
+		r.alive(1, in.Name)
+	})
+
+	t.Run("malformed lines", func(t *testing.T) {
+		r.t = t
+		for i, c := range []struct {
+			line     string
+			wantCode int // 0: no reply expected (notification-like)
+		}{
+			{"{", -32700},
+			{"not json at all", -32700},
+			{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"session_status"`, -32700},
+			{"\x00\x01\x02", -32700},
+			{"{\"jsonrpc\":\"2.0\",\"id\":\"nul\",\"method\":\"ping\",\"x\":\"a\x00b\"}", -32700},
+			{strings.Repeat("[", 100000) + strings.Repeat("]", 100000), -32700},
+			{`{"jsonrpc":"2.0","id":"nomethod"}`, -32600},
+			{`{"jsonrpc":"2.0","id":"unknown","method":"no/such/method"}`, -32601},
+			{`{"jsonrpc":"2.0","id":"badparams","method":"tools/call","params":"a string"}`, -32602},
+			{`{"jsonrpc":"2.0","id":"noname","method":"tools/call","params":{"arguments":{}}}`, -32602},
+			{`{"jsonrpc":"2.0","id":"numname","method":"tools/call","params":{"name":5}}`, -32602},
+			{`{"jsonrpc":"2.0","id":"argsarray","method":"tools/call","params":{"name":"pane_list","arguments":[1,2]}}`, -32602},
+			{`{"jsonrpc":"2.0","id":"lvl","method":"tools/call","params":{"name":"nvim_lua","arguments":{"code":"os.execute('x')"}}}`, -32602},
+		} {
+			r.send([]byte(c.line + "\n"))
+			m := r.next(20 * time.Second)
+			code, msg := errorCode(m)
+			if code == 0 {
+				// A tool error result is also a clear refusal.
+				if res, ok := m["result"].(map[string]any); !ok || res["isError"] != true {
+					t.Errorf("line %d %q: want an error, got %s", i, clip(c.line, 80), clip(mustJSON(m), 300))
+				}
+				continue
+			}
+			if c.wantCode == -32700 && code != -32700 {
+				t.Errorf("line %d %q: want a parse error, got %d %q", i, clip(c.line, 80), code, msg)
+			} else if code != c.wantCode {
+				t.Logf("line %d %q: error %d %q (expected %d)", i, clip(c.line, 80), code, msg, c.wantCode)
+			}
+			if msg == "" {
+				t.Errorf("line %d: error without a message: %s", i, mustJSON(m))
+			}
+		}
+		// A batch is not part of MCP's JSON-RPC: refused, not executed.
+		r.send([]byte(`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","id":"b2","method":"ping"}]` + "\n"))
+		m := r.next(20 * time.Second)
+		if code, _ := errorCode(m); code == 0 {
+			t.Errorf("a batch: %s", mustJSON(m))
+		}
+		// Blank lines and CRLF line ends do not upset the reader.
+		r.send([]byte("\n\r\n"))
+		r.send([]byte(`{"jsonrpc":"2.0","id":"crlf","method":"ping"}` + "\r\n"))
+		for {
+			m := r.next(20 * time.Second)
+			if m["id"] == "crlf" {
+				break
+			}
+		}
+		r.alive(2, in.Name)
+	})
+
+	t.Run("raw bytes in strings", func(t *testing.T) {
+		r.t = t
+		for i, line := range []string{
+			"{\"jsonrpc\":\"2.0\",\"id\":\"u1\",\"method\":\"tools/call\",\"params\":{\"name\":\"nvim_buffer_read\",\"arguments\":{\"path\":\"t1/\xff\xfe.c\"}}}",
+			`{"jsonrpc":"2.0","id":"u2","method":"tools/call","params":{"name":"nvim_buffer_read","arguments":{"path":"t1/words.c\u0000.txt"}}}`,
+			`{"jsonrpc":"2.0","id":"u3","method":"tools/call","params":{"name":"nvim_buffer_read","arguments":{"path":"t1/\ud800.c"}}}`,
+			`{"jsonrpc":"2.0","id":"u4","method":"tools/call","params":{"name":"pane_capture","arguments":{"pane":"%0\u0000; run-shell 'touch /tmp/x'"}}}`,
+			`{"jsonrpc":"2.0","id":"u5","method":"tools/call","params":{"name":"nvim_open","arguments":{"path":"t1/\u001b]52;c;x\u0007.c"}}}`,
+			`{"jsonrpc":"2.0","id":"u6","method":"tools/call","params":{"name":"pane_send_keys","arguments":{"pane":"%1","keys":"\u0000"}}}`,
+		} {
+			r.send([]byte(line + "\n"))
+			id := fmt.Sprintf("u%d", i+1)
+			m := r.reply(id, 20*time.Second)
+			res, _ := m["result"].(map[string]any)
+			if code, _ := errorCode(m); code == 0 && (res == nil || res["isError"] != true) {
+				t.Errorf("%s: accepted: %s", id, clip(mustJSON(m), 400))
+			}
+		}
+		r.alive(3, in.Name)
+	})
+
+	t.Run("message over 4 MiB", func(t *testing.T) {
+		r.t = t
+		big := fmt.Sprintf(`{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"nvim_buffer_read","arguments":{"path":"%s"}}}`, strings.Repeat("A", 5<<20))
+		t0 := time.Now()
+		r.send([]byte(big + "\n"))
+		m := r.next(30 * time.Second)
+		code, msg := errorCode(m)
+		if code != -32700 || m["id"] != nil {
+			t.Fatalf("a 5 MiB message: want a parse error without id, got %s", clip(mustJSON(m), 300))
+		}
+		t.Logf("5 MiB message dropped in %v: %d %q", time.Since(t0), code, msg)
+		waitUntil(t, 5*time.Second, "stderr says the message was dropped", func() bool {
+			return strings.Contains(r.stderr.String(), "dropped a message over")
+		})
+		// Just under the limit: parsed, refused by the schema.
+		under := fmt.Sprintf(`{"jsonrpc":"2.0","id":"under","method":"tools/call","params":{"name":"nvim_buffer_read","arguments":{"path":"%s"}}}`, strings.Repeat("A", 4<<20-200))
+		r.send([]byte(under + "\n"))
+		m = r.reply("under", 30*time.Second)
+		if res, _ := m["result"].(map[string]any); res == nil || res["isError"] != true {
+			t.Fatalf("a message just under 4 MiB: %s", clip(mustJSON(m), 300))
+		}
+		// Several oversized messages in a row, then a valid one.
+		for i := 0; i < 3; i++ {
+			r.send([]byte(big + "\n"))
+		}
+		for i := 0; i < 3; i++ {
+			if code, _ := errorCode(r.next(30 * time.Second)); code != -32700 {
+				t.Fatal("an oversized message was not answered with a parse error")
+			}
+		}
+		r.alive(4, in.Name)
+	})
+
+	t.Run("flood", func(t *testing.T) {
+		r.t = t
+		const n = 600
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			switch i % 4 {
+			case 0:
+				fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"f%d","method":"tools/call","params":{"name":"pane_list","arguments":{}}}`+"\n", i)
+			case 1:
+				fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"f%d","method":"tools/call","params":{"name":"nvim_status","arguments":{}}}`+"\n", i)
+			case 2:
+				fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"f%d","method":"ping"}`+"\n", i)
+			case 3:
+				fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"f%d","method":"tools/call","params":{"name":"pane_capture","arguments":{"pane":"%%999"}}}`+"\n", i)
+			}
+		}
+		t0 := time.Now()
+		r.send([]byte(b.String()))
+		seen := map[string]bool{}
+		for len(seen) < n {
+			m := r.next(60 * time.Second)
+			id := str(m["id"])
+			if !strings.HasPrefix(id, "f") {
+				continue
+			}
+			if seen[id] {
+				t.Fatalf("two answers for %s", id)
+			}
+			seen[id] = true
+			if code, msg := errorCode(m); code != 0 {
+				t.Errorf("%s: error %d %s", id, code, msg)
+			}
+		}
+		t.Logf("%d pipelined requests answered in %v", n, time.Since(t0))
+		r.alive(5, in.Name)
+	})
+}
