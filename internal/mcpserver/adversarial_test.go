@@ -479,6 +479,19 @@ func TestPathsStayInTheCard(t *testing.T) {
 	if d := before.diff(takeSnapshot(t, card)); d != "" {
 		t.Fatalf("opening files changed the card repository:\n%s", d)
 	}
+	// A modeline in a file an agent opens never runs (even with modelines
+	// turned back on by the student's config).
+	modeline := filepath.Join(in.Resolved.TaskDir, "modeline.c")
+	os.WriteFile(modeline, []byte("/* vim: set foldmethod=expr foldexpr=system('touch\\ CANARY') makeprg=touch\\ CANARY : */\nint x;\n"), 0o644)
+	st.lua(nil, `vim.o.modeline = true; vim.o.modelines = 5`)
+	as.ok("nvim_open", map[string]any{"path": "t1/modeline.c"})
+	time.Sleep(300 * time.Millisecond)
+	var fdm string
+	st.lua(&fdm, `return vim.wo.foldmethod .. ' ' .. vim.bo.makeprg`)
+	if strings.Contains(fdm, "expr") || strings.Contains(fdm, "touch") {
+		t.Errorf("the modeline was applied: %s", fdm)
+	}
+	sen.check(t, "modeline", "")
 	// A path through a symlink that stays inside the card is fine.
 	if err := os.Symlink("words.c", filepath.Join(in.Resolved.TaskDir, "alias.c")); err != nil {
 		t.Fatal(err)
