@@ -186,6 +186,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	// would otherwise compete with the handshake.
 	s.mcp.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(context.Context, mcp.JSONRPCNotification) { s.begin() })
 	stdio := server.NewStdioServer(s.mcp)
+	// Several tools wait (pane_wait, gdb run control, task_action): enough
+	// workers that a few long waits never starve quick calls.
+	server.WithWorkerPoolSize(32)(stdio)
 	stdio.SetErrorLogger(log.New(s.opt.ErrOut, "stem-mcp: ", 0))
 	go s.events.run(ctx)
 	err := stdio.Listen(ctx, limitLines(in, maxRequestBytes, s.logf), out)

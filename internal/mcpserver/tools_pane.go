@@ -20,9 +20,12 @@ const (
 	defCaptureBytes = 64 << 10
 	maxPattern      = 1024
 	maxKeySpec      = 4096
-	maxRunCommand   = 16 << 10
-	maxWaitTimeout  = 120000
-	maxRunTimeout   = 600000
+	// maxRunCommand stays under what one tmux command line carries once
+	// the keys are hex-encoded (send-keys -H), so a longer command is
+	// refused up front rather than failing inside tmux.
+	maxRunCommand  = 2000
+	maxWaitTimeout = 120000
+	maxRunTimeout  = 600000
 	// taskRole marks the dedicated pane task_action runs in.
 	taskRole = "task"
 )

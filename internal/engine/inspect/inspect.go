@@ -147,6 +147,7 @@ func (in *Inspector) viaCLI(ctx context.Context, id string) (engine.Container, e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, in.PodmanCLI, "container", "inspect", "--format", "json", id)
+	cmd.WaitDelay = 2 * time.Second // a child holding the pipe must not outlast the deadline
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
