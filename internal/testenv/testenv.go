@@ -157,7 +157,9 @@ func (in *Instance) startContainer(t testing.TB) {
 	argv = append(argv, BaseImage, "sleep", "infinity")
 	out, err := podman(ctx, argv...)
 	if err != nil {
-		t.Fatalf("start fixture container (is the base image built? `make images`): %v", err)
+		// A failed start can leave the container created: remove it.
+		in.RemoveContainer()
+		t.Fatalf("start fixture container (base image built? `make images`; on hosts that need it, CONTAINERS_CONF from .cache/podman.env, which make sets): %v", err)
 	}
 	id := strings.TrimSpace(out)
 	t.Cleanup(func() { in.RemoveContainer() })
