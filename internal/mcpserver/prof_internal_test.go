@@ -30,7 +30,8 @@ func BenchmarkInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	close(s.started)
+	s.begin()
+	<-s.started
 	defs := map[string]toolDef{}
 	for _, t := range allTools() {
 		if t.at(Assist) {

@@ -345,8 +345,12 @@ func TestOCIErrorExplained(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
+	saved := a.env
 	a.env = append(env, "CONTAINER_HOST=unix://"+filepath.Join(sockDir, "p.sock"))
 	defer exec.Command("pkill", "-f", filepath.Join(sockDir, "p.sock")).Run()
+	// The account's cleanup must talk to the usual service, or stemctl
+	// would start this private one again after it was killed.
+	defer func() { a.env = saved }()
 	r, err := a.run("up", "native-amd64", "demo", "hello", "1")
 	if err != nil {
 		t.Fatal(err)
