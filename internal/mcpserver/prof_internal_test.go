@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -90,4 +92,45 @@ func BenchmarkInProcess(b *testing.B) {
 			call("pane_capture", map[string]any{"pane": pane})
 		}
 	})
+}
+
+// BenchmarkStdioInProcess runs ServeStdio over pipes with raw JSON-RPC
+// lines, so a CPU profile shows the transport's share of a pane capture.
+func BenchmarkStdioInProcess(b *testing.B) {
+	in := testenv.New(b, testenv.Options{})
+	in.Select(b)
+	d := in.Dirs
+	s, err := New(Options{Level: Observe, Dirs: &xdg.Dirs{Runtime: d.Runtime, State: d.State, Config: d.Config, Home: d.Home}, Getenv: func(string) string { return "" }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	go s.ServeStdio(context.Background(), sr, sw)
+	out := bufio.NewReader(cr)
+	id := 0
+	rt := func(fields string) {
+		id++
+		fmt.Fprintf(cw, `{"jsonrpc":"2.0","id":%d,%s}`+"\n", id, fields)
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if strings.Contains(line, fmt.Sprintf(`"id":%d`, id)) {
+				return
+			}
+		}
+	}
+	rt(`"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"b","version":"1"}}`)
+	fmt.Fprintln(cw, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	pane := strings.TrimSpace(in.Tmux(b, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
+	req := `"method":"tools/call","params":{"name":"pane_capture","arguments":{"pane":"` + pane + `"}}`
+	rt(req)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rt(req)
+	}
+	b.StopTimer()
+	cw.Close()
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,11 +58,33 @@ func (s *Server) register() {
 			continue
 		}
 		d := d
+		d.tool = rawSchema(d.tool)
 		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return s.call(ctx, d, req)
 		})
 	}
 	s.registerResources()
+}
+
+// rawSchema serializes a tool's input schema once, strict (no unknown
+// arguments). mcp-go's validator re-marshals a structured schema on every
+// call (15% of a pane capture's CPU); a raw one it only hashes.
+func rawSchema(t mcp.Tool) mcp.Tool {
+	if len(t.RawInputSchema) > 0 {
+		return t
+	}
+	sch := t.InputSchema
+	sch.AdditionalProperties = false
+	if sch.Properties == nil {
+		sch.Properties = map[string]any{}
+	}
+	data, err := json.Marshal(sch)
+	if err != nil {
+		return t // the structured schema still works, only slower
+	}
+	t.RawInputSchema = data
+	t.InputSchema = mcp.ToolInputSchema{}
+	return t
 }
 
 // call runs a tool with a deadline, audits it, and turns errors into tool
