@@ -3,9 +3,9 @@ package mcpserver
 import (
 	"bufio"
 	"context"
-	"io"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
