@@ -4,6 +4,7 @@
 package mcpcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -171,7 +172,15 @@ func printResult(w interface{ Write([]byte) (int, error) }, res *mcp.CallToolRes
 		}
 	}
 	for _, c := range res.Content {
-		if t, ok := c.(mcp.TextContent); ok {
+		t, ok := c.(mcp.TextContent)
+		if !ok {
+			continue
+		}
+		// Tool results are JSON text: indent them for reading.
+		var buf bytes.Buffer
+		if json.Indent(&buf, []byte(t.Text), "", "  ") == nil {
+			fmt.Fprintln(w, buf.String())
+		} else {
 			fmt.Fprintln(w, t.Text)
 		}
 	}
