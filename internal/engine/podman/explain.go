@@ -3,7 +3,9 @@ package podman
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os/exec"
 	"strings"
 	"syscall"
 
@@ -28,7 +30,8 @@ const (
 		`Use runc instead: install it (apt-get install runc) and set [engine] runtime = "runc" ` +
 		`in containers.conf (~/.config/containers/containers.conf, or the file CONTAINERS_CONF names; ` +
 		`stem's containers/containers.conf is such a file for CI hosts), then restart the Podman service`
-	hintRlimit = `the runtime may not raise the container's resource limits to podman's defaults ` +
+	hintNoPodman = `Podman is not installed: apt-get install podman runc catatonit (or run make setup, which installs everything stem needs)`
+	hintRlimit   = `the runtime may not raise the container's resource limits to podman's defaults ` +
 		`(this host's hard limits are lower and the service lacks CAP_SYS_RESOURCE). ` +
 		`Set [containers] default_ulimits = ["nofile=N:N", "nproc=4096:4096"] in containers.conf, with N your ulimit -Hn (equal values: Podman 4.3's service swaps soft and hard) ` +
 		`(stem's containers/containers.conf works on such hosts, via CONTAINERS_CONF), then restart the Podman service`
@@ -65,6 +68,8 @@ func ExplainError(err error) error {
 	}
 	msg := strings.ToLower(err.Error())
 	switch {
+	case (errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) && strings.Contains(msg, "fork/exec")) && strings.Contains(msg, "podman"):
+		return &HintError{err, hintNoPodman}
 	case strings.Contains(msg, "cgroups in hybrid mode not supported"):
 		return &HintError{err, hintCrunCgroups}
 	case strings.Contains(msg, "rlimit") && strings.Contains(msg, "operation not permitted"):

@@ -186,3 +186,15 @@ func privateEngine(t *testing.T, runtime string) *Engine {
 	}
 	return e
 }
+
+func TestExplainMissingPodman(t *testing.T) {
+	_, err := exec.Command("/nonexistent/podman").Output()
+	wrapped := ExplainError(fmt.Errorf("start the Podman service (podman): %w", err))
+	if !strings.Contains(wrapped.Error(), "apt-get install podman") {
+		t.Fatalf("no install hint: %v", wrapped)
+	}
+	_, err = exec.LookPath("no-such-podman-binary")
+	if w := ExplainError(fmt.Errorf("start the Podman service (podman): %w", err)); !strings.Contains(w.Error(), "make setup") {
+		t.Fatalf("no install hint for a missing binary on PATH: %v", w)
+	}
+}
