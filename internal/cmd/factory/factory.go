@@ -70,16 +70,21 @@ func New() *cmdutil.Factory {
 		}
 		return audit.Open(d.State)
 	}
-	f.Manager = func(ctx context.Context) (*instance.Manager, error) {
+	// core is what both the manager and the checker stand on.
+	core := func(ctx context.Context) (engine.Engine, *registry.Registry, sockets.Layout, error) {
 		e, err := eng(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, sockets.Layout{}, err
 		}
 		reg, err := f.Registry()
 		if err != nil {
-			return nil, err
+			return nil, nil, sockets.Layout{}, err
 		}
 		l, err := f.Layout()
+		return e, reg, l, err
+	}
+	f.Manager = func(ctx context.Context) (*instance.Manager, error) {
+		e, reg, l, err := core(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -94,15 +99,7 @@ func New() *cmdutil.Factory {
 		}, nil
 	}
 	f.Checker = func(ctx context.Context) (*verify.Checker, error) {
-		e, err := eng(ctx)
-		if err != nil {
-			return nil, err
-		}
-		reg, err := f.Registry()
-		if err != nil {
-			return nil, err
-		}
-		l, err := f.Layout()
+		e, reg, l, err := core(ctx)
 		if err != nil {
 			return nil, err
 		}
