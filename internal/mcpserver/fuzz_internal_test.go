@@ -186,15 +186,31 @@ func FuzzParseCursor(f *testing.F) {
 	})
 }
 
-// limitLinesAll runs data through limitLines and returns the output.
+// oversizeLine stands for a dropped line in the output of limitLinesAll.
+const oversizeLine = "<dropped>\n"
+
+// limitLinesAll reads data line by line with readLimited, as the stdio
+// transport does, and returns the lines with each dropped one replaced by
+// oversizeLine.
 func limitLinesAll(t testing.TB, r io.Reader, max int) ([]byte, int) {
 	t.Helper()
 	dropped := 0
-	out, err := io.ReadAll(limitLines(r, max, func(string, ...any) { dropped++ }))
-	if err != nil && err != io.EOF {
-		t.Fatalf("limitLines: %v", err)
+	var out []byte
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLimited(br, max)
+		if line == nil && err == nil {
+			dropped++
+			out = append(out, oversizeLine...)
+		}
+		out = append(out, line...)
+		if err == io.EOF {
+			return out, dropped
+		}
+		if err != nil {
+			t.Fatalf("readLimited: %v", err)
+		}
 	}
-	return out, dropped
 }
 
 // wantLimited is what limitLines must produce: each line (with its
@@ -274,13 +290,13 @@ func TestLimitLinesBoundedMemory(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		br := bufio.NewReader(limitLines(r, max, func(string, ...any) {}))
-		first, err := br.ReadString('\n')
-		if err != nil || first != oversizeLine {
-			t.Fatalf("first line %q, %v", clipBytes([]byte(first)), err)
+		br := bufio.NewReaderSize(r, 64<<10)
+		first, err := readLimited(br, max)
+		if err != nil || first != nil {
+			t.Fatalf("first line %q, %v: want it dropped", clipBytes(first), err)
 		}
-		second, err := br.ReadString('\n')
-		if err != nil || second != "{\"jsonrpc\":\"2.0\"}\n" {
+		second, err := readLimited(br, max)
+		if err != nil || string(second) != "{\"jsonrpc\":\"2.0\"}\n" {
 			t.Fatalf("second line %q, %v", second, err)
 		}
 		runtime.ReadMemStats(&after)

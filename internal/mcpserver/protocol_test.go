@@ -41,8 +41,13 @@ func TestProtocolAbuse(t *testing.T) {
 		code, msg := errorCode(m)
 		res := mustJSON(m["result"])
 		t.Logf("tools/call before initialize: error %d %q, result %s", code, msg, clip(res, 200))
-		if code == 0 && m["result"] == nil {
-			t.Fatalf("no answer to a call before initialize: %s", mustJSON(m))
+		if code != -32002 || !strings.Contains(msg, "initialize") || m["result"] != nil {
+			t.Fatalf("a call before initialize: want error -32002 naming initialize, got %s", mustJSON(m))
+		}
+		// ping is allowed before the handshake.
+		r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": "early-ping", "method": "ping"})
+		if m := r.reply("early-ping", 20*time.Second); m["result"] == nil {
+			t.Fatalf("ping before initialize: %s", mustJSON(m))
 		}
 		r.initialize()
 		r.alive(1, in.Name)

@@ -18,7 +18,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/engine/inspect"
+	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/verify"
@@ -185,13 +185,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	// initialize reply: on 2 cores the dials (Podman, a tmux client, nvim)
 	// would otherwise compete with the handshake.
 	s.mcp.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(context.Context, mcp.JSONRPCNotification) { s.begin() })
-	stdio := server.NewStdioServer(s.mcp)
-	// Several tools wait (pane_wait, gdb run control, task_action): enough
-	// workers that a few long waits never starve quick calls.
-	server.WithWorkerPoolSize(32)(stdio)
-	stdio.SetErrorLogger(log.New(s.opt.ErrOut, "stem-mcp: ", 0))
 	go s.events.run(ctx)
-	err := stdio.Listen(ctx, limitLines(in, maxRequestBytes, s.logf), out)
+	t := &stdioTransport{mcp: s.mcp, maxLine: maxRequestBytes, logf: s.logf, out: out}
+	err := t.serve(ctx, s.session, in)
 	s.begin()
 	<-s.started
 	end := s.entry(audit.SessionEnd)
@@ -356,7 +352,7 @@ func badInput(format string, args ...any) error {
 // structuredContent: that doubles the bytes, and mcp-go re-validates nested
 // JSON at every level, so a 1,000-line buffer cost tens of milliseconds.
 func resultOf(v any) (*mcp.CallToolResult, error) {
-	data, err := json.Marshal(v)
+	data, err := jsonwire.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}

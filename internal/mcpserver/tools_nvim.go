@@ -152,22 +152,24 @@ func readResult(source string, lines []numbered, total int, truncated bool) map[
 	for _, l := range lines {
 		size += width + len(l.Text) + 2
 	}
-	b := make([]byte, 0, size)
+	var b strings.Builder // String() without a copy
+	b.Grow(size)
 	var cut []int
+	var num [20]byte
 	for _, l := range lines {
-		num := strconv.Itoa(l.N)
-		for i := len(num); i < width; i++ {
-			b = append(b, ' ')
+		n := strconv.AppendInt(num[:0], int64(l.N), 10)
+		for i := len(n); i < width; i++ {
+			b.WriteByte(' ')
 		}
-		b = append(b, num...)
-		b = append(b, '\t')
-		b = append(b, l.Text...)
-		b = append(b, '\n')
+		b.Write(n)
+		b.WriteByte('\t')
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
 		if l.Cut {
 			cut = append(cut, l.N)
 		}
 	}
-	out := map[string]any{"source": source, "total": total, "truncated": truncated, "text": string(b), "notice": untrustedNotice}
+	out := map[string]any{"source": source, "total": total, "truncated": truncated, "text": b.String(), "notice": untrustedNotice}
 	if len(lines) > 0 {
 		out["start"], out["end"] = lines[0].N, lines[len(lines)-1].N
 	}

@@ -57,25 +57,55 @@ func textReplacement(r rune) rune {
 	return -1
 }
 
-func plainText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 {
-			// Non-ASCII: check the runes (rare in source code).
-			if c >= 0x80 {
-				if !utf8.ValidString(s[i:]) {
-					return false
-				}
-				for _, r := range s[i:] {
-					if textReplacement(r) >= 0 {
-						return false
-					}
-				}
-				return true
+// plainText reports whether s is printable ASCII (and tabs) or otherwise
+// needs no change. Source code nearly always is, so runs of eight plain
+// ASCII bytes are checked at a time.
+func plainText(s string) bool { return plain(s, false) }
+
+// plainLines is plainText for lines joined with newlines.
+func plainLines(s string) bool { return plain(s, true) }
+
+func plain(s string, newlines bool) bool {
+	for i := 0; i < len(s); {
+		if i+8 <= len(s) && unusual(load8(s, i)) == 0 {
+			i += 8
+			continue
+		}
+		c := s[i]
+		switch {
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 || textReplacement(r) >= 0 {
+				return false
 			}
+			i += size
+			continue
+		case c == '\t', c == '\n' && newlines:
+		case c < 0x20, c == 0x7f:
 			return false
 		}
+		i++
 	}
 	return true
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// unusual is non-zero when a byte of w is below 0x20, DEL or not ASCII
+// (tabs too: the byte loop sorts those out).
+func unusual(w uint64) uint64 {
+	d := w ^ (lsb * 0x7f)
+	return ((w-lsb*0x20)&^w | (d-lsb)&^d | w) & msb
+}
+
+// load8 reads s[i:i+8] little-endian in one load.
+func load8(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
 func makeText(s string) Text {
@@ -247,11 +277,17 @@ func (c *Client) ReadBuffer(ctx context.Context, ref BufferRef, start, end, maxB
 		Modified: res.Modified, Truncated: res.Truncated, Tick: res.Tick,
 		Lines: make([]Line, len(lines)),
 	}
+	// One pass over the whole text settles the usual case: nothing to clean.
+	plain := !res.Cut && plainLines(res.Text)
 	for i, l := range lines {
 		if res.Cut {
 			l = trimPartialRune(l)
 		}
-		out.Lines[i] = Line{N: res.First + i, Text: makeText(l), Cut: res.Cut}
+		t := Text{S: l}
+		if !plain {
+			t = makeText(l)
+		}
+		out.Lines[i] = Line{N: res.First + i, Text: t, Cut: res.Cut}
 	}
 	return out, nil
 }

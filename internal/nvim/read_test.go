@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stem-edu/stem/internal/nvim/nvimtest"
 )
@@ -335,4 +336,31 @@ func TestMakeText(t *testing.T) {
 			t.Errorf("trimPartialRune(%q) = %q", in, got)
 		}
 	}
+}
+
+// plainRef is plainText the slow way: every rune kept as it is.
+func plainRef(s string, newlines bool) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if textReplacement(r) >= 0 && !(newlines && r == '\n') {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzPlainText(f *testing.F) {
+	for _, s := range []string{"", "int main(void) {\n\treturn 0;\n}\n", "ż\x7f", "abcdefgh\x1b[0m", "\xff", "a\u202eb", "12345678\u0085"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := plainText(s), plainRef(s, false); got != want {
+			t.Fatalf("plainText(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := plainLines(s), plainRef(s, true); got != want {
+			t.Fatalf("plainLines(%q) = %v, want %v", s, got, want)
+		}
+	})
 }

@@ -1,0 +1,227 @@
+// Package jsonwire encodes the JSON that stem-mcp writes most: tool results
+// that are maps of plain values around one large string (a pane capture, a
+// buffer read). encoding/json escapes strings a byte at a time and
+// re-validates the output of every nested Marshaler; for a 100 KB result
+// that cost more than reading the buffer. Append handles the common value
+// types itself, skips runs of plain ASCII eight bytes at a time, and hands
+// every other type to encoding/json, so its output is always valid JSON that
+// decodes to what encoding/json's would.
+package jsonwire
+
+import (
+	"encoding/json"
+	"math/bits"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Marshal returns the JSON encoding of v.
+func Marshal(v any) ([]byte, error) {
+	return Append(make([]byte, 0, estimate(v, 4)), v)
+}
+
+// estimate guesses the encoded size of v, so that a large result is
+// written into one buffer instead of being copied as it grows.
+func estimate(v any, depth int) int {
+	switch v := v.(type) {
+	case string:
+		return len(v) + len(v)/16 + 2
+	case map[string]any:
+		n := 2
+		if depth > 0 {
+			for k, e := range v {
+				n += len(k) + 4 + estimate(e, depth-1)
+			}
+		}
+		return n
+	case []any:
+		n := 2
+		if depth > 0 {
+			for _, e := range v {
+				n += 1 + estimate(e, depth-1)
+			}
+		}
+		return n
+	}
+	return 16
+}
+
+// Append appends the JSON encoding of v to dst. Maps are written with
+// sorted keys, as encoding/json does. Unlike encoding/json it does not
+// escape <, > and & (JSON does not require it).
+func Append(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case string:
+		return AppendString(dst, v), nil
+	case bool:
+		return strconv.AppendBool(dst, v), nil
+	case int:
+		return strconv.AppendInt(dst, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(dst, v, 10), nil
+	case int32:
+		return strconv.AppendInt(dst, int64(v), 10), nil
+	case uint32:
+		return strconv.AppendUint(dst, uint64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(dst, v, 10), nil
+	case map[string]any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendString(dst, k)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = Append(dst, v[k]); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, '}'), nil
+	case []any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = Append(dst, e); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, ']'), nil
+	case []string:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendString(dst, e)
+		}
+		return append(dst, ']'), nil
+	case []int:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(e), 10)
+		}
+		return append(dst, ']'), nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, data...), nil
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// special is non-zero when some byte of w needs a look: below 0x20, '"',
+// '\\', or not ASCII. These are the classic "has a byte less than n" and
+// "has a zero byte" tricks: the lowest flagged byte is always a real one
+// (a borrow may flag bytes above it, never below).
+func special(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	b := w ^ (lsb * '\\')
+	return ((w-lsb*0x20)&^w | (q-lsb)&^q | (b-lsb)&^b | w) & msb
+}
+
+// load8 reads s[i:i+8] little-endian; the compiler turns it into one load.
+func load8(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+const hex = "0123456789abcdef"
+
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD and
+// U+2028/U+2029 are escaped, as encoding/json does.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start, i := 0, 0
+	for i < len(s) {
+		// Skip eight plain ASCII bytes at a time.
+		for i+8 <= len(s) {
+			if m := special(load8(s, i)); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		switch {
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+				i++
+				start = i
+				continue
+			}
+			if r == '\u2028' || r == '\u2029' {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\u202`...)
+				dst = append(dst, hex[r&0xf])
+				i += size
+				start = i
+				continue
+			}
+			i += size
+		case c < 0x20 || c == '"' || c == '\\':
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+		default:
+			i++
+		}
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,375 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/stem-edu/stem/internal/jsonwire"
+)
+
+// The stdio transport: newline-delimited JSON-RPC on the process's stdin
+// and stdout, with mcp-go's MCPServer doing the protocol work
+// (HandleMessage). It replaces mcp-go's StdioServer for three reasons:
+//   - responses are written by one fast encoder: mcp-go marshals a tool
+//     result through nested MarshalJSON methods, and encoding/json then
+//     re-scans every nested level, which cost more than the tool itself for
+//     a 1,000-line buffer read;
+//   - requests other than initialize and ping are refused until the client
+//     has initialized, so nothing runs for a client that skipped the
+//     handshake;
+//   - the size limit applies while reading, not after.
+
+const (
+	// maxInFlight bounds concurrently served requests. Several tools wait
+	// (pane_wait, gdb run control, task_action), so enough that a few long
+	// waits never starve quick calls; beyond it the reader waits.
+	maxInFlight = 32
+	// drainGrace is how long requests already read may finish after the
+	// input ends before they are cancelled.
+	drainGrace = 2 * time.Second
+
+	codeNotInitialized = -32002
+)
+
+// stdioSession is the single client of a stdio server.
+type stdioSession struct {
+	id          string
+	notes       chan mcp.JSONRPCNotification
+	initialized atomic.Bool
+	logLevel    atomic.Value // mcp.LoggingLevel
+}
+
+func (s *stdioSession) SessionID() string { return s.id }
+func (s *stdioSession) NotificationChannel() chan<- mcp.JSONRPCNotification {
+	return s.notes
+}
+func (s *stdioSession) Initialize() {
+	s.logLevel.Store(mcp.LoggingLevelError)
+	s.initialized.Store(true)
+}
+func (s *stdioSession) Initialized() bool                  { return s.initialized.Load() }
+func (s *stdioSession) SetLogLevel(level mcp.LoggingLevel) { s.logLevel.Store(level) }
+func (s *stdioSession) GetLogLevel() mcp.LoggingLevel {
+	if l, ok := s.logLevel.Load().(mcp.LoggingLevel); ok {
+		return l
+	}
+	return mcp.LoggingLevelError
+}
+
+var _ server.SessionWithLogging = (*stdioSession)(nil)
+
+// stdioTransport serves one MCPServer on a pair of streams.
+type stdioTransport struct {
+	mcp     *server.MCPServer
+	maxLine int
+	logf    func(string, ...any)
+
+	wmu sync.Mutex
+	out io.Writer
+	// bufs recycles response buffers: a large result is then written
+	// without allocating (and zeroing) a fresh buffer each time.
+	bufs sync.Pool
+
+	// ready is set once an initialize request has been answered.
+	ready atomic.Bool
+}
+
+// serve reads requests until in ends or ctx is cancelled.
+func (t *stdioTransport) serve(ctx context.Context, session string, in io.Reader) error {
+	sess := &stdioSession{id: session, notes: make(chan mcp.JSONRPCNotification, 64)}
+	if err := t.mcp.RegisterSession(ctx, sess); err != nil {
+		return fmt.Errorf("register session: %w", err)
+	}
+	defer t.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.id)
+
+	reqCtx, cancel := context.WithCancel(t.mcp.WithContext(ctx, sess))
+	defer cancel()
+	go t.forwardNotifications(reqCtx, sess.notes)
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		br := bufio.NewReaderSize(in, 64<<10)
+		for {
+			line, err := readLimited(br, t.maxLine)
+			if line == nil && err == nil {
+				t.logf("dropped a message over %d bytes", t.maxLine)
+				t.writeError(nil, mcp.PARSE_ERROR, fmt.Sprintf("message over %d bytes dropped", t.maxLine))
+			} else if len(line) > 0 {
+				select {
+				case lines <- line:
+				case <-reqCtx.Done():
+					return
+				}
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxInFlight)
+	var err error
+loop:
+	for {
+		select {
+		case line := <-lines:
+			t.dispatch(reqCtx, line, sem, &wg)
+		case err = <-readErr:
+			break loop
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		}
+	}
+	// Let requests already read finish (a client may send its last call
+	// and close its end), then cancel what still runs.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(drainGrace):
+		cancel()
+		<-done
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// envelope is what dispatch needs of a message; HandleMessage parses the rest.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  *string         `json:"method"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan struct{}, wg *sync.WaitGroup) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	if line[0] == '[' {
+		if json.Valid(line) {
+			t.writeError(nil, mcp.INVALID_REQUEST, "batches are not supported: send one JSON-RPC message per line")
+		} else {
+			t.writeError(nil, mcp.PARSE_ERROR, "Parse error")
+		}
+		return
+	}
+	var env envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(line) {
+			t.writeError(nil, mcp.PARSE_ERROR, "Parse error")
+		} else {
+			t.writeError(nil, mcp.INVALID_REQUEST, "not a JSON-RPC message: "+err.Error())
+		}
+		return
+	}
+	id, idOK := requestID(env.ID)
+	if !idOK {
+		t.writeError(nil, mcp.INVALID_REQUEST, "a request id must be a string or a number")
+		return
+	}
+	if env.Method == nil {
+		if id != nil && (env.Result != nil || env.Error != nil) {
+			return // a reply to a request we never send: ignore it
+		}
+		t.writeError(id, mcp.INVALID_REQUEST, "a request needs a method")
+		return
+	}
+	method := *env.Method
+	if id == nil {
+		// Notifications are handled in order, on the reader: the
+		// initialized notification must precede the calls after it.
+		t.handle(ctx, line)
+		return
+	}
+	if !t.ready.Load() && method != string(mcp.MethodInitialize) && method != string(mcp.MethodPing) {
+		t.writeError(id, codeNotInitialized, "the session is not initialized: send initialize (and notifications/initialized) first")
+		return
+	}
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer func() { <-sem; wg.Done() }()
+		resp := t.handle(ctx, line)
+		if resp == nil {
+			return
+		}
+		if _, ok := resp.(mcp.JSONRPCResponse); ok && method == string(mcp.MethodInitialize) {
+			t.ready.Store(true)
+		}
+		t.writeMessage(resp)
+	}()
+}
+
+// handle runs one message through the MCP server, turning a panic into an
+// internal error so the process keeps serving.
+func (t *stdioTransport) handle(ctx context.Context, line []byte) (resp mcp.JSONRPCMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.logf("panic while handling a message: %v", r)
+			var env envelope
+			_ = json.Unmarshal(line, &env)
+			if id, ok := requestID(env.ID); ok && id != nil {
+				resp = mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)
+			} else {
+				resp = nil
+			}
+		}
+	}()
+	return t.mcp.HandleMessage(ctx, json.RawMessage(line))
+}
+
+// requestID decodes a JSON-RPC id: nil when absent or null, a string, or a
+// number (kept as json.Number so large ids survive). ok is false for other
+// types.
+func requestID(raw json.RawMessage) (id any, ok bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, true
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, false
+	}
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i, true
+		}
+		if f, err := v.Float64(); err == nil {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+func (t *stdioTransport) forwardNotifications(ctx context.Context, notes <-chan mcp.JSONRPCNotification) {
+	for {
+		select {
+		case n := <-notes:
+			t.writeMessage(n)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (t *stdioTransport) writeError(id any, code int, msg string) {
+	t.writeMessage(mcp.NewJSONRPCError(mcp.NewRequestId(id), code, msg, nil))
+}
+
+func (t *stdioTransport) writeMessage(m mcp.JSONRPCMessage) {
+	bp, _ := t.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	data, err := appendMessage((*bp)[:0], m)
+	if err != nil {
+		t.logf("encode a response: %v", err)
+		return
+	}
+	data = append(data, '\n')
+	t.wmu.Lock()
+	_, err = t.out.Write(data)
+	t.wmu.Unlock()
+	if err != nil {
+		t.logf("write a response: %v", err)
+	}
+	if cap(data) <= maxPooledBuf {
+		*bp = data
+		t.bufs.Put(bp)
+	}
+}
+
+// maxPooledBuf bounds the buffers kept for reuse.
+const maxPooledBuf = 1 << 20
+
+// appendMessage appends the JSON of m to dst, with a fast path for what
+// nearly every response is: a tool result of text content only.
+func appendMessage(dst []byte, m mcp.JSONRPCMessage) ([]byte, error) {
+	if r, ok := m.(mcp.JSONRPCResponse); ok {
+		var res *mcp.CallToolResult
+		switch v := r.Result.(type) {
+		case *mcp.CallToolResult:
+			res = v
+		case mcp.CallToolResult:
+			res = &v
+		}
+		if res != nil && plainToolResult(res) {
+			return appendToolResult(dst, r.ID, res)
+		}
+	}
+	data, err := json.Marshal(m)
+	return append(dst, data...), err
+}
+
+// plainToolResult reports whether res holds nothing but text content, which
+// appendToolResult writes exactly as CallToolResult.MarshalJSON would.
+func plainToolResult(res *mcp.CallToolResult) bool {
+	if res.Meta != nil || res.StructuredContent != nil || len(res.RawStructuredContent) > 0 ||
+		len(res.InputRequests) > 0 || res.RequestState != "" {
+		return false
+	}
+	for _, c := range res.Content {
+		tc, ok := c.(mcp.TextContent)
+		if !ok || tc.Meta != nil || tc.Annotations != nil || tc.Type != "text" {
+			return false
+		}
+	}
+	return true
+}
+
+func appendToolResult(b []byte, id mcp.RequestId, res *mcp.CallToolResult) ([]byte, error) {
+	idJSON, err := json.Marshal(id)
+	if err != nil {
+		return b, err
+	}
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"result":{"content":[`...)
+	for i, c := range res.Content {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"text","text":`...)
+		b = jsonwire.AppendString(b, c.(mcp.TextContent).Text)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if res.IsError {
+		b = append(b, `,"isError":true`...)
+	}
+	if res.ResultType != "" {
+		b = append(b, `,"resultType":`...)
+		b = jsonwire.AppendString(b, string(res.ResultType))
+	}
+	b = append(b, "}}"...)
+	return b, nil
+}
