@@ -10,6 +10,7 @@ package jsonwire
 
 import (
 	"encoding/json"
+	"maps"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -72,13 +73,8 @@ func Append(dst []byte, v any) ([]byte, error) {
 		if v == nil {
 			return append(dst, "null"...), nil
 		}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		dst = append(dst, '{')
-		for i, k := range keys {
+		for i, k := range slices.Sorted(maps.Keys(v)) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -91,50 +87,35 @@ func Append(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, '}'), nil
 	case []any:
-		if v == nil {
-			return append(dst, "null"...), nil
-		}
-		dst = append(dst, '[')
-		for i, e := range v {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = Append(dst, e); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendList(dst, v, Append)
 	case []string:
-		if v == nil {
-			return append(dst, "null"...), nil
-		}
-		dst = append(dst, '[')
-		for i, e := range v {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = AppendString(dst, e)
-		}
-		return append(dst, ']'), nil
+		return appendList(dst, v, func(b []byte, e string) ([]byte, error) { return AppendString(b, e), nil })
 	case []int:
-		if v == nil {
-			return append(dst, "null"...), nil
-		}
-		dst = append(dst, '[')
-		for i, e := range v {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = strconv.AppendInt(dst, int64(e), 10)
-		}
-		return append(dst, ']'), nil
+		return appendList(dst, v, func(b []byte, e int) ([]byte, error) { return strconv.AppendInt(b, int64(e), 10), nil })
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return dst, err
 	}
 	return append(dst, data...), nil
+}
+
+// appendList writes a JSON array (null for a nil slice), each element by enc.
+func appendList[T any](dst []byte, list []T, enc func([]byte, T) ([]byte, error)) ([]byte, error) {
+	if list == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
+	for i, e := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = enc(dst, e); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
 }
 
 const (

@@ -213,7 +213,7 @@ func limitLinesAll(t testing.TB, r io.Reader, max int) ([]byte, int) {
 	}
 }
 
-// wantLimited is what limitLines must produce: each line (with its
+// wantLimited is what limitLinesAll must produce: each line (with its
 // newline) of at most max bytes unchanged, each longer one replaced.
 func wantLimited(data []byte, max int) ([]byte, int) {
 	var out []byte
@@ -255,7 +255,7 @@ func FuzzLimitLines(f *testing.F) {
 		got, dropped := limitLinesAll(t, &smallReader{bytes.NewReader(data), chunk}, max)
 		want, wantDropped := wantLimited(data, max)
 		if !bytes.Equal(got, want) || dropped != wantDropped {
-			t.Fatalf("limitLines(max %d):\n got %q\nwant %q (dropped %d, want %d)", max, clipBytes(got), clipBytes(want), dropped, wantDropped)
+			t.Fatalf("readLimited(max %d):\n got %q\nwant %q (dropped %d, want %d)", max, clipBytes(got), clipBytes(want), dropped, wantDropped)
 		}
 	})
 }

@@ -199,7 +199,7 @@ func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan str
 	if id == nil {
 		// Notifications are handled in order, on the reader: the
 		// initialized notification must precede the calls after it.
-		t.handle(ctx, line)
+		t.handle(ctx, nil, line)
 		return
 	}
 	if !t.ready.Load() && method != string(mcp.MethodInitialize) && method != string(mcp.MethodPing) {
@@ -214,7 +214,7 @@ func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan str
 	wg.Add(1)
 	go func() {
 		defer func() { <-sem; wg.Done() }()
-		resp := t.handle(ctx, line)
+		resp := t.handle(ctx, id, line)
 		if resp == nil {
 			return
 		}
@@ -226,17 +226,14 @@ func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan str
 }
 
 // handle runs one message through the MCP server, turning a panic into an
-// internal error so the process keeps serving.
-func (t *stdioTransport) handle(ctx context.Context, line []byte) (resp mcp.JSONRPCMessage) {
+// internal error (for a request, id non-nil) so the process keeps serving.
+func (t *stdioTransport) handle(ctx context.Context, id any, line []byte) (resp mcp.JSONRPCMessage) {
 	defer func() {
 		if r := recover(); r != nil {
 			t.logf("panic while handling a message: %v", r)
-			var env envelope
-			_ = json.Unmarshal(line, &env)
-			if id, ok := requestID(env.ID); ok && id != nil {
+			resp = nil
+			if id != nil {
 				resp = mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)
-			} else {
-				resp = nil
 			}
 		}
 	}()
