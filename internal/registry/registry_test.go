@@ -90,7 +90,9 @@ func TestLockTimeout(t *testing.T) {
 	r, _ := Open(t.TempDir())
 	hold := make(chan struct{})
 	done := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		r.Update(context.Background(), func(map[string]Record) error {
 			close(hold)
 			<-done
@@ -103,6 +105,7 @@ func TestLockTimeout(t *testing.T) {
 	start := time.Now()
 	err := r.Put(ctx, Record{Instance: "x"})
 	close(done)
+	<-finished // the holder still writes; let it finish before TempDir cleanup
 	if err == nil || time.Since(start) > 2*time.Second || !strings.Contains(err.Error(), "another process") {
 		t.Fatalf("lock wait: %v after %s", err, time.Since(start))
 	}
