@@ -131,18 +131,18 @@ func (s *session) call(name string, args map[string]any) (map[string]any, string
 	if err != nil {
 		return nil, "", err
 	}
-	text := ""
+	var texts []string
 	for _, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
-			text += tc.Text
+			texts = append(texts, tc.Text)
 		}
 	}
 	if res.IsError {
-		return nil, text, nil
+		return nil, strings.Join(texts, ""), nil
 	}
-	var out map[string]any
-	if err := json.Unmarshal([]byte(text), &out); err != nil {
-		s.t.Fatalf("%s: result is not JSON: %v\n%s", name, err, text)
+	out, err := decodeResult(texts)
+	if err != nil {
+		s.t.Fatalf("%s: %v", name, err)
 	}
 	return out, "", nil
 }
@@ -190,4 +190,28 @@ func contains(t testing.TB, haystack, needle, what string) {
 	if !strings.Contains(haystack, needle) {
 		t.Fatalf("%s: %q not found in %q", what, needle, haystack)
 	}
+}
+
+// decodeResult checks a result's shape (fields as JSON in the first text
+// content; student text, when there is some, alone in a second one, flagged
+// by text_in_next_content) and returns the fields with that text as "text".
+func decodeResult(texts []string) (map[string]any, error) {
+	if len(texts) == 0 || len(texts) > 2 {
+		return nil, fmt.Errorf("result has %d text contents, want 1 or 2", len(texts))
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(texts[0]), &out); err != nil {
+		return nil, fmt.Errorf("result is not JSON: %v\n%s", err, texts[0])
+	}
+	flagged := out["text_in_next_content"] == true
+	if flagged != (len(texts) == 2) {
+		return nil, fmt.Errorf("text_in_next_content=%v with %d contents", out["text_in_next_content"], len(texts))
+	}
+	if _, dup := out["text"]; dup && flagged {
+		return nil, fmt.Errorf("text both in the fields and in a second content")
+	}
+	if flagged {
+		out["text"] = texts[1]
+	}
+	return out, nil
 }

@@ -20,7 +20,12 @@ func diskRead(t *testing.T, content string, start, end, max int) map[string]any 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out.(map[string]any)
+	wb := out.(withBody)
+	if wb.fields["text_in_next_content"] != true {
+		t.Fatalf("disk read does not flag its text: %v", wb.fields)
+	}
+	wb.fields["text"] = wb.body
+	return wb.fields
 }
 
 func TestReadFromDiskLineEnds(t *testing.T) {

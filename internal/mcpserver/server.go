@@ -348,13 +348,40 @@ func badInput(format string, args ...any) error {
 	return &inputError{fmt.Sprintf(format, args...)}
 }
 
-// resultOf sends a result as one JSON text content. Not also as
-// structuredContent: that doubles the bytes, and mcp-go re-validates nested
-// JSON at every level, so a 1,000-line buffer cost tens of milliseconds.
+// withBody is a result that carries student text (a pane, a buffer): the
+// fields go as JSON in the first text content and the text as a second
+// content of its own. The text is then JSON-escaped once on the wire, not
+// twice (a string inside a JSON string inside JSON-RPC), and an agent reads
+// it as it is, tabs and quotes unescaped.
+type withBody struct {
+	fields map[string]any
+	body   string
+}
+
+// bodyKey marks, in the fields, that the text is in the next content.
+const bodyKey = "text_in_next_content"
+
+func bodyResult(fields map[string]any, body string) withBody {
+	fields[bodyKey] = true
+	return withBody{fields: fields, body: body}
+}
+
+// resultOf sends a result as one JSON text content (and a withBody's text
+// as a second). Not also as structuredContent: that doubles the bytes, and
+// mcp-go re-validates nested JSON at every level, so a 1,000-line buffer
+// cost tens of milliseconds.
 func resultOf(v any) (*mcp.CallToolResult, error) {
+	wb, ok := v.(withBody)
+	if ok {
+		v = wb.fields
+	}
 	data, err := jsonwire.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	return mcp.NewToolResultText(string(data)), nil
+	res := mcp.NewToolResultText(string(data))
+	if ok {
+		res.Content = append(res.Content, mcp.NewTextContent(wb.body))
+	}
+	return res, nil
 }

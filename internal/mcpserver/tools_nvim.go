@@ -125,58 +125,83 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if err != nil {
 		return nil, err
 	}
-	lines := make([]numbered, len(bt.Lines))
-	for i, l := range bt.Lines {
-		lines[i] = numbered{N: l.N, Text: l.String(), Cut: l.Cut}
-	}
-	out := readResult("buffer", lines, bt.Total, bt.Truncated)
-	out["buffer"], out["name"], out["modified"], out["tick"] = bt.Buffer, bt.Name.String(), bt.Modified, bt.Tick
+	out := readResult("buffer", bt.Lines, bt.Total, bt.Truncated)
+	f := out.fields
+	f["buffer"], f["name"], f["modified"], f["tick"] = bt.Buffer, bt.Name.String(), bt.Modified, bt.Tick
 	if hasPath {
-		out["path"] = cp.Rel
+		f["path"] = cp.Rel
 	}
 	return out, nil
 }
 
-// numbered is one line of a read, before formatting.
-type numbered struct {
-	N    int
-	Text string
-	Cut  bool
-}
-
 // readResult formats lines as one numbered block ("  12\ttext", like
 // cat -n): compact on the wire and what agents read best.
-func readResult(source string, lines []numbered, total int, truncated bool) map[string]any {
+func readResult(source string, lines []nvim.Line, total int, truncated bool) withBody {
 	width := len(strconv.Itoa(total))
 	size := 0
 	for _, l := range lines {
-		size += width + len(l.Text) + 2
+		size += width + len(l.S) + 2
 	}
 	var b strings.Builder // String() without a copy
 	b.Grow(size)
 	var cut []int
-	var num [20]byte
-	for _, l := range lines {
-		n := strconv.AppendInt(num[:0], int64(l.N), 10)
-		for i := len(n); i < width; i++ {
-			b.WriteByte(' ')
+	var num lineNumber
+	for i, l := range lines {
+		if i == 0 || l.N != lines[i-1].N+1 {
+			num.set(l.N, width)
+		} else {
+			num.next()
 		}
-		b.Write(n)
+		b.Write(num.field)
 		b.WriteByte('\t')
-		b.WriteString(l.Text)
+		b.WriteString(l.S)
 		b.WriteByte('\n')
 		if l.Cut {
 			cut = append(cut, l.N)
 		}
 	}
-	out := map[string]any{"source": source, "total": total, "truncated": truncated, "text": b.String(), "notice": untrustedNotice}
+	out := map[string]any{"source": source, "total": total, "truncated": truncated, "notice": untrustedNotice}
 	if len(lines) > 0 {
 		out["start"], out["end"] = lines[0].N, lines[len(lines)-1].N
 	}
 	if len(cut) > 0 {
 		out["cut_lines"] = cut
 	}
-	return out
+	return bodyResult(out, b.String())
+}
+
+// lineNumber is a line number right-aligned in a field of spaces, counted
+// up in place: formatting each number afresh was a tenth of a
+// 1,000-line read.
+type lineNumber struct{ field []byte }
+
+func (ln *lineNumber) set(n, width int) {
+	d := strconv.Itoa(n)
+	w := max(width, len(d))
+	field := make([]byte, w, w+1)
+	for i := range field {
+		field[i] = ' '
+	}
+	copy(field[w-len(d):], d)
+	ln.field = field
+}
+
+// next adds one, widening the field when the digits fill it (999 -> 1000).
+func (ln *lineNumber) next() {
+	f := ln.field
+	for i := len(f) - 1; i >= 0; i-- {
+		switch f[i] {
+		case '9':
+			f[i] = '0'
+			continue
+		case ' ':
+			f[i] = '1'
+		default:
+			f[i]++
+		}
+		return
+	}
+	ln.field = append([]byte{'1'}, f...)
 }
 
 // readFromDisk reads a card file the student has not opened, with the same
@@ -196,7 +221,7 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	var lines []numbered
+	var lines []nvim.Line
 	used, n, truncated := 0, 0, false
 	for sc.Scan() {
 		n++
@@ -229,12 +254,12 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 			}
 		}
 		used += len(text) + 1
-		lines = append(lines, numbered{N: n, Text: termtext.String(text), Cut: cut})
+		lines = append(lines, nvim.Line{N: n, Text: nvim.Text{S: termtext.String(text)}, Cut: cut})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", cp.Rel, err)
 	}
 	out := readResult("disk", lines, n, truncated)
-	out["path"] = cp.Rel
+	out.fields["path"] = cp.Rel
 	return out, nil
 }

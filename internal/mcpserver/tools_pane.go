@@ -196,11 +196,11 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	if err != nil {
 		return nil, err
 	}
-	out["text"], out["truncated"] = res.Text, res.Truncated
+	out["truncated"] = res.Truncated
 	if p := res.Position; p != nil {
 		out["cursor"] = makeCursor(pane, p.HistorySize+p.CursorY)
 	}
-	return out, nil
+	return bodyResult(out, res.Text), nil
 }
 
 // atHistoryLimit reports whether a pane's history is near its limit, where

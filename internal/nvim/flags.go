@@ -22,11 +22,7 @@ func (c *Client) BufferFlag(ctx context.Context, buf int, name string) (bool, er
 	}
 	var v any
 	err := c.call(ctx, "buffer flag", guardHang, true, func(n *gonvim.Nvim) error {
-		return n.ExecLua(`local b, name = ...
-if not vim.api.nvim_buf_is_valid(b) then return false end
-local ok, v = pcall(vim.api.nvim_buf_get_var, b, name)
-if not ok then return false end
-return v == true or (type(v) == "number" and v ~= 0) or (type(v) == "string" and v ~= "" and v ~= "0")`, &v, buf, name)
+		return execLua(n, fnFlag, &v, buf, name)
 	})
 	if err != nil {
 		return false, err

@@ -1,5 +1,14 @@
 package nvim
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	gonvim "github.com/neovim/go-client/nvim"
+)
+
 // Fixed Lua chunks run with nvim_exec_lua. Every piece of outside data (paths,
 // buffer text, hint text, numbers) arrives as an argument in `...`, never as
 // source text. Each chunk does its checks and its work in one request, so
@@ -7,6 +16,8 @@ package nvim
 //
 // Failures the caller must tell apart are returned as {err = "..."} rather
 // than raised, so they map onto sentinel errors.
+//
+// Each chunk runs through a luaFunc, so Neovim compiles it once per run.
 
 // luaFindBuf is shared by chunks that accept a buffer number or a path. It
 // defines find(bufnr, path) -> bufnr | nil, errcode.
@@ -242,3 +253,58 @@ for _, b in ipairs(bufs) do
 end
 return {count = count}
 `
+
+// luaFlag(bufnr, name): whether b:<name> is set to a true value.
+const luaFlag = `local b, name = ...
+if not vim.api.nvim_buf_is_valid(b) then return false end
+local ok, v = pcall(vim.api.nvim_buf_get_var, b, name)
+if not ok then return false end
+return v == true or (type(v) == "number" and v ~= 0) or (type(v) == "string" and v ~= "" and v ~= "0")`
+
+// The chunks as functions.
+var (
+	fnRead        = newLuaFunc(luaRead)
+	fnStatus      = newLuaFunc(luaStatus)
+	fnDiagnostics = newLuaFunc(luaDiagnostics)
+	fnOpen        = newLuaFunc(luaOpen)
+	fnSetLines    = newLuaFunc(luaSetLines)
+	fnHint        = newLuaFunc(luaHint)
+	fnClearHints  = newLuaFunc(luaClearHints)
+	fnFlag        = newLuaFunc(luaFlag)
+)
+
+// luaFunc is a fixed chunk kept in Neovim as a function, in
+// package.loaded._stem_rpc under a key derived from its source (so two
+// stem versions never share one). A call sends a one-line chunk that calls
+// it; only when the function is missing (a new Neovim, or the table was
+// cleared) is the whole chunk sent to define it. Compiling the read chunk
+// cost about 25 µs a call, and a chunk compiled afresh each time never kept
+// LuaJIT's traces. The student's Neovim could replace the function, but it
+// could as well replace vim.api: the editor is theirs either way.
+type luaFunc struct{ call, define string }
+
+// luaUndefined is the error a call raises when its function is missing.
+const luaUndefined = "stem_rpc: function not defined"
+
+func newLuaFunc(body string) luaFunc {
+	sum := sha256.Sum256([]byte(body))
+	key := "f" + hex.EncodeToString(sum[:8])
+	return luaFunc{
+		call: "local m = package.loaded._stem_rpc; local f = type(m) == 'table' and rawget(m, '" + key + "')\n" +
+			"if type(f) ~= 'function' then error('" + luaUndefined + "', 0) end\nreturn f(...)",
+		define: "if type(package.loaded._stem_rpc) ~= 'table' then package.loaded._stem_rpc = {} end\n" +
+			"rawset(package.loaded._stem_rpc, '" + key + "', function(...)\n" + body + "\nend)",
+	}
+}
+
+// execLua runs f with args, defining it first when Neovim lacks it.
+func execLua(v *gonvim.Nvim, f luaFunc, result any, args ...any) error {
+	err := v.ExecLua(f.call, result, args...)
+	if err == nil || !strings.Contains(err.Error(), luaUndefined) {
+		return err
+	}
+	if err := v.ExecLua(f.define, nil); err != nil {
+		return fmt.Errorf("define a Lua function in Neovim: %w", err)
+	}
+	return v.ExecLua(f.call, result, args...)
+}

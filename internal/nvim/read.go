@@ -257,7 +257,7 @@ func (c *Client) ReadBuffer(ctx context.Context, ref BufferRef, start, end, maxB
 		Tick      int    `msgpack:"tick"`
 	}
 	err := c.call(ctx, "read", guardHang, true, func(v *gonvim.Nvim) error {
-		return v.ExecLua(luaRead, &res, ref.Number, ref.Path, start, end, maxBytes)
+		return execLua(v, fnRead, &res, ref.Number, ref.Path, start, end, maxBytes)
 	})
 	if err != nil {
 		return nil, err
@@ -354,7 +354,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		if blocked(m, guardHang) {
 			return nil
 		}
-		return s.run(ctx, func(v *gonvim.Nvim) error { return v.ExecLua(luaStatus, &res, MaxBuffers) })
+		return s.run(ctx, func(v *gonvim.Nvim) error { return execLua(v, fnStatus, &res, MaxBuffers) })
 	})
 	if err != nil {
 		return nil, err
@@ -427,7 +427,7 @@ func (c *Client) Diagnostics(ctx context.Context, buf int) (*Diagnostics, error)
 		} `msgpack:"items"`
 	}
 	err := c.call(ctx, "diagnostics", guardHang, true, func(v *gonvim.Nvim) error {
-		return v.ExecLua(luaDiagnostics, &res, buf, MaxDiagnostics)
+		return execLua(v, fnDiagnostics, &res, buf, MaxDiagnostics)
 	})
 	if err != nil {
 		return nil, err

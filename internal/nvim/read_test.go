@@ -364,3 +364,34 @@ func FuzzPlainText(f *testing.F) {
 		}
 	})
 }
+
+// TestLuaFunctionsRedefined: the chunks live in Neovim as functions; when
+// the student's config clears or clobbers their table, or replaces one with
+// something that is not a function, the next call defines them again.
+func TestLuaFunctionsRedefined(t *testing.T) {
+	n, c := start(t, nvimtest.Options{})
+	ctx := testCtx(t)
+	buf := edit(t, n, writeFile(t, n.Dir, "a.c", "one\ntwo\n"))
+	read := func(when string) {
+		t.Helper()
+		got, err := c.ReadBuffer(ctx, Buf(buf), 1, 0, 0)
+		if err != nil || len(got.Lines) != 2 || got.Lines[1].S != "two" {
+			t.Fatalf("%s: read %+v, %v", when, got, err)
+		}
+	}
+	read("first")
+	var keys int
+	n.Lua(t, &keys, `local k = 0; for _ in pairs(package.loaded._stem_rpc) do k = k + 1 end; return k`)
+	if keys < 1 {
+		t.Fatalf("no function kept in package.loaded._stem_rpc")
+	}
+	for _, clobber := range []string{
+		`package.loaded._stem_rpc = nil`,
+		`package.loaded._stem_rpc = 42`,
+		`for k in pairs(package.loaded._stem_rpc) do package.loaded._stem_rpc[k] = 'x' end`,
+		`setmetatable(package.loaded._stem_rpc, {__index = function() error('trap') end}); for k in pairs(package.loaded._stem_rpc) do package.loaded._stem_rpc[k] = nil end`,
+	} {
+		n.Lua(t, nil, clobber)
+		read("after " + clobber)
+	}
+}

@@ -58,7 +58,7 @@ func (c *Client) Open(ctx context.Context, absPath string) (*Opened, error) {
 		ReadOnly bool   `msgpack:"readonly"`
 	}
 	err := c.call(ctx, "open", guardInput, false, func(v *gonvim.Nvim) error {
-		return v.ExecLua(luaOpen, &res, absPath)
+		return execLua(v, fnOpen, &res, absPath)
 	})
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (c *Client) SetLines(ctx context.Context, buf, start, end int, lines []stri
 		Tick    int    `msgpack:"tick"`
 	}
 	err := c.call(ctx, "set lines", guardInput, false, func(v *gonvim.Nvim) error {
-		return v.ExecLua(luaSetLines, &res, buf, start, end, lines)
+		return execLua(v, fnSetLines, &res, buf, start, end, lines)
 	})
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (c *Client) Hint(ctx context.Context, buf, line int, text string) (int, err
 		ID    int    `msgpack:"id"`
 	}
 	err := c.call(ctx, "hint", guardHang, false, func(v *gonvim.Nvim) error {
-		return v.ExecLua(luaHint, &res, buf, line, text, HintHighlight)
+		return execLua(v, fnHint, &res, buf, line, text, HintHighlight)
 	})
 	if err != nil {
 		return 0, err
@@ -190,7 +190,7 @@ func (c *Client) ClearHints(ctx context.Context, buf int) (int, error) {
 		Count int    `msgpack:"count"`
 	}
 	err := c.call(ctx, "clear hints", guardHang, false, func(v *gonvim.Nvim) error {
-		return v.ExecLua(luaClearHints, &res, buf)
+		return execLua(v, fnClearHints, &res, buf)
 	})
 	if err != nil {
 		return 0, err

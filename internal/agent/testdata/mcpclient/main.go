@@ -229,8 +229,16 @@ func call(ctx context.Context, c *client.Client, name string, args map[string]an
 	if res.IsError {
 		return nil, fmt.Errorf("%s: %s", name, text)
 	}
+	// The fields are JSON in the first content; student text, if any,
+	// follows in a second one.
+	var first string
+	if len(res.Content) > 0 {
+		if t, ok := res.Content[0].(mcp.TextContent); ok {
+			first = t.Text
+		}
+	}
 	var out map[string]any
-	json.Unmarshal([]byte(text), &out)
+	json.Unmarshal([]byte(first), &out)
 	return out, nil
 }
 
