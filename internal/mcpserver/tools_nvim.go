@@ -178,7 +178,7 @@ type lineNumber struct{ field []byte }
 func (ln *lineNumber) set(n, width int) {
 	d := strconv.Itoa(n)
 	w := max(width, len(d))
-	field := make([]byte, w, w+1)
+	field := make([]byte, w)
 	for i := range field {
 		field[i] = ' '
 	}
