@@ -73,12 +73,11 @@ func (s *Server) registerSessionResources() {
 			if err != nil {
 				return nil, err
 			}
-			var b strings.Builder
-			for _, l := range bt.Lines {
-				b.WriteString(l.String())
-				b.WriteByte('\n')
+			text := bt.Joined()
+			if bt.Count > 0 {
+				text += "\n"
 			}
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: b.String()}}, nil
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: text}}, nil
 		})
 }
 

@@ -125,7 +125,8 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if err != nil {
 		return nil, err
 	}
-	out := readResult("buffer", bt.Lines, bt.Total, bt.Truncated)
+	lines := lineBlock{first: bt.First, count: bt.Count, text: bt.Joined(), cut: bt.Cut}
+	out := readResult("buffer", lines, bt.Total, bt.Truncated)
 	f := out.fields
 	f["buffer"], f["name"], f["modified"], f["tick"] = bt.Buffer, bt.Name.String(), bt.Modified, bt.Tick
 	if hasPath {
@@ -134,38 +135,40 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	return out, nil
 }
 
-// readResult formats lines as one numbered block ("  12\ttext", like
+// lineBlock is consecutive lines, cleaned, joined with "\n".
+type lineBlock struct {
+	first, count int
+	text         string
+	cut          bool // the one line is only the start of a longer line
+}
+
+// readResult formats the lines as one numbered block ("  12\ttext", like
 // cat -n): compact on the wire and what agents read best.
-func readResult(source string, lines []nvim.Line, total int, truncated bool) withBody {
-	width := len(strconv.Itoa(total))
-	size := 0
-	for _, l := range lines {
-		size += width + len(l.S) + 2
-	}
+func readResult(source string, lines lineBlock, total int, truncated bool) withBody {
+	last := lines.first + lines.count - 1
+	width := len(strconv.Itoa(max(total, last)))
 	var b strings.Builder // String() without a copy
-	b.Grow(size)
-	var cut []int
+	b.Grow(lines.count*(width+2) + len(lines.text))
 	var num lineNumber
-	for i, l := range lines {
-		if i == 0 || l.N != lines[i-1].N+1 {
-			num.set(l.N, width)
-		} else {
+	num.set(lines.first, width)
+	rest := lines.text
+	for i := 0; i < lines.count; i++ {
+		if i > 0 {
 			num.next()
 		}
+		l, after, _ := strings.Cut(rest, "\n")
+		rest = after
 		b.Write(num.field)
 		b.WriteByte('\t')
-		b.WriteString(l.S)
+		b.WriteString(l)
 		b.WriteByte('\n')
-		if l.Cut {
-			cut = append(cut, l.N)
-		}
 	}
 	out := map[string]any{"source": source, "total": total, "truncated": truncated, "notice": untrustedNotice}
-	if len(lines) > 0 {
-		out["start"], out["end"] = lines[0].N, lines[len(lines)-1].N
+	if lines.count > 0 {
+		out["start"], out["end"] = lines.first, last
 	}
-	if len(cut) > 0 {
-		out["cut_lines"] = cut
+	if lines.cut {
+		out["cut_lines"] = []int{lines.first}
 	}
 	return bodyResult(out, b.String())
 }
@@ -221,7 +224,8 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	var lines []nvim.Line
+	var joined strings.Builder
+	lines := lineBlock{first: max(start, 1)}
 	used, n, truncated := 0, 0, false
 	for sc.Scan() {
 		n++
@@ -237,7 +241,7 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 		cut := false
 		if used+len(text)+1 > maxBytes {
 			room := maxBytes - used - 1
-			if room <= 0 || len(lines) > 0 {
+			if room <= 0 || lines.count > 0 {
 				truncated = true
 				continue
 			}
@@ -254,11 +258,17 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 			}
 		}
 		used += len(text) + 1
-		lines = append(lines, nvim.Line{N: n, Text: nvim.Text{S: termtext.String(text)}, Cut: cut})
+		if lines.count > 0 {
+			joined.WriteByte('\n')
+		}
+		joined.WriteString(termtext.String(text))
+		lines.count++
+		lines.cut = cut
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", cp.Rel, err)
 	}
+	lines.text = joined.String()
 	out := readResult("disk", lines, n, truncated)
 	out.fields["path"] = cp.Rel
 	return out, nil

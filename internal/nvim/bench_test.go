@@ -33,8 +33,8 @@ func BenchmarkReadBuffer1000(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		got, err := c.ReadBuffer(ctx, Buf(buf), 1, 0, 0)
-		if err != nil || len(got.Lines) != 1000 {
-			b.Fatalf("%v, %d lines", err, len(got.Lines))
+		if err != nil || len(got.Lines()) != 1000 {
+			b.Fatalf("%v, %d lines", err, len(got.Lines()))
 		}
 	}
 }
@@ -57,7 +57,7 @@ func TestReadBufferLatency(t *testing.T) {
 		t0 := time.Now()
 		got, err := c.ReadBuffer(ctx, Buf(buf), 1, 0, 0)
 		el := time.Since(t0)
-		if err != nil || len(got.Lines) != 1000 || !strings.HasSuffix(got.Lines[999].S, "line 1000 */") {
+		if err != nil || len(got.Lines()) != 1000 || !strings.HasSuffix(got.Lines()[999].S, "line 1000 */") {
 			t.Fatalf("read: %v", err)
 		}
 		if i >= 100 { // warm-up

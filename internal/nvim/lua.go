@@ -58,19 +58,34 @@ if not b then return {err = e} end
 local total = api.nvim_buf_line_count(b)
 if first < 1 then first = 1 end
 if last < 1 or last > total then last = total end
-local out, used, truncated, cut = {}, 0, false, false
+-- A chunk of lines that fits the budget is joined whole; only the chunk
+-- where the budget ends is walked line by line. A per-line Lua loop over
+-- a 1,000-line read cost as much as fetching the lines.
+local parts, count, used, truncated, cut = {}, 0, 0, false, false
 local i = first
-while i <= last and not truncated do
-  local stop = math.min(last, i + 511)
-  for _, l in ipairs(api.nvim_buf_get_lines(b, i - 1, stop, true)) do
-    if used + #l + 1 > maxbytes then
-      truncated = true
-      if #out == 0 then out[1] = string.sub(l, 1, maxbytes); cut = true end
-      break
+while i <= last do
+  local stop = math.min(last, i + 1023)
+  local lines = api.nvim_buf_get_lines(b, i - 1, stop, true)
+  local s = table.concat(lines, '\n')
+  if used + #s + 1 > maxbytes then
+    truncated = true
+    local n = 0
+    for k = 1, #lines do
+      local size = #lines[k] + 1
+      if used + size > maxbytes then break end
+      used, n = used + size, k
     end
-    used = used + #l + 1
-    out[#out + 1] = l
+    if n > 0 then
+      parts[#parts + 1] = table.concat(lines, '\n', 1, n)
+      count = count + n
+    elseif count == 0 then
+      parts[1] = string.sub(lines[1], 1, maxbytes)
+      count, cut = 1, true
+    end
+    break
   end
+  parts[#parts + 1] = s
+  used, count = used + #s + 1, count + #lines
   i = stop + 1
 end
 -- One string instead of a list: converting a thousand Lua strings to
@@ -78,7 +93,8 @@ end
 -- (the API returns an embedded newline as NUL), so the join is lossless.
 return {
   buf = b, name = api.nvim_buf_get_name(b), total = total, first = first,
-  truncated = truncated, cut = cut, count = #out, text = table.concat(out, '\n'),
+  truncated = truncated, cut = cut, count = count,
+  text = #parts == 1 and parts[1] or table.concat(parts, '\n'),
   modified = api.nvim_buf_get_option(b, 'modified'),
   tick = api.nvim_buf_get_changedtick(b),
 }

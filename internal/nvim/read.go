@@ -220,15 +220,58 @@ type Line struct {
 
 // BufferText is the result of ReadBuffer.
 type BufferText struct {
-	Buffer   int    `json:"buffer"`
-	Name     Text   `json:"name"`
-	Total    int    `json:"total"`    // lines in the buffer
-	Lines    []Line `json:"lines"`    // consecutive, from the first line asked for
-	Modified bool   `json:"modified"` // unsaved changes: the disk copy differs
+	Buffer   int
+	Name     Text
+	Total    int  // lines in the buffer
+	First    int  // number of the first line read
+	Count    int  // lines read, consecutive from First
+	Modified bool // unsaved changes: the disk copy differs
 	// Truncated: the byte budget stopped the read before the range ended.
-	Truncated bool `json:"truncated"`
+	Truncated bool
+	// Cut: the one line read is only the start of a line longer than the
+	// byte budget.
+	Cut bool
 	// Tick is b:changedtick at the time of the read.
-	Tick int `json:"tick"`
+	Tick int
+
+	joined string // the lines as Neovim sent them, joined with "\n"
+	plain  bool   // joined needs no cleaning
+}
+
+// Lines returns the lines read, each cleaned as Text describes.
+func (bt *BufferText) Lines() []Line {
+	if bt.Count == 0 {
+		return nil
+	}
+	out := make([]Line, 0, bt.Count)
+	rest := bt.joined
+	for i := 0; i < bt.Count; i++ {
+		l, after, _ := strings.Cut(rest, "\n")
+		rest = after
+		t := Text{S: l}
+		if !bt.plain {
+			t = makeText(l)
+		}
+		out = append(out, Line{N: bt.First + i, Text: t, Cut: bt.Cut})
+	}
+	return out
+}
+
+// Joined returns the cleaned lines joined with "\n" (no final newline), in
+// the usual case (nothing to clean) without copying them.
+func (bt *BufferText) Joined() string {
+	if bt.plain {
+		return bt.joined
+	}
+	var b strings.Builder
+	b.Grow(len(bt.joined) + 16)
+	for i, l := range bt.Lines() {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l.S)
+	}
+	return b.String()
 }
 
 // ReadBuffer returns lines start..end (1-based, inclusive; end <= 0 means
@@ -236,6 +279,9 @@ type BufferText struct {
 // counting its length plus one; <= 0 means DefaultMaxBytes). The budget is
 // applied inside Neovim, so a huge buffer is never sent whole. A file that
 // is not loaded gives ErrNotLoaded: read it from disk instead.
+//
+// The lines stay one string until asked for: splitting a 1,000-line read
+// into a slice of lines cost more than everything else stem-mcp does with it.
 func (c *Client) ReadBuffer(ctx context.Context, ref BufferRef, start, end, maxBytes int) (*BufferText, error) {
 	if err := ref.check(); err != nil {
 		return nil, fmt.Errorf("nvim read: %w", err)
@@ -265,31 +311,18 @@ func (c *Client) ReadBuffer(ctx context.Context, ref BufferRef, start, end, maxB
 	if err := mapErr(res.Err, ref.String()); err != nil {
 		return nil, fmt.Errorf("nvim read: %w", err)
 	}
-	var lines []string
-	if res.Count > 0 {
-		lines = strings.SplitN(res.Text, "\n", res.Count)
+	// count-1 newlines join count lines; no lines is an empty text.
+	if n := strings.Count(res.Text, "\n"); res.Count < 0 || res.Count == 0 && res.Text != "" || res.Count > 0 && n != res.Count-1 || res.Cut && res.Count != 1 {
+		return nil, fmt.Errorf("nvim read: %s: got %d lines, Neovim said %d", ref, n+1, res.Count)
 	}
-	if len(lines) != res.Count {
-		return nil, fmt.Errorf("nvim read: %s: got %d lines, Neovim said %d", ref, len(lines), res.Count)
+	if res.Cut {
+		res.Text = trimPartialRune(res.Text)
 	}
-	out := &BufferText{
-		Buffer: res.Buf, Name: makeText(res.Name), Total: res.Total,
-		Modified: res.Modified, Truncated: res.Truncated, Tick: res.Tick,
-		Lines: make([]Line, len(lines)),
-	}
-	// One pass over the whole text settles the usual case: nothing to clean.
-	plain := !res.Cut && plainLines(res.Text)
-	for i, l := range lines {
-		if res.Cut {
-			l = trimPartialRune(l)
-		}
-		t := Text{S: l}
-		if !plain {
-			t = makeText(l)
-		}
-		out.Lines[i] = Line{N: res.First + i, Text: t, Cut: res.Cut}
-	}
-	return out, nil
+	return &BufferText{
+		Buffer: res.Buf, Name: makeText(res.Name), Total: res.Total, First: res.First, Count: res.Count,
+		Modified: res.Modified, Truncated: res.Truncated, Cut: res.Cut, Tick: res.Tick,
+		joined: res.Text, plain: plainLines(res.Text),
+	}, nil
 }
 
 // BufferInfo describes one buffer in Status.

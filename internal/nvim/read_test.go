@@ -23,15 +23,15 @@ func TestReadBufferByNumberAndPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Buffer != buf || got.Total != 4 || len(got.Lines) != 4 || got.Truncated || got.Modified {
+	if got.Buffer != buf || got.Total != 4 || len(got.Lines()) != 4 || got.Truncated || got.Modified {
 		t.Fatalf("unexpected result %+v", got)
 	}
 	if got.Name.S != p {
 		t.Errorf("name %q, want %q", got.Name.S, p)
 	}
 	for i, want := range []string{"int main(void)", "{", "\treturn 0;", "}"} {
-		if got.Lines[i].N != i+1 || got.Lines[i].S != want || got.Lines[i].Raw != nil {
-			t.Errorf("line %d = %+v, want %q", i+1, got.Lines[i], want)
+		if got.Lines()[i].N != i+1 || got.Lines()[i].S != want || got.Lines()[i].Raw != nil {
+			t.Errorf("line %d = %+v, want %q", i+1, got.Lines()[i], want)
 		}
 	}
 
@@ -45,8 +45,8 @@ func TestReadBufferByNumberAndPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if got.Buffer != buf || len(got.Lines) != 2 || got.Lines[0].N != 2 || got.Lines[1].S != "\treturn 0;" {
-			t.Errorf("%s: range 2..3 = %+v", path, got.Lines)
+		if got.Buffer != buf || len(got.Lines()) != 2 || got.Lines()[0].N != 2 || got.Lines()[1].S != "\treturn 0;" {
+			t.Errorf("%s: range 2..3 = %+v", path, got.Lines())
 		}
 	}
 
@@ -56,13 +56,13 @@ func TestReadBufferByNumberAndPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Modified || got.Lines[0].S != "int main(int argc, char **argv)" {
+	if !got.Modified || got.Lines()[0].S != "int main(int argc, char **argv)" {
 		t.Errorf("after edit: %+v", got)
 	}
 
 	// Past the end: no lines, but the total.
 	got, err = c.ReadBuffer(ctx, Buf(buf), 10, 20, 0)
-	if err != nil || len(got.Lines) != 0 || got.Total != 4 {
+	if err != nil || len(got.Lines()) != 0 || got.Total != 4 {
 		t.Errorf("past end: %+v, %v", got, err)
 	}
 }
@@ -124,7 +124,7 @@ return b`, raw)
 	}
 	want := []string{"ok \u2713", "bad \ufffd\ufffd end", "nul a\u2400b", "\ufffd\ufffd", "literal \ufffd"}
 	for i := range raw {
-		l := got.Lines[i]
+		l := got.Lines()[i]
 		if l.S != want[i] {
 			t.Errorf("line %d text %q, want %q", i+1, l.S, want[i])
 		}
@@ -145,10 +145,10 @@ return b`, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Lines) != 2 || got.Lines[0].S != "a\u2400b" {
-		t.Fatalf("file lines %+v", got.Lines)
+	if len(got.Lines()) != 2 || got.Lines()[0].S != "a\u2400b" {
+		t.Fatalf("file lines %+v", got.Lines())
 	}
-	for _, l := range got.Lines {
+	for _, l := range got.Lines() {
 		if !strings.ContainsRune(l.S, 0) && l.S == strings.ToValidUTF8(l.S, "?") {
 			continue
 		}
@@ -178,8 +178,8 @@ return b`)
 	if got.Total != 200001 || !got.Truncated {
 		t.Fatalf("total %d truncated %v", got.Total, got.Truncated)
 	}
-	if len(got.Lines) != (64<<10)/100 {
-		t.Errorf("%d lines for a 64 KiB budget, want %d", len(got.Lines), (64<<10)/100)
+	if len(got.Lines()) != (64<<10)/100 {
+		t.Errorf("%d lines for a 64 KiB budget, want %d", len(got.Lines()), (64<<10)/100)
 	}
 	if d > time.Second {
 		t.Errorf("capped read of a 20 MB buffer took %v", d)
@@ -190,15 +190,15 @@ return b`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Truncated || len(got.Lines) != 1 || !got.Lines[0].Cut || len(got.Lines[0].S) != 1000 {
-		t.Fatalf("giant line: truncated %v, %d lines, first %d bytes", got.Truncated, len(got.Lines), len(got.Lines[0].S))
+	if !got.Truncated || len(got.Lines()) != 1 || !got.Lines()[0].Cut || len(got.Lines()[0].S) != 1000 {
+		t.Fatalf("giant line: truncated %v, %d lines, first %d bytes", got.Truncated, len(got.Lines()), len(got.Lines()[0].S))
 	}
 	n.Lua(t, nil, `vim.api.nvim_buf_set_lines(..., 0, 1, true, {string.rep('\u{e9}', 1000)})`, buf) // 2 bytes each
 	got, err = c.ReadBuffer(ctx, Buf(buf), 1, 1, 999)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := got.Lines[0]; !l.Cut || l.S != strings.Repeat("\u00e9", 499) || l.Raw != nil {
+	if l := got.Lines()[0]; !l.Cut || l.S != strings.Repeat("\u00e9", 499) || l.Raw != nil {
 		t.Errorf("cut multibyte line: %d bytes, raw %v", len(l.S), l.Raw != nil)
 	}
 }
@@ -375,7 +375,7 @@ func TestLuaFunctionsRedefined(t *testing.T) {
 	read := func(when string) {
 		t.Helper()
 		got, err := c.ReadBuffer(ctx, Buf(buf), 1, 0, 0)
-		if err != nil || len(got.Lines) != 2 || got.Lines[1].S != "two" {
+		if err != nil || len(got.Lines()) != 2 || got.Lines()[1].S != "two" {
 			t.Fatalf("%s: read %+v, %v", when, got, err)
 		}
 	}
@@ -393,5 +393,56 @@ func TestLuaFunctionsRedefined(t *testing.T) {
 	} {
 		n.Lua(t, nil, clobber)
 		read("after " + clobber)
+	}
+}
+
+// TestReadBufferBudget checks reads that end inside and across Neovim-side
+// chunks against the rule computed here: whole lines while each line plus
+// its newline fits the budget.
+func TestReadBufferBudget(t *testing.T) {
+	n, c := start(t, nvimtest.Options{})
+	ctx := testCtx(t)
+	var buf int
+	n.Lua(t, &buf, `local b = vim.api.nvim_create_buf(true, false)
+local t = {}
+for i = 1, 3000 do t[i] = string.rep(string.char(97 + i % 26), i % 37) end
+vim.api.nvim_buf_set_lines(b, 0, -1, true, t)
+return b`)
+	all := make([]string, 3000)
+	for i := range all {
+		all[i] = strings.Repeat(string(rune('a'+(i+1)%26)), (i+1)%37)
+	}
+	for _, tc := range []struct{ start, end, budget int }{
+		{1, 0, 1 << 20}, {1, 0, 20000}, {1, 0, 18 * 1024}, {1000, 2500, 30000},
+		{1024, 1025, 100}, {2048, 0, 5}, {1, 3, 9}, {1, 4, 9}, {3000, 0, 1}, {2999, 3000, 37}, {1, 1, 1}, {3001, 0, 100},
+	} {
+		got, err := c.ReadBuffer(ctx, Buf(buf), tc.start, tc.end, tc.budget)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		last := tc.end
+		if last == 0 {
+			last = 3000
+		}
+		var want []string
+		used, truncated := 0, false
+		for i := tc.start; i <= last; i++ {
+			if used+len(all[i-1])+1 > tc.budget {
+				truncated = true
+				break
+			}
+			used += len(all[i-1]) + 1
+			want = append(want, all[i-1])
+		}
+		if len(want) == 0 && truncated { // a first line over the budget is cut
+			want = []string{all[tc.start-1][:tc.budget]}
+		}
+		if got.Truncated != truncated || got.Count != len(want) || got.Joined() != strings.Join(want, "\n") {
+			t.Errorf("%+v: truncated %v count %d (%d bytes), want %v %d (%d bytes)",
+				tc, got.Truncated, got.Count, len(got.Joined()), truncated, len(want), len(strings.Join(want, "\n")))
+		}
+		if lines := got.Lines(); len(lines) > 0 && (lines[0].N != tc.start || lines[len(lines)-1].N != tc.start+len(lines)-1) {
+			t.Errorf("%+v: lines numbered %d..%d", tc, lines[0].N, lines[len(lines)-1].N)
+		}
 	}
 }
