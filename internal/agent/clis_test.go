@@ -265,7 +265,7 @@ func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
 		t.Fatalf("codex read %+v, want %v", got[0], srv)
 	}
 	table := r.run(t, append(append([]string{argv[0]}, opts...), "mcp", "list"))
-	if !regexp.MustCompile(`(?m)^stem\s+` + regexp.QuoteMeta(srv.Command) + `\s+serve --level observe --instance hazard3-sim-inf-bss-t4\s`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^stem\s+` + regexp.QuoteMeta(srv.Command) + `\s+serve --level observe --instance hazard3-sim-inf-bss-t4 --agent [0-9a-f]{6}\s`).MatchString(table) {
 		t.Fatalf("codex mcp list:\n%s", table)
 	}
 
@@ -319,7 +319,7 @@ func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
 	}
 	r.run(t, []string{argv[0], "mcp", "add-json", "-s", "user", "stem", string(file.MCPServers["stem"])})
 	out := r.run(t, []string{argv[0], "mcp", "list"})
-	line := "stem: " + r.p.Record.MCP.Command + " serve --level assist --instance hazard3-sim-inf-bss-t4 - "
+	line := "stem: " + r.p.Record.MCP.Command + " " + strings.Join(r.p.Record.MCP.Args, " ") + " - "
 	if !strings.Contains(out, line+"✔ Connected") && !strings.Contains(out, line+"✓ Connected") {
 		t.Fatalf("claude mcp list:\n%s\nwant %q + Connected", out, line)
 	}
@@ -348,7 +348,7 @@ func TestGeminiTakesTheAdapterConfiguration(t *testing.T) {
 	argv := r.p.Launch.Argv
 	trust := "GEMINI_CLI_TRUST_WORKSPACE=true"
 	out := r.run(t, []string{argv[0], "mcp", "list"}, trust)
-	line := "stem: " + r.p.Record.MCP.Command + " serve --level assist --instance hazard3-sim-inf-bss-t4 (stdio) - Connected"
+	line := "stem: " + r.p.Record.MCP.Command + " " + strings.Join(r.p.Record.MCP.Args, " ") + " (stdio) - Connected"
 	if !strings.Contains(out, line) {
 		t.Fatalf("gemini mcp list:\n%s\nwant %q", out, line)
 	}

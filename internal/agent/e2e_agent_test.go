@@ -58,7 +58,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	}
 	// A working MCP session at the requested level, on this instance only.
 	bin := bins(t)
-	if !slices.Equal(rep.MCPCommand, []string{filepath.Join(bin, "stem-mcp"), "serve", "--level", "observe", "--instance", nativeInst}) {
+	if !slices.Equal(rep.MCPCommand, []string{filepath.Join(bin, "stem-mcp"), "serve", "--level", "observe", "--instance", nativeInst, "--agent", rec.ID}) {
 		t.Errorf("MCP command %q", rep.MCPCommand)
 	}
 	if str(rep.SessionStatus["level"]) != "observe" || str(rep.SessionStatus["instance"]) != nativeInst ||

@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
 // Provider is one agent CLI as configured.
@@ -103,7 +105,7 @@ func LoadProviders(configDir string) (*Providers, error) {
 	var cf configFile
 	md, err := toml.Decode(string(data), &cf)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, tomlmsg.Explain(err))
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))

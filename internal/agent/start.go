@@ -81,8 +81,9 @@ func (e *Env) progress(format string, args ...any) {
 
 // ServerEntry is the stem-mcp server an agent on instance gets: the host's
 // stem-mcp, fixed to that instance and level, with the directories it needs
-// spelled out (agent CLIs pass MCP servers a reduced environment).
-func (e *Env) ServerEntry(inst string, level mcpserver.Level) mcpconfig.Entry {
+// spelled out (agent CLIs pass MCP servers a reduced environment). agentID
+// (may be empty) goes to the audit log.
+func (e *Env) ServerEntry(inst string, level mcpserver.Level, agentID string) mcpconfig.Entry {
 	env := map[string]string{
 		"HOME":            e.Dirs.Home,
 		"XDG_RUNTIME_DIR": e.Dirs.Runtime,
@@ -94,12 +95,11 @@ func (e *Env) ServerEntry(inst string, level mcpserver.Level) mcpconfig.Entry {
 			env[k] = v
 		}
 	}
-	return mcpconfig.Entry{
-		Name:    ServerName,
-		Command: e.MCPBinary,
-		Args:    []string{"serve", "--level", level.String(), "--instance", inst},
-		Env:     env,
+	args := []string{"serve", "--level", level.String(), "--instance", inst}
+	if agentID != "" {
+		args = append(args, "--agent", agentID)
 	}
+	return mcpconfig.Entry{Name: ServerName, Command: e.MCPBinary, Args: args, Env: env}
 }
 
 // SocketPath is the agent terminal's socket in the container's socket
@@ -143,7 +143,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		}
 	}
 	started := time.Now().UTC()
-	server := e.ServerEntry(rec.Instance, req.Level)
+	server := e.ServerEntry(rec.Instance, req.Level, id)
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{server.Command}, server.Args...))
 	s := Session{

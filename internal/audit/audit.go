@@ -43,23 +43,26 @@ const maxDetail = 512
 
 // Entry is one audit line. Hash is computed on write.
 type Entry struct {
-	Seq         int64     `json:"seq"`
-	Time        time.Time `json:"time"`
-	Event       string    `json:"event"`
-	Account     string    `json:"account"`
-	Grant       string    `json:"grant,omitempty"`
-	KeyFP       string    `json:"key_fingerprint,omitempty"`
-	Client      string    `json:"client,omitempty"` // SSH client address
-	Session     string    `json:"session,omitempty"`
-	Instance    string    `json:"instance,omitempty"`
-	ContainerID string    `json:"container_id,omitempty"`
-	Level       string    `json:"level,omitempty"`
-	Tool        string    `json:"tool,omitempty"`
-	ArgsDigest  string    `json:"args_digest,omitempty"`
-	Result      string    `json:"result,omitempty"` // ok, error, refused
-	Detail      string    `json:"detail,omitempty"`
-	Prev        string    `json:"prev"`
-	Hash        string    `json:"hash,omitempty"`
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	Event   string    `json:"event"`
+	Account string    `json:"account"`
+	Grant   string    `json:"grant,omitempty"`
+	KeyFP   string    `json:"key_fingerprint,omitempty"`
+	Client  string    `json:"client,omitempty"` // SSH client address
+	// Agent is the id `stemctl agent start` gave the agent whose MCP server
+	// this is (a label the local account sets, not a credential).
+	Agent       string `json:"agent,omitempty"`
+	Session     string `json:"session,omitempty"`
+	Instance    string `json:"instance,omitempty"`
+	ContainerID string `json:"container_id,omitempty"`
+	Level       string `json:"level,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	ArgsDigest  string `json:"args_digest,omitempty"`
+	Result      string `json:"result,omitempty"` // ok, error, refused
+	Detail      string `json:"detail,omitempty"`
+	Prev        string `json:"prev"`
+	Hash        string `json:"hash,omitempty"`
 }
 
 // Digest returns a stable digest of tool arguments (sha256 of their JSON).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpserver"
@@ -39,15 +40,16 @@ configuration), never by the client. Lower levels are separate allowlists of too
 }
 
 func newCmdServe(ios *iostreams.IOStreams, getenv func(string) string) *cobra.Command {
-	var level, instance string
+	var level, instance, agentID string
 	cmd := &cobra.Command{
-		Use:   "serve --level observe|assist|full [--instance NAME]",
+		Use:   "serve --level observe|assist|full [--instance NAME] [--agent ID]",
 		Short: "Serve MCP on stdin/stdout",
 		Long: `Serve MCP on stdin/stdout for the selected instance (the target of
 $XDG_RUNTIME_DIR/stem/mcp-selected/current, switched with ` + "`stemctl mcp select`" + `),
 or for a fixed instance with --instance. Before every call the server re-checks
 that it talks to the verified instance; a re-created container's old sockets are
-refused. Every session and every effectful call is written to the audit log.`,
+refused. Every session and every effectful call is written to the audit log,
+with the agent id given by --agent (stemctl agent start passes it).`,
 		Example: `  stem-mcp serve --level observe
   stem-mcp serve --level full --instance native-amd64-demo-hello-t1`,
 		Args: cobra.NoArgs,
@@ -56,16 +58,20 @@ refused. Every session and every effectful call is written to the audit log.`,
 			if err != nil {
 				return cmdutil.FlagErrorf("--level: %v", err)
 			}
+			if agentID != "" && !agent.ValidID(agentID) {
+				return cmdutil.FlagErrorf("--agent %q: want an agent id as `stemctl agent list` shows it (6 hex digits)", agentID)
+			}
 			tuneGC()
 			return mcpserver.Serve(cmd.Context(), mcpserver.Options{
 				Level: l, Instance: instance,
-				Identity: mcpserver.Identity{Account: cmdutil.LocalAccount()},
+				Identity: mcpserver.Identity{Account: cmdutil.LocalAccount(), Agent: agentID},
 				In:       ios.In, Out: ios.Out, ErrOut: ios.ErrOut, Getenv: getenv,
 			})
 		},
 	}
 	cmd.Flags().StringVar(&level, "level", "", "access level: observe, assist or full (required)")
 	cmd.Flags().StringVar(&instance, "instance", "", "serve this instance instead of following the selection")
+	cmd.Flags().StringVar(&agentID, "agent", "", "agent id to record in the audit log")
 	cmd.MarkFlagRequired("level")
 	return cmd
 }

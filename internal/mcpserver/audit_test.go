@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +71,8 @@ func TestAuditThroughTheServer(t *testing.T) {
 	obs.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "end": 2})
 	obs.ok("session_status", nil)
 
-	s := connect(t, in, "assist")
+	// The agent id stemctl agent start passes goes into every entry.
+	s := connect(t, in, "assist", "--agent", "a1b2c3")
 	var want []auditWant
 	ok := func(tool string, args map[string]any) {
 		t.Helper()
@@ -145,6 +148,9 @@ func TestAuditThroughTheServer(t *testing.T) {
 			t.Fatalf("session %s does not start and end: %+v ... %+v", id, first, last)
 		}
 		for _, e := range es {
+			if wantAgent := map[bool]string{true: "a1b2c3"}[id == order[2]]; e.Agent != wantAgent {
+				t.Errorf("session %d: agent %q in %+v, want %q", slices.Index(order, id), e.Agent, e, wantAgent)
+			}
 			if e.Instance != in.Name || e.ContainerID != in.Record.ContainerID || e.Account == "" || e.Time.IsZero() {
 				t.Errorf("entry without instance, container id, account or time: %+v", e)
 			}
@@ -186,6 +192,19 @@ func TestAuditThroughTheServer(t *testing.T) {
 		}
 		if w.result == "refused" && e.Detail == "" {
 			t.Errorf("entry %d (%s): a refusal without the reason", i, w.tool)
+		}
+	}
+}
+
+// TestAgentFlagChecked: an --agent that is not an agent id is a usage error,
+// before anything is served or logged.
+func TestAgentFlagChecked(t *testing.T) {
+	for _, bad := range []string{"x;id", "../a1b2c3", "A1B2C3", "a1b2c3d", strings.Repeat("a", 200), "a1b2c3\n"} {
+		cmd := exec.Command(stemMCP(t), "serve", "--level", "observe", "--agent", bad)
+		cmd.Env = []string{"XDG_RUNTIME_DIR=" + t.TempDir(), "STEM_STATE_DIR=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--agent") {
+			t.Errorf("--agent %q: %v, %s", bad, err, out)
 		}
 	}
 }

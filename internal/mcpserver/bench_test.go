@@ -182,7 +182,11 @@ func (c *rawClient) roundTrip(b *testing.B, fields string) string {
 
 func benchRaw(b *testing.B, c *rawClient, tool, args string) {
 	req := `"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}`
-	c.roundTrip(b, req)
+	// Untimed warm-up: the figure is the steady state, not the first calls
+	// (Neovim's LuaJIT traces, the Go runtime's first heap growth).
+	for range 50 {
+		c.roundTrip(b, req)
+	}
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

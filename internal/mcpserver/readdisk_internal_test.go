@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ func diskRead(t *testing.T, content string, start, end, max int) map[string]any 
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := readFromDisk(cardPath{Abs: p, Rel: "f.c"}, start, end, max)
+	out, err := readFromDisk(context.Background(), cardPath{Abs: p, Rel: "f.c"}, start, end, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestReadFromDiskSpecialFiles(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := readFromDisk(cardPath{Abs: fifo, Rel: "fifo"}, 1, 0, 100)
+		_, err := readFromDisk(context.Background(), cardPath{Abs: fifo, Rel: "fifo"}, 1, 0, 100)
 		done <- err
 	}()
 	select {
@@ -70,13 +71,32 @@ func TestReadFromDiskSpecialFiles(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO blocks")
 	}
-	if _, err := readFromDisk(cardPath{Abs: dir, Rel: "d"}, 1, 0, 100); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := readFromDisk(context.Background(), cardPath{Abs: dir, Rel: "d"}, 1, 0, 100); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("directory: %v", err)
 	}
 	// Swapped for a symlink after the path was resolved: not followed.
 	link := filepath.Join(dir, "link")
 	os.Symlink("/etc/passwd", link)
-	if _, err := readFromDisk(cardPath{Abs: link, Rel: "link"}, 1, 0, 100); err == nil {
+	if _, err := readFromDisk(context.Background(), cardPath{Abs: link, Rel: "link"}, 1, 0, 100); err == nil {
 		t.Fatal("a symlink was followed")
+	}
+}
+
+// TestDiskReadCancelled: counting the lines of a huge file stops when the
+// call's context ends instead of scanning on.
+func TestDiskReadCancelled(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.log")
+	if err := os.WriteFile(p, []byte(strings.Repeat("x\n", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := readFromDisk(ctx, cardPath{Abs: p, Rel: "big.log"}, 1, 10, 100)
+	if err == nil || !strings.Contains(err.Error(), "stopped at line 4096") {
+		t.Fatalf("cancelled read: %v", err)
+	}
+	out, err := readFromDisk(context.Background(), cardPath{Abs: p, Rel: "big.log"}, 1, 10, 100)
+	if err != nil || out.(withBody).fields["total"] != 1<<20 {
+		t.Fatalf("read: %v %v", err, out)
 	}
 }

@@ -49,6 +49,7 @@ type Identity struct {
 	Grant   string // grant id when served through the SSH gate
 	KeyFP   string // SSH key fingerprint
 	Client  string // SSH client address
+	Agent   string // agent id from `stemctl agent start`, local sessions only
 }
 
 // Options configure one server process.
@@ -242,7 +243,7 @@ func (s *Server) MCP() *server.MCPServer { return s.mcp }
 func (s *Server) entry(event string) audit.Entry {
 	id := s.opt.Identity
 	return audit.Entry{Event: event, Account: id.Account, Grant: id.Grant, KeyFP: id.KeyFP, Client: id.Client,
-		Session: s.session, Level: s.opt.Level.String()}
+		Agent: id.Agent, Session: s.session, Level: s.opt.Level.String()}
 }
 
 func (s *Server) appendAudit(ctx context.Context, e audit.Entry) {

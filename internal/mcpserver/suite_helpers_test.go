@@ -77,6 +77,10 @@ func (s *session) readResource(uri string) (string, error) {
 	var b strings.Builder
 	for _, c := range res.Contents {
 		if tc, ok := c.(mcp.TextResourceContents); ok {
+			// Session text must say it is data, not instructions.
+			if !strings.HasPrefix(uri, "stem://context") && (tc.Meta["untrusted"] != true || !strings.Contains(str(tc.Meta["notice"]), untrusted)) {
+				return "", fmt.Errorf("resource %s: _meta %v lacks the untrusted-content notice", uri, tc.Meta)
+			}
 			b.WriteString(tc.Text)
 		}
 	}

@@ -120,7 +120,7 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	}
 	bt, err := c.nvim.ReadBuffer(ctx, ref, start, end, maxBytes)
 	if errors.Is(err, nvim.ErrNotLoaded) && hasPath {
-		return readFromDisk(cp, start, end, maxBytes)
+		return readFromDisk(ctx, cp, start, end, maxBytes)
 	}
 	if err != nil {
 		return nil, err
@@ -208,8 +208,9 @@ func (ln *lineNumber) next() {
 }
 
 // readFromDisk reads a card file the student has not opened, with the same
-// limits and text hygiene as buffer reads.
-func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
+// limits and text hygiene as buffer reads. The whole file is scanned to
+// count its lines, so a huge file is bounded by ctx (the call's timeout).
+func readFromDisk(ctx context.Context, cp cardPath, start, end, maxBytes int) (any, error) {
 	// O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
 	// the mode check below refuses it. It does not change reads of a
 	// regular file.
@@ -229,6 +230,9 @@ func readFromDisk(cp cardPath, start, end, maxBytes int) (any, error) {
 	used, n, truncated := 0, 0, false
 	for sc.Scan() {
 		n++
+		if n%4096 == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("read %s: stopped at line %d: %w", cp.Rel, n, ctx.Err())
+		}
 		if n < start || (end > 0 && n > end) {
 			continue
 		}

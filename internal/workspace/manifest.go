@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
 // ManifestName is the file at the root of every card repository.
@@ -119,7 +120,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	var m Manifest
 	md, err := toml.Decode(string(data), &m)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", name, err)
+		return nil, fmt.Errorf("parse %s: %w (see docs/manifest.md)", name, tomlmsg.Explain(err))
 	}
 	if undec := md.Undecoded(); len(undec) > 0 {
 		keys := make([]string, len(undec))

@@ -100,6 +100,9 @@ func Run(ctx context.Context, opts *Options) error {
 	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tACCOUNT\tLEVEL\tINSTANCE\tTOOL\tRESULT")
 	for _, e := range entries {
 		acct := e.Account
+		if e.Agent != "" {
+			acct += " (agent " + e.Agent + ")"
+		}
 		if e.Grant != "" {
 			acct += " (grant " + e.Grant + ")"
 		}

@@ -1,0 +1,48 @@
+// Package tomlmsg turns the TOML decoder's type errors into messages in the
+// terms of the file being edited.
+package tomlmsg
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// typeErrRE matches BurntSushi/toml's message for a value of the wrong type.
+var typeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): incompatible types: TOML value has type (\w+); destination has type (\w+)$`)
+
+var kinds = map[string]string{
+	"string": "a string", "int64": "a number", "integer": "a number", "float64": "a number",
+	"bool": "true or false", "boolean": "true or false", "slice": "a list", "array": "a list",
+	"map": "a table", "struct": "a table", "datetime": "a date",
+}
+
+func kind(t string) string {
+	if k, ok := kinds[t]; ok {
+		return k
+	}
+	return t
+}
+
+// Explain rewrites a wrong-type error ("line 4 (last key "tasks.id"):
+// incompatible types: TOML value has type int64; destination has type
+// string") as "line 4: tasks.id must be a string, not a number (quote it: "4")".
+// Other errors are returned unchanged.
+func Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	m := typeErrRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	want, got := kind(m[4]), kind(m[3])
+	msg := fmt.Sprintf("line %s: %s must be %s, not %s", m[1], m[2], want, got)
+	switch {
+	case want == "a string" && got == "a number":
+		msg += ` (put it in quotes, e.g. id = "4")`
+	case want == "a list" && got == "a string":
+		msg += ` (put it in brackets, e.g. ["native-amd64"])`
+	}
+	return errors.New(msg)
+}
