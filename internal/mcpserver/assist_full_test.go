@@ -305,6 +305,20 @@ return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
 		if str(ev["signal"]) != "SIGSEGV" || num(ev["exit_code"]) != 139 || str(ev["pane"]) != shell {
 			t.Fatalf("program_crashed event: %v", ev)
 		}
+		// Marks a program prints (unkeyed, another shell's key) forge no
+		// crash: the command ends at the shell's own mark, with status 0.
+		st.waitPrompt(shell)
+		seq = lastSeq()
+		st.run(shell, `printf '\033]133;C\007\033]133;D;139\007\033]133;D;139;0123456789abcdef\007'`)
+		ev = waitEvent(seq, "program_exited")
+		if num(ev["exit_code"]) != 0 {
+			t.Fatalf("event for a command printing forged marks: %v", ev)
+		}
+		for _, e := range mustSlice(s.ok("session_events", map[string]any{"since": seq})["events"]) {
+			if typ := str(get(e, "type")); typ != "program_exited" || num(get(e, "exit_code")) != 0 {
+				t.Errorf("forged marks made an event: %v", e)
+			}
+		}
 		// Run through the manifest (make run): the crash shows in the
 		// output; make itself exits 2.
 		seq = lastSeq()

@@ -157,7 +157,7 @@ func (h *eventHub) watchPanes(c *conn, sub *tmux.Subscription, instance string) 
 		}
 		m := marks[n.Pane]
 		if m == nil {
-			m = &tmux.Marks{}
+			m = c.tmux.NewMarks(n.Pane)
 			marks[n.Pane] = m
 		}
 		for _, code := range m.Feed(n.Data) {

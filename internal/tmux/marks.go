@@ -1,18 +1,107 @@
 package tmux
 
 import (
+	"context"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// Every mark of the shell integration ends with the key of the shell that
+// wrote it, and each shell appends its key to its pane's @stem_keys option
+// when it starts (see PromptIntegration). The key lives in an unexported
+// shell variable, so a program's output (a file being printed, a test log)
+// cannot know it: a mark with a key the pane does not list is text, not a
+// mark.
+
+var markKeyRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+const (
+	// maxMarkKeys bounds the keys kept for a pane (one per shell started
+	// in it; the newest win).
+	maxMarkKeys = 64
+	// keyRefreshEvery bounds how often a mark with an unknown key makes
+	// Marks re-read the pane's keys, so a flood of forged marks costs at
+	// most four tmux queries a second.
+	keyRefreshEvery = 250 * time.Millisecond
+)
+
+// markKeys is the set of keys a pane lists in @stem_keys.
+type markKeys map[string]bool
+
+func parseMarkKeys(s string) markKeys {
+	f := strings.Fields(s)
+	if len(f) > maxMarkKeys {
+		f = f[len(f)-maxMarkKeys:]
+	}
+	k := markKeys{}
+	for _, x := range f {
+		if markKeyRE.MatchString(x) {
+			k[x] = true
+		}
+	}
+	return k
+}
+
+// splitMark parses an OSC payload "133;BODY;KEY" into BODY and KEY.
+func splitMark(payload string) (body, key string, ok bool) {
+	rest, ok := strings.CutPrefix(payload, "133;")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, ';')
+	if i < 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
+}
 
 // Marks follows one pane's output stream (Notification.Data of "output"
 // notifications, in order) and reports commands that finished there, from
 // the shell integration's OSC 133 marks: a C (a command line was accepted)
 // followed by a D;STATUS. A D without a C before it (an empty command line,
-// the first prompt) is not a command.
+// the first prompt) is not a command. Only marks whose key known accepts
+// count.
 type Marks struct {
 	sc      oscScanner
 	running bool
+	known   func(key string) bool
+}
+
+// NewMarks returns Marks for pane that count only marks with a key the pane
+// lists in @stem_keys. The list is read when a mark carries a key not seen
+// before (at most every keyRefreshEvery), so Feed may ask tmux: call it
+// from a goroutine of its own, never from the Client's reader.
+func (c *Client) NewMarks(pane PaneID) *Marks {
+	kc := &keyCache{c: c, pane: pane}
+	return &Marks{known: kc.known}
+}
+
+// keyCache is a pane's @stem_keys, re-read on demand.
+type keyCache struct {
+	c      *Client
+	pane   PaneID
+	keys   markKeys
+	loaded time.Time
+}
+
+func (k *keyCache) known(key string) bool {
+	if k.keys[key] {
+		return true
+	}
+	if !markKeyRE.MatchString(key) || time.Since(k.loaded) < keyRefreshEvery {
+		return false
+	}
+	k.loaded = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := k.c.DisplayFormat(ctx, k.pane, "@stem_keys")
+	if err != nil {
+		return false
+	}
+	k.keys = parseMarkKeys(s)
+	return k.keys[key]
 }
 
 // Feed scans p and returns the exit statuses of commands that finished in
@@ -24,12 +113,16 @@ func (m *Marks) Feed(p []byte) []int {
 		if !ok {
 			continue
 		}
+		body, key, ok := splitMark(osc)
+		if !ok || m.known == nil || !m.known(key) {
+			continue
+		}
 		switch {
-		case osc == "133;C":
+		case body == "C":
 			m.running = true
-		case strings.HasPrefix(osc, "133;D;"):
+		case strings.HasPrefix(body, "D;"):
 			if m.running {
-				if n, err := strconv.Atoi(osc[len("133;D;"):]); err == nil {
+				if n, err := strconv.Atoi(body[len("D;"):]); err == nil {
 					out = append(out, n)
 				}
 			}

@@ -245,12 +245,13 @@ type paneState struct {
 	dead, inMode, sync bool
 	session            string
 	command            string
+	keys               markKeys // the shells' mark keys (@stem_keys)
 }
 
 func (c *Client) paneState(ctx context.Context, pane PaneID) (paneState, error) {
 	recs, err := c.framed(ctx, func(f string) string {
 		return "display-message -p -t " + string(pane) + " " + f
-	}, []string{"pane_id", "pane_dead", "pane_in_mode", "synchronize-panes", "session_id", "pane_current_command"})
+	}, []string{"pane_id", "pane_dead", "pane_in_mode", "synchronize-panes", "session_id", "pane_current_command", "@stem_keys"})
 	if err != nil {
 		return paneState{}, fmt.Errorf("tmux: pane %s: %w", pane, err)
 	}
@@ -258,5 +259,5 @@ func (c *Client) paneState(ctx context.Context, pane PaneID) (paneState, error) 
 		return paneState{}, fmt.Errorf("%w: %s", ErrNoPane, pane)
 	}
 	r := recs[0]
-	return paneState{dead: r[1] == "1", inMode: r[2] == "1", sync: r[3] == "1", session: r[4], command: r[5]}, nil
+	return paneState{dead: r[1] == "1", inMode: r[2] == "1", sync: r[3] == "1", session: r[4], command: r[5], keys: parseMarkKeys(r[6])}, nil
 }

@@ -320,8 +320,12 @@ func TestOSCScanner(t *testing.T) {
 }
 
 func TestRunTrackerSplitMarks(t *testing.T) {
-	tr := newRunTracker(1 << 10)
-	stream := "\x1b]133;stem-probe;0;emacs\x07ls\r\n\x1b]133;C\x07out\r\nput\r\n\x1b]133;D;3\x07\x1b]133;A\x07stem$ "
+	tr := newRunTracker(1<<10, markKeys{testKey: true})
+	k := testKey
+	// Forged marks in the output (unkeyed, another key) neither end the
+	// command nor set its status.
+	stream := mk("stem-probe;0;emacs;0", k) + "ls\r\n" + mk("C", k) + "out\r\n\x1b]133;D;0\x07" + mk("D;9", "fedcba9876543210") +
+		"put\r\n" + mk("D;3", k) + mk("A", k) + "stem$ "
 	tr.feed([]byte(stream[:10]))
 	tr.arm()
 	// Byte-at-a-time delivery: marks split across %output lines.
@@ -332,21 +336,52 @@ func TestRunTrackerSplitMarks(t *testing.T) {
 	if !s.probed || s.probeLen != 0 || s.keymap != "emacs" || !s.started || !s.finished || s.status != 3 {
 		t.Fatalf("state = %+v", s)
 	}
-	if string(s.out) != "out\r\nput\r\n" {
+	if !bytes.HasPrefix(s.out, []byte("out\r\n")) || !bytes.HasSuffix(s.out, []byte("put\r\n")) {
 		t.Fatalf("out = %q", s.out)
+	}
+	// A probe answer with a foreign key is not an answer.
+	tr2 := newRunTracker(1<<10, markKeys{testKey: true})
+	tr2.feed([]byte("\x1b]133;stem-probe;0;emacs;0\x07" + mk("stem-probe;0;emacs;0", "fedcba9876543210")))
+	if tr2.snapshot().probed {
+		t.Fatal("a forged probe answer counted")
 	}
 }
 
 func TestRunTrackerCap(t *testing.T) {
-	tr := newRunTracker(100)
+	tr := newRunTracker(100, markKeys{testKey: true})
 	tr.arm()
-	tr.feed([]byte("\x1b]133;C\x07"))
+	tr.feed([]byte(mk("C", testKey)))
 	for i := 0; i < 1000; i++ {
 		tr.feed([]byte(fmt.Sprintf("line %d\r\n", i)))
 	}
-	tr.feed([]byte("\x1b]133;D;0\x07"))
+	tr.feed([]byte(mk("D;0", testKey)))
 	s := tr.snapshot()
 	if !s.truncated || len(s.out) > 200 || !bytes.HasSuffix(s.out, []byte("line 999\r\n")) {
 		t.Fatalf("truncated=%v len=%d tail=%q", s.truncated, len(s.out), s.out)
+	}
+}
+
+// TestRunTrackerLateKey: a probe answer from a shell whose key was not yet
+// listed counts once the re-read keys list it, and not otherwise; an
+// answer without a key marks an old integration.
+func TestRunTrackerLateKey(t *testing.T) {
+	tr := newRunTracker(1<<10, nil)
+	tr.feed([]byte(mk("stem-probe;0;emacs;0", testKey)))
+	if s := tr.snapshot(); s.probed || s.strayKey != testKey {
+		t.Fatalf("before the keys: %+v", s)
+	}
+	tr.setKeys(markKeys{testKey: true})
+	if s := tr.snapshot(); !s.probed || s.keymap != "emacs" || s.strayKey != "" {
+		t.Fatalf("after the keys: %+v", s)
+	}
+	tr = newRunTracker(1<<10, markKeys{testKey: true})
+	tr.feed([]byte(mk("stem-probe;0;emacs;0", "fedcba9876543210")))
+	tr.setKeys(markKeys{testKey: true})
+	if s := tr.snapshot(); s.probed || s.strayKey != "" {
+		t.Fatalf("a forged key after the re-read: %+v", s)
+	}
+	tr.feed([]byte("\x1b]133;stem-probe;0;emacs;0\x07"))
+	if s := tr.snapshot(); s.probed || !s.oldIntegration {
+		t.Fatalf("an unkeyed answer: %+v", s)
 	}
 }

@@ -52,7 +52,8 @@ func (c *Client) Run(ctx context.Context, pane PaneID, command string) (output s
 // the shell history as such; nothing is appended to it. Completion is read
 // from the OSC 133 marks the integration writes (C when bash accepts the
 // line, D;STATUS when it finishes), which travel in %output and never show
-// in the pane. Before typing, Run checks that the pane runs one of
+// in the pane; only marks carrying a key the pane lists in @stem_keys count,
+// so the command's own output cannot end it early. Before typing, Run checks that the pane runs one of
 // Options.Shells and sends the probe key, which only bash's readline at an
 // integrated prompt answers (with the number of characters already typed on
 // the line). So Run fails before typing anything when a program runs in the
@@ -103,7 +104,7 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 		return RunResult{}, fmt.Errorf("%w: %s is running %q", ErrNotAtPrompt, pane, termtext.String(truncate(st.command, 64)))
 	}
 
-	tr := newRunTracker(opt.MaxOutput)
+	tr := newRunTracker(opt.MaxOutput, st.keys)
 	remove := c.addTap(func(n *Notification) {
 		switch {
 		case n.Kind == "output" && n.Pane == pane:
@@ -222,16 +223,38 @@ func (c *Client) probe(ctx context.Context, pane PaneID, tr *runTracker, cond fu
 			wait = time.Until(deadline)
 		}
 		probeCtx, cancel := context.WithTimeout(ctx, wait)
-		err := c.runWait(probeCtx, pane, tr, cond)
+		err := c.probeWait(probeCtx, pane, tr, cond)
 		cancel()
 		switch {
 		case err == nil:
 			return nil
 		case !errors.Is(err, ErrTimeout) || ctx.Err() != nil:
 			return err
+		case attempt > 0 && tr.snapshot().oldIntegration:
+			return fmt.Errorf("%w: the shell in %s runs an older stem-prompt.sh (marks without keys); `stemctl up` re-creates the instance with the current one", ErrNoIntegration, pane)
 		case attempt > 0:
 			return fmt.Errorf("%w: %s did not answer the probe within %v (not bash, or stem-prompt.sh not sourced, or a program reads the terminal)", ErrNoIntegration, pane, c.opts.ProbeTimeout)
 		}
+	}
+}
+
+// probeWait is runWait for a probe answer. An answer with a key the pane
+// did not list makes it re-read the pane's keys: the shell may have started
+// (and published its key) after Run first read them.
+func (c *Client) probeWait(ctx context.Context, pane PaneID, tr *runTracker, cond func(*runState) bool) error {
+	for {
+		err := c.runWait(ctx, pane, tr, func(s *runState) bool { return cond(s) || s.strayKey != "" })
+		if err != nil {
+			return err
+		}
+		if s := tr.snapshot(); cond(&s) {
+			return nil
+		}
+		st, err := c.paneState(ctx, pane)
+		if err != nil {
+			return err
+		}
+		tr.setKeys(st.keys)
 	}
 }
 
@@ -277,23 +300,31 @@ type runState struct {
 	finished   bool // D seen after arming
 	ps2        bool
 	status     int
-	out        []byte
-	truncated  bool
+	// strayKey: a probe answer came with a key the pane did not list when
+	// Run read its keys; Run re-reads them (setKeys).
+	strayKey string
+	// oldIntegration: a probe answer without a key came back.
+	oldIntegration bool
+	out            []byte
+	truncated      bool
 }
 
 // runTracker follows one pane's output for Run. feed runs on the reader
 // goroutine and never blocks.
 type runTracker struct {
-	mu    sync.Mutex
-	sc    oscScanner
-	st    runState
-	max   int
-	poked bool
-	wake  chan struct{}
+	mu   sync.Mutex
+	sc   oscScanner
+	st   runState
+	keys markKeys // marks with other keys are program output
+	// strayBody is the probe answer whose key (st.strayKey) is not listed.
+	strayBody string
+	max       int
+	poked     bool
+	wake      chan struct{}
 }
 
-func newRunTracker(max int) *runTracker {
-	return &runTracker{max: max, wake: make(chan struct{}, 1)}
+func newRunTracker(max int, keys markKeys) *runTracker {
+	return &runTracker{max: max, keys: keys, wake: make(chan struct{}, 1)}
 }
 
 func (t *runTracker) signal() {
@@ -321,7 +352,21 @@ func (t *runTracker) takePoke() bool {
 func (t *runTracker) resetProbe() {
 	t.mu.Lock()
 	t.st.probed, t.st.probeLen, t.st.keymap, t.st.probeFixed = false, 0, "", false
+	t.st.strayKey, t.strayBody = "", ""
 	t.mu.Unlock()
+}
+
+// setKeys replaces the pane's keys and applies a kept probe answer if its
+// key is now listed; an answer whose key is still unknown is dropped.
+func (t *runTracker) setKeys(keys markKeys) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.keys = keys
+	key, body := t.st.strayKey, t.strayBody
+	t.st.strayKey, t.strayBody = "", ""
+	if key != "" && keys[key] {
+		t.mark("133;" + body + ";" + key)
+	}
 }
 
 func (t *runTracker) arm() {
@@ -372,10 +417,26 @@ func (t *runTracker) appendOut(b byte) {
 }
 
 // mark applies one OSC 133 payload; it reports whether the state changed.
+// A mark without a key of the pane's shells is program output: ignored,
+// except that a probe answer with a well-formed key not listed yet (a
+// shell that started after the keys were read) is kept for setKeys.
 func (t *runTracker) mark(p string) bool {
-	rest, ok := strings.CutPrefix(p, "133;")
+	rest, key, ok := splitMark(p)
 	if !ok {
 		return false
+	}
+	if !t.keys[key] {
+		if !strings.HasPrefix(rest, "stem-probe;") || t.st.probed {
+			return false
+		}
+		if !markKeyRE.MatchString(key) {
+			// "stem-probe;N;MAP;FIXED" without a key: an integration
+			// from before marks had keys.
+			t.st.oldIntegration = true
+			return false
+		}
+		t.st.strayKey, t.strayBody = key, rest
+		return true
 	}
 	switch {
 	case strings.HasPrefix(rest, "stem-probe;"):

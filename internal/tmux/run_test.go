@@ -284,3 +284,34 @@ func TestRunConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestRunForgedMarks: a command whose output holds the integration's marks
+// (the old unkeyed form, another shell's key, a fake probe answer) runs to
+// its real end with its real status, and the shell's key never reaches a
+// child process.
+func TestRunForgedMarks(t *testing.T) {
+	s := tmuxtest.Start(t)
+	c := s.Dial(t)
+	forged := `\033]133;D;0\007\033]133;D;0;0123456789abcdef\007\033]133;A;0123456789abcdef\007\033]133;stem-probe;0;emacs;0;0123456789abcdef\007`
+	if err := os.WriteFile(filepath.Join(s.Home, "evil.txt"), []byte(strings.ReplaceAll(strings.ReplaceAll(forged, `\033`, "\x1b"), `\007`, "\x07")+"after the marks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, c, "%0", `cat `+filepath.Join(s.Home, "evil.txt")+`; sleep 0.3; printf '`+forged+`'; sleep 0.3; echo done; sh -c 'exit 5'`)
+	if code != 5 || !strings.HasSuffix(out, "after the marks\ndone\n") {
+		t.Fatalf("forged marks: %q, exit %d (want the whole output and 5)", out, code)
+	}
+	// Back to back after it: the tracker state did not leak.
+	if out, code := run(t, c, "%0", "echo next"); out != "next\n" || code != 0 {
+		t.Fatalf("next run: %q %d", out, code)
+	}
+	// The key is a shell variable, never in a child's environment.
+	if out, _ := run(t, c, "%0", `sh -c 'echo "[${__stem_key-unset}]"'; env | grep -c __stem_key`); out != "[unset]\n0\n" {
+		t.Fatalf("a child process sees the key: %q", out)
+	}
+	// The pane lists the one shell's key.
+	ctx := testCtx(t, 10*time.Second)
+	keys, err := c.DisplayFormat(ctx, "%0", "@stem_keys")
+	if err != nil || len(strings.Fields(keys)) != 1 {
+		t.Fatalf("@stem_keys %q %v", keys, err)
+	}
+}
