@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/stem-edu/stem/internal/swar"
 )
 
 // Marshal returns the JSON encoding of v.
@@ -118,26 +120,10 @@ func appendList[T any](dst []byte, list []T, enc func([]byte, T) ([]byte, error)
 	return append(dst, ']'), nil
 }
 
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
 // special is non-zero when some byte of w needs a look: below 0x20, '"',
-// '\\', or not ASCII. These are the classic "has a byte less than n" and
-// "has a zero byte" tricks: the lowest flagged byte is always a real one
-// (a borrow may flag bytes above it, never below).
+// '\\', or not ASCII. The lowest flagged byte is always a real one.
 func special(w uint64) uint64 {
-	q := w ^ (lsb * '"')
-	b := w ^ (lsb * '\\')
-	return ((w-lsb*0x20)&^w | (q-lsb)&^q | (b-lsb)&^b | w) & msb
-}
-
-// load8 reads s[i:i+8] little-endian; the compiler turns it into one load.
-func load8(s string, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	return (swar.Below(w, 0x20) | swar.Has(w, '"') | swar.Has(w, '\\') | w) & swar.MSB
 }
 
 const hex = "0123456789abcdef"
@@ -150,7 +136,7 @@ func AppendString(dst []byte, s string) []byte {
 	for i < len(s) {
 		// Skip eight plain ASCII bytes at a time.
 		for i+8 <= len(s) {
-			if m := special(load8(s, i)); m != 0 {
+			if m := special(swar.Load8(s, i)); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
 				break
 			}

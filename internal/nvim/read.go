@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	gonvim "github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/swar"
 )
 
 // Limits on what one read returns.
@@ -67,7 +69,7 @@ func plainLines(s string) bool { return plain(s, true) }
 
 func plain(s string, newlines bool) bool {
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && unusual(load8(s, i)) == 0 {
+		if i+8 <= len(s) && unusual(swar.Load8(s, i)) == 0 {
 			i += 8
 			continue
 		}
@@ -89,24 +91,9 @@ func plain(s string, newlines bool) bool {
 	return true
 }
 
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
 // unusual is non-zero when a byte of w is below 0x20, DEL or not ASCII
 // (tabs too: the byte loop sorts those out).
-func unusual(w uint64) uint64 {
-	d := w ^ (lsb * 0x7f)
-	return ((w-lsb*0x20)&^w | (d-lsb)&^d | w) & msb
-}
-
-// load8 reads s[i:i+8] little-endian in one load.
-func load8(s string, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-}
+func unusual(w uint64) uint64 { return (swar.Below(w, 0x20) | swar.Has(w, 0x7f) | w) & swar.MSB }
 
 func makeText(s string) Text {
 	if plainText(s) {
