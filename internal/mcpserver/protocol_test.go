@@ -201,3 +201,32 @@ func TestProtocolAbuse(t *testing.T) {
 		r.alive(5, in.Name)
 	})
 }
+
+// TestSchemaRefusalsInWords: arguments the schema refuses are explained in
+// words naming the argument and what the tool takes, never as Go structs;
+// a huge argument name comes back clipped.
+func TestSchemaRefusalsInWords(t *testing.T) {
+	in := fixture(t)
+	s := connect(t, in, "observe")
+	for _, tc := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"pane": 7}, "pane: got number, want string"},
+		{map[string]any{"pane": "%0", "level": "full"}, "arguments: additional properties 'level' not allowed"},
+		{map[string]any{"pane": "%0", "max_bytes": -5}, "max_bytes: minimum: got -5, want 1"},
+		{map[string]any{"pane": "%0", "start": "x"}, "start: got string, want integer"},
+	} {
+		msg := s.refused("pane_capture", tc.args)
+		if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "(pane_capture takes: ") || !strings.Contains(msg, "max_bytes, pane") || strings.Contains(msg, "&{") {
+			t.Errorf("%v: %q, want %q and the argument list", tc.args, msg, tc.want)
+		}
+	}
+	if msg := s.refused("session_status", map[string]any{"x": 1}); !strings.Contains(msg, "(session_status takes no arguments)") {
+		t.Errorf("session_status with an argument: %q", msg)
+	}
+	huge := strings.Repeat("k", 1<<20)
+	if msg := s.refused("pane_list", map[string]any{huge: 1}); len(msg) > 400 || !strings.Contains(msg, "additional properties") {
+		t.Errorf("a megabyte argument name: %d bytes back: %.200q", len(msg), msg)
+	}
+}

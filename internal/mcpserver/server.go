@@ -78,6 +78,7 @@ type Server struct {
 	checker *verify.Checker
 	audit   *audit.Log
 	mcp     *server.MCPServer
+	schemas schemaExplainer // words for mcp-go's schema refusals
 	session string
 	logf    func(string, ...any)
 
