@@ -53,14 +53,18 @@ const PromptIntegration = `# stem shell integration for interactive bash. The co
 case $- in *i*) ;; *) return 0 ;; esac
 
 # A key of this shell's own: a new one unless this shell already made it
-# (the rc file sourced twice); one that arrived exported came from a parent.
-if [[ ! ${__stem_key-} =~ ^[0-9a-f]{16}$ || ${__stem_key@a} == *x* ]]; then
+# (the rc file sourced twice); one that arrived exported came from a parent,
+# and one that was unset or changed is made afresh (the probe checks too).
+__stem_key_init() {
+	[[ ${__stem_key-} =~ ^[0-9a-f]{16}$ && ${__stem_key@a} != *x* ]] && return 0
 	printf -v __stem_key '%08x%08x' "$SRANDOM" "$SRANDOM"
 	export -n __stem_key
 	if [[ -n ${TMUX-} && -n ${TMUX_PANE-} ]]; then
 		command tmux set-option -p -t "$TMUX_PANE" -a @stem_keys " $__stem_key" 2>/dev/null
 	fi
-fi
+	return 1
+}
+__stem_key_init
 
 __stem_prompt_command() {
 	local __stem_status=$?
@@ -71,6 +75,7 @@ __stem_prompt_command() {
 __stem_install() {
 	local pc
 	__stem_fixed=0
+	__stem_key_init || __stem_fixed=1
 	if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
 		if [[ ${PROMPT_COMMAND[0]} != __stem_prompt_command ]]; then
 			local -a rest=()

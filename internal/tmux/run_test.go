@@ -247,6 +247,8 @@ func TestRunRepairsHooks(t *testing.T) {
 		`PROMPT_COMMAND="history -a;$PROMPT_COMMAND"`, // ours no longer first: $? would be lost
 		`PROMPT_COMMAND=true; PS0=`,                   // ours gone
 		`PROMPT_COMMAND=(true "history -a")`,          // array form
+		`unset __stem_key`,                            // the key gone
+		`export __stem_key=0000000000000000`,          // a key children could read
 	} {
 		if err := c.SendKeys(ctx, "%0", []tmux.Key{{Text: tamper}, {Name: "Enter"}}); err != nil {
 			t.Fatal(err)
