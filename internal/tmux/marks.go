@@ -18,9 +18,9 @@ import (
 var markKeyRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 const (
-	// maxMarkKeys bounds the keys kept for a pane (one per shell started
-	// in it; the newest win).
-	maxMarkKeys = 64
+	// maxMarkKeys bounds the keys kept for a pane (one per interactive
+	// shell started in it; the newest win).
+	maxMarkKeys = 256
 	// keyRefreshEvery bounds how often a mark with an unknown key makes
 	// Marks re-read the pane's keys, so a flood of forged marks costs at
 	// most four tmux queries a second.

@@ -1,6 +1,7 @@
 package tmux
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,7 +75,7 @@ func TestMarksForged(t *testing.T) {
 func TestParseMarkKeys(t *testing.T) {
 	var many []string
 	for i := 0; i < maxMarkKeys+10; i++ {
-		many = append(many, strings.Repeat(string("0123456789abcdef"[i%16]), 15)+string("0123456789abcdef"[i/16]))
+		many = append(many, fmt.Sprintf("%016x", 0xa000000000000000+uint64(i)))
 	}
 	k := parseMarkKeys(" " + testKey + " junk ABCDEF0123456789 " + strings.Join(many, " "))
 	if len(k) != maxMarkKeys || k[testKey] || k["junk"] || !k[many[len(many)-1]] {
