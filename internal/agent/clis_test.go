@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/verify"
 	"github.com/stem-edu/stem/internal/workspace"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -43,40 +42,17 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-var stemMCPOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
 // stemMCPBin is $STEM_MCP_BIN (make test sets it) or a fresh static build.
 func stemMCPBin(t testing.TB) string {
 	t.Helper()
-	stemMCPOnce.Do(func() {
-		if p := os.Getenv("STEM_MCP_BIN"); p != "" {
-			stemMCPOnce.path, stemMCPOnce.err = filepath.Abs(p)
-			return
+	if p := os.Getenv("STEM_MCP_BIN"); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// TestMain (e2e_helpers_test.go) makes and removes this directory.
-		dir := os.Getenv("STEM_AGENT_TEST_BIN")
-		if dir == "" {
-			stemMCPOnce.err = fmt.Errorf("STEM_AGENT_TEST_BIN is not set (TestMain sets it)")
-			return
-		}
-		stemMCPOnce.path = filepath.Join(dir, "stem-mcp-cli")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", stemMCPOnce.path, "./cmd/stem-mcp")
-		cmd.Dir = repoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			stemMCPOnce.err = fmt.Errorf("go build ./cmd/stem-mcp: %v\n%s", err, out)
-		}
-	})
-	if stemMCPOnce.err != nil {
-		t.Fatal(stemMCPOnce.err)
+		return abs
 	}
-	return stemMCPOnce.path
+	return filepath.Join(testenv.Binary(t, "stem-mcp-cli", "./cmd/stem-mcp"), "stem-mcp-cli")
 }
 
 // cliRig is a private account for one CLI: its HOME, stem's directories,

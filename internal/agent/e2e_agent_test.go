@@ -75,7 +75,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 		t.Errorf("stem://context %v", rep.ContextResrc)
 	}
 	// Starting an agent never takes over the MCP selection.
-	if _, err := os.Lstat(filepath.Join(a.rt, "stem", "mcp-selected", "current")); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(a.Runtime, "stem", "mcp-selected", "current")); !os.IsNotExist(err) {
 		t.Errorf("agent start changed the selection: %v", err)
 	}
 
@@ -160,8 +160,8 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 		t.Fatalf("agents after stop: %+v", sts)
 	}
 	r, _ := a.run("agent", "stop", "--instance", nativeInst)
-	if r.code == 0 || !strings.Contains(r.stderr, "no running agent") {
-		t.Fatalf("stop with nothing to stop: %d %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "no running agent") {
+		t.Fatalf("stop with nothing to stop: %d %s", r.Code, r.Stderr)
 	}
 }
 
@@ -169,7 +169,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 func testHere(t *testing.T, a *account, st instanceInfo) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "agent", "attach", "helper", "--instance", nativeInst, "--here")
-	cmd.Env = a.env
+	cmd.Env = a.Env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 90})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func testHere(t *testing.T, a *account, st instanceInfo) {
 
 	// agent stop reaches a --here agent through the stemctl that runs it.
 	cmd = exec.Command(filepath.Join(bins(t), "stemctl"), "agent", "attach", "helper", "--instance", nativeInst, "--here")
-	cmd.Env = a.env
+	cmd.Env = a.Env
 	f2, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -290,16 +290,16 @@ func waitGone(t *testing.T, pid int, start uint64, d time.Duration) {
 func TestMissingProviderIsExplained(t *testing.T) {
 	a := newAccount(t)
 	r, err := a.runEnv([]string{"PATH=" + bins(t) + ":/usr/bin:/bin"}, "agent", "start", "codex", "native-amd64", "demo", "hello", "1")
-	if err != nil || r.code == 0 || !strings.Contains(r.stderr, `program "codex" not found in PATH`) || !strings.Contains(r.stderr, "npm install -g @openai/codex") {
-		t.Fatalf("missing codex: %d %v\n%s", r.code, err, r.stderr)
+	if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, `program "codex" not found in PATH`) || !strings.Contains(r.Stderr, "npm install -g @openai/codex") {
+		t.Fatalf("missing codex: %d %v\n%s", r.Code, err, r.Stderr)
 	}
 	r, _ = a.run("agent", "start", "aider", "native-amd64", "demo", "hello", "1")
-	if r.code == 0 || !strings.Contains(r.stderr, "codex, claude, gemini, custom, helper") {
-		t.Fatalf("unknown provider: %d\n%s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "codex, claude, gemini, custom, helper") {
+		t.Fatalf("unknown provider: %d\n%s", r.Code, r.Stderr)
 	}
 	r, _ = a.run("agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--level", "root")
-	if r.code == 0 || !strings.Contains(r.stderr, "observe, assist or full") {
-		t.Fatalf("bad level: %d\n%s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "observe, assist or full") {
+		t.Fatalf("bad level: %d\n%s", r.Code, r.Stderr)
 	}
 	if out := a.must("list", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Fatalf("a refused agent start created an instance: %s", out)
@@ -329,9 +329,9 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 	for _, p := range []string{"codex", "claude", "gemini"} {
 		dirs = append(dirs, filepath.Dir(clitest.Bin(t, p)))
 	}
-	for i, kv := range a.env {
+	for i, kv := range a.Env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			a.env[i] = "PATH=" + strings.Join(dirs, ":") + ":" + v
+			a.Env[i] = "PATH=" + strings.Join(dirs, ":") + ":" + v
 		}
 	}
 	a.must("up", "native-amd64", "demo", "hello", "1")

@@ -1,14 +1,12 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -19,87 +17,37 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/testenv"
 )
 
 // These tests run stemctl, stem-mcp and the test provider (a small MCP
 // client, internal/agent/testdata/mcpclient) as built binaries against real
 // Podman containers of the profile images, in a private account.
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// testBinEnv names the directory the test binaries are built into; TestMain
-// creates it and removes it when the tests end.
-const testBinEnv = "STEM_AGENT_TEST_BIN"
+func repoRoot() string { return testenv.RepoRoot() }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "stem-agent-bin")
-	if err == nil {
-		os.Setenv(testBinEnv, dir)
-	}
 	code := m.Run()
-	if err == nil {
-		os.RemoveAll(dir)
-	}
+	testenv.RemoveBinaries()
 	os.Exit(code)
-}
-
-var built struct {
-	sync.Once
-	dir string
-	err error
 }
 
 // bins builds stemctl, stem-mcp (static, it is mounted into containers) and
 // the test provider once per test process.
 func bins(t testing.TB) string {
 	t.Helper()
-	built.Do(func() {
-		built.dir = os.Getenv(testBinEnv)
-		if built.dir == "" {
-			built.dir, built.err = os.MkdirTemp("", "stem-agent-bin")
-			if built.err != nil {
-				return
-			}
-		}
-		for _, c := range [][]string{{"stemctl", "./cmd/stemctl"}, {"stem-mcp", "./cmd/stem-mcp"}, {"mcpclient", "./internal/agent/testdata/mcpclient"}} {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(built.dir, c[0]), c[1])
-			cmd.Dir = repoRoot()
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			out, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				built.err = fmt.Errorf("go build %s: %v\n%s", c[1], err, out)
-				return
-			}
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.dir
+	testenv.Binary(t, "stemctl", "./cmd/stemctl")
+	testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
+	return testenv.Binary(t, "mcpclient", "./internal/agent/testdata/mcpclient")
 }
 
-func requirePrograms(t testing.TB, progs ...string) {
-	t.Helper()
-	for _, p := range progs {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed (make setup installs what the tests need)", p)
-		}
-	}
-}
+func requirePrograms(t testing.TB, progs ...string) { testenv.Require(t, progs...) }
 
-// account is a private student account: runtime, state, config, home and a
-// copy of the example workspace, and agents.toml naming the test provider.
+// account is a private student account (testenv.Account) whose agents.toml
+// names the test provider.
 type account struct {
+	*testenv.Account
 	t       testing.TB
-	env     []string
-	base    string
-	rt      string
-	ws      string
 	reports string
 }
 
@@ -113,30 +61,10 @@ func newAccountIn(t testing.TB, parent string) *account {
 	if testing.Short() {
 		t.Skip("runs real containers (skipped with -short)")
 	}
-	requirePrograms(t, "podman", "tmux")
 	bin := bins(t)
-	rt, err := os.MkdirTemp(parent, "sa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(rt, 0o700)
-	base := t.TempDir()
-	a := &account{t: t, base: base, rt: rt, ws: filepath.Join(base, "ws"), reports: filepath.Join(base, "reports")}
-	for _, d := range []string{"home", "state", "config", "reports"} {
-		os.MkdirAll(filepath.Join(base, d), 0o700)
-	}
-	os.MkdirAll(a.ws, 0o755)
-	if out, err := exec.Command("cp", "-a", filepath.Join(repoRoot(), "examples", "workspace")+"/.", a.ws+"/").CombinedOutput(); err != nil {
-		t.Fatalf("copy the workspace: %v %s", err, out)
-	}
-	a.env = []string{
-		"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + filepath.Join(base, "home"),
-		"XDG_RUNTIME_DIR=" + rt, "STEM_STATE_DIR=" + filepath.Join(base, "state"), "STEM_CONFIG_DIR=" + filepath.Join(base, "config"),
-		"STEM_WORKSPACE=" + a.ws, "STEM_MCP_BIN=" + filepath.Join(bin, "stem-mcp"), "TERM=xterm-256color",
-	}
-	if cc := os.Getenv("CONTAINERS_CONF"); cc != "" {
-		a.env = append(a.env, "CONTAINERS_CONF="+cc)
-	}
+	a := &account{Account: testenv.NewAccount(t, bin, testenv.AccountOptions{RuntimeParent: parent}), t: t}
+	a.reports = filepath.Join(a.Base, "reports")
+	os.MkdirAll(a.reports, 0o700)
 	client := filepath.Join(bin, "mcpclient")
 	report := filepath.Join(a.reports, "{agent_id}.json")
 	cfg := fmt.Sprintf(`# the test provider: a small MCP client (internal/agent/testdata/mcpclient)
@@ -146,57 +74,28 @@ command = [%q, "--report", %q, "--above", "gdb_break"]
 [providers.helper]
 command = [%q, "--report", %q]
 `, client, report, client, report)
-	if err := os.WriteFile(filepath.Join(base, "config", agent.ConfigFile), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(a.Base, "config", agent.ConfigFile), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		a.run("agent", "stop", "--all", "--timeout", "2s")
-		out, _ := a.run("list", "--json")
-		var sts []struct {
-			Record struct{ Instance string } `json:"record"`
-		}
-		json.Unmarshal([]byte(out.stdout), &sts)
-		for _, s := range sts {
-			a.run("rm", s.Record.Instance)
-		}
-		os.RemoveAll(rt)
-	})
 	return a
 }
 
-type result struct {
-	stdout, stderr string
-	code           int
-}
+type result = testenv.Result
 
-func (a *account) run(args ...string) (result, error) {
-	return a.runEnv(nil, args...)
-}
+func (a *account) run(args ...string) (result, error) { return a.Run(nil, args...) }
 
 func (a *account) runEnv(extra []string, args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bins(a.t), "stemctl"), args...)
-	cmd.Env = append(append([]string{}, a.env...), extra...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	r := result{stdout: o.String(), stderr: e.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-		err = nil
-	}
-	return r, err
+	return a.Run(extra, args...)
 }
 
 // must runs stemctl and requires success.
 func (a *account) must(args ...string) string {
 	a.t.Helper()
 	r, err := a.run(args...)
-	if err != nil || r.code != 0 {
-		a.t.Fatalf("stemctl %s: exit %d %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, err, r.stdout, r.stderr)
+	if err != nil || r.Code != 0 {
+		a.t.Fatalf("stemctl %s: exit %d %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, err, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 func (a *account) mustJSON(v any, args ...string) {
@@ -336,7 +235,7 @@ type sessionEvent struct {
 
 func (a *account) mcp(inst, level string) *mcpSession {
 	a.t.Helper()
-	c, err := client.NewStdioMCPClient(filepath.Join(bins(a.t), "stem-mcp"), a.env, "serve", "--level", level, "--instance", inst)
+	c, err := client.NewStdioMCPClient(filepath.Join(bins(a.t), "stem-mcp"), a.Env, "serve", "--level", level, "--instance", inst)
 	if err != nil {
 		a.t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,100 +21,33 @@ import (
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBinaries()
+	os.Exit(code)
+}
 
 // bins builds stemctl and stem-mcp once per test process.
 func bins(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "stem-e2e-bin")
-		if buildErr != nil {
-			return
-		}
-		for _, c := range [][]string{{"stemctl", "./cmd/stemctl"}, {"stem-mcp", "./cmd/stem-mcp"}} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, c[0]), c[1])
-			cmd.Dir = testenv.RepoRoot()
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", c[0], err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	testenv.Binary(t, "stemctl", "./cmd/stemctl")
+	return testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 }
 
+// account is a private student account (testenv.Account).
 type account struct {
-	t   *testing.T
-	env []string
-	ws  string
-	rt  string
+	*testenv.Account
+	t *testing.T
 }
 
 func newAccount(t *testing.T) *account {
 	t.Helper()
-	testenv.Require(t, "podman", "tmux")
-	rt, err := os.MkdirTemp("/tmp", "se")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(rt, 0o700)
-	base := t.TempDir()
-	ws := filepath.Join(base, "ws")
-	os.MkdirAll(ws, 0o755)
-	if out, err := exec.Command("cp", "-a", filepath.Join(testenv.RepoRoot(), "examples", "workspace")+"/.", ws).CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	a := &account{t: t, ws: ws, rt: rt, env: []string{
-		"PATH=" + bins(t) + ":" + os.Getenv("PATH"), "HOME=" + filepath.Join(base, "home"),
-		"XDG_RUNTIME_DIR=" + rt, "STEM_STATE_DIR=" + filepath.Join(base, "state"), "STEM_CONFIG_DIR=" + filepath.Join(base, "config"),
-		"STEM_WORKSPACE=" + ws, "TERM=xterm",
-	}}
-	if cc := os.Getenv("CONTAINERS_CONF"); cc != "" {
-		a.env = append(a.env, "CONTAINERS_CONF="+cc)
-	}
-	os.MkdirAll(filepath.Join(base, "home"), 0o700)
-	t.Cleanup(func() {
-		out, _ := a.run("list", "--json")
-		var sts []struct {
-			Record struct{ Instance string } `json:"record"`
-		}
-		json.Unmarshal([]byte(out.stdout), &sts)
-		for _, s := range sts {
-			a.run("rm", s.Record.Instance)
-		}
-		os.RemoveAll(rt)
-	})
-	return a
+	return &account{Account: testenv.NewAccount(t, bins(t), testenv.AccountOptions{Env: []string{"TERM=xterm"}}), t: t}
 }
 
-type result struct {
-	stdout, stderr string
-	code           int
-}
+type result = testenv.Result
 
-func (a *account) run(args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bins(a.t), "stemctl"), args...)
-	cmd.Env = a.env
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	r := result{stdout: o.String(), stderr: e.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-		err = nil
-	}
-	return r, err
-}
+func (a *account) run(args ...string) (result, error) { return a.Run(nil, args...) }
 
 // must runs stemctl and requires the exit code.
 func (a *account) must(code int, args ...string) result {
@@ -124,8 +56,8 @@ func (a *account) must(code int, args ...string) result {
 	if err != nil {
 		a.t.Fatalf("stemctl %v: %v", args, err)
 	}
-	if r.code != code {
-		a.t.Fatalf("stemctl %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, r.code, code, r.stdout, r.stderr)
+	if r.Code != code {
+		a.t.Fatalf("stemctl %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, r.Code, code, r.Stdout, r.Stderr)
 	}
 	return r
 }
@@ -147,18 +79,18 @@ func TestBadNamesExplainAndChangeNothing(t *testing.T) {
 		{[]string{"up", "native-amd64", "demo"}, []string{"takes 4 argument(s)", "PROFILE SERIES CARD TASK"}},
 	} {
 		r, err := a.run(c.args...)
-		if err != nil || r.code == 0 {
-			t.Fatalf("%v: exit %d %v", c.args, r.code, err)
+		if err != nil || r.Code == 0 {
+			t.Fatalf("%v: exit %d %v", c.args, r.Code, err)
 		}
 		for _, w := range c.want {
-			if !strings.Contains(r.stderr, w) {
-				t.Errorf("%v: stderr lacks %q:\n%s", c.args, w, r.stderr)
+			if !strings.Contains(r.Stderr, w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", c.args, w, r.Stderr)
 			}
 		}
 	}
 	r := a.must(0, "list", "--json")
-	if strings.TrimSpace(r.stdout) != "[]" {
-		t.Fatalf("bad input created instances: %s", r.stdout)
+	if strings.TrimSpace(r.Stdout) != "[]" {
+		t.Fatalf("bad input created instances: %s", r.Stdout)
 	}
 }
 
@@ -174,63 +106,63 @@ func TestLifecycleThroughTheCLI(t *testing.T) {
 			SocketDir   string `json:"socket_dir"`
 		}
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil || up.Action != "created" {
-		t.Fatalf("up --json: %v %s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &up); err != nil || up.Action != "created" {
+		t.Fatalf("up --json: %v %s", err, r.Stdout)
 	}
 	a.must(0, "status", inst)
 	r = a.must(0, "list", "--json")
-	if !strings.Contains(r.stdout, `"state": "running"`) {
-		t.Fatalf("list: %s", r.stdout)
+	if !strings.Contains(r.Stdout, `"state": "running"`) {
+		t.Fatalf("list: %s", r.Stdout)
 	}
 	// Task verbs: the manifest's commands, inside, exit codes passed on.
 	a.must(0, "build", inst)
 	r = a.must(0, "test", inst)
 	r = a.must(0, "run", "native-amd64", "demo", "hello", "1")
-	if r.stdout == "" {
+	if r.Stdout == "" {
 		t.Fatal("run printed nothing")
 	}
 	r = a.must(0, "build", inst, "--print")
-	if strings.TrimSpace(r.stdout) != "make" {
-		t.Fatalf("build --print: %q", r.stdout)
+	if strings.TrimSpace(r.Stdout) != "make" {
+		t.Fatalf("build --print: %q", r.Stdout)
 	}
 	r = a.must(7, "exec", inst, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
-	if r.stdout != "out\n" || r.stderr != "err\n" {
-		t.Fatalf("exec streams: %q %q", r.stdout, r.stderr)
+	if r.Stdout != "out\n" || r.Stderr != "err\n" {
+		t.Fatalf("exec streams: %q %q", r.Stdout, r.Stderr)
 	}
 	a.must(1, "deploy", inst) // no deploy command for a native task
 	// MCP selection.
 	a.must(0, "mcp", "select", inst)
 	r = a.must(0, "mcp", "status", "--json")
-	if !strings.Contains(r.stdout, `"ok": true`) {
-		t.Fatalf("mcp status: %s", r.stdout)
+	if !strings.Contains(r.Stdout, `"ok": true`) {
+		t.Fatalf("mcp status: %s", r.Stdout)
 	}
 	r = a.must(0, "mcp", "call", "--level", "observe", "session_status")
-	if !strings.Contains(r.stdout, up.Record.ContainerID) {
-		t.Fatalf("mcp call: %s", r.stdout)
+	if !strings.Contains(r.Stdout, up.Record.ContainerID) {
+		t.Fatalf("mcp call: %s", r.Stdout)
 	}
 	// Down: status says stopped (exit 3); up starts it again.
 	a.must(0, "down", inst, "--timeout", "1s")
 	r = a.must(3, "status", inst, "--json")
-	if !strings.Contains(r.stdout, `"state": "stopped"`) {
-		t.Fatalf("status after down: %s", r.stdout)
+	if !strings.Contains(r.Stdout, `"state": "stopped"`) {
+		t.Fatalf("status after down: %s", r.Stdout)
 	}
 	a.must(3, "mcp", "status")
 	r = a.must(0, "up", "native-amd64", "demo", "hello", "1")
-	if !strings.Contains(r.stdout, "started") {
-		t.Fatalf("up after down: %s", r.stdout)
+	if !strings.Contains(r.Stdout, "started") {
+		t.Fatalf("up after down: %s", r.Stdout)
 	}
 	// rm: gone, selection cleared.
 	a.must(0, "rm", inst)
 	a.must(1, "status", inst)
 	r = a.must(3, "mcp", "status", "--json")
-	if !strings.Contains(r.stdout, `"selected": false`) {
-		t.Fatalf("selection survived rm: %s", r.stdout)
+	if !strings.Contains(r.Stdout, `"selected": false`) {
+		t.Fatalf("selection survived rm: %s", r.Stdout)
 	}
 	// The audit log recorded the selection and the MCP session.
 	r = a.must(0, "audit", "verify")
 	r = a.must(0, "audit", "show", "--json")
 	for _, ev := range []string{`"select"`, `"session_start"`, `"session_end"`} {
-		if !strings.Contains(r.stdout, ev) {
+		if !strings.Contains(r.Stdout, ev) {
 			t.Errorf("audit lacks %s", ev)
 		}
 	}
@@ -246,12 +178,12 @@ func TestAttachThroughAPseudoTerminal(t *testing.T) {
 			SocketDir string `json:"socket_dir"`
 		} `json:"record"`
 	}
-	json.Unmarshal([]byte(r.stdout), &st)
+	json.Unmarshal([]byte(r.Stdout), &st)
 	sock := filepath.Join(st.Record.SocketDir, "t.sock")
 
 	// A real terminal: stemctl hands tmux the terminal itself.
 	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
-	cmd.Env = a.env
+	cmd.Env = a.Env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
@@ -287,15 +219,16 @@ func TestAttachThroughAPseudoTerminal(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("attach did not end after detach")
 	}
-	mu.Lock()
-	if !strings.Contains(screen.String(), "detached") {
-		t.Errorf("no detach message on the terminal: %q", screen.String())
-	}
-	mu.Unlock()
+	// The last bytes may still be on their way from the pty after the exit.
+	waitFor(t, 5*time.Second, "the detach message on the terminal", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(screen.String(), "detached")
+	})
 
 	// Not a terminal: stemctl gives tmux a pseudo-terminal and relays.
 	cmd = exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
-	cmd.Env = a.env
+	cmd.Env = a.Env
 	in, _ := cmd.StdinPipe()
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -340,34 +273,34 @@ func TestOCIErrorExplained(t *testing.T) {
 	sockDir, _ := os.MkdirTemp("/tmp", "pd")
 	defer os.RemoveAll(sockDir)
 	var env []string
-	for _, kv := range a.env {
+	for _, kv := range a.Env {
 		if !strings.HasPrefix(kv, "CONTAINERS_CONF=") {
 			env = append(env, kv)
 		}
 	}
-	saved := a.env
-	a.env = append(env, "CONTAINER_HOST=unix://"+filepath.Join(sockDir, "p.sock"))
+	saved := a.Env
+	a.Env = append(env, "CONTAINER_HOST=unix://"+filepath.Join(sockDir, "p.sock"))
 	defer exec.Command("pkill", "-f", filepath.Join(sockDir, "p.sock")).Run()
 	// The account's cleanup must talk to the usual service, or stemctl
 	// would start this private one again after it was killed.
-	defer func() { a.env = saved }()
+	defer func() { a.Env = saved }()
 	r, err := a.run("up", "native-amd64", "demo", "hello", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if os.Getenv("CONTAINERS_CONF") == "" {
-		if r.code != 0 {
-			t.Fatalf("up: %s", r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("up: %s", r.Stderr)
 		}
 		return
 	}
-	if r.code == 0 {
+	if r.Code == 0 {
 		t.Fatal("up succeeded without the containers.conf this host needs")
 	}
-	if !strings.Contains(r.stderr, "containers.conf") && !strings.Contains(r.stderr, "ulimit") {
-		t.Fatalf("the OCI error is not explained:\n%s", r.stderr)
+	if !strings.Contains(r.Stderr, "containers.conf") && !strings.Contains(r.Stderr, "ulimit") {
+		t.Fatalf("the OCI error is not explained:\n%s", r.Stderr)
 	}
-	t.Logf("explained: %s", r.stderr)
+	t.Logf("explained: %s", r.Stderr)
 }
 
 // TestDevicePolicy: only the device named with --device enters an rp2350
@@ -385,14 +318,14 @@ func TestDevicePolicy(t *testing.T) {
 
 	r := a.must(1, "deploy", "rp2350", "demo", "hello", "3", "--target", "rp2350-rv")
 	for _, w := range []string{"no device was passed", "--device"} {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("deploy without a device: stderr lacks %q:\n%s", w, r.stderr)
+		if !strings.Contains(r.Stderr, w) {
+			t.Errorf("deploy without a device: stderr lacks %q:\n%s", w, r.Stderr)
 		}
 	}
 	a.must(0, "up", "rp2350", "demo", "hello", "3", "--target", "rp2350-arm", "--device", node)
 	r = a.must(0, "exec", "rp2350-demo-hello-t3-arm", "--", "sh", "-c", `test -c "$STEM_DEVICE" && echo "$STEM_DEVICE"`)
-	if strings.TrimSpace(r.stdout) != node {
-		t.Fatalf("the named device is not in the container: %q", r.stdout)
+	if strings.TrimSpace(r.Stdout) != node {
+		t.Fatalf("the named device is not in the container: %q", r.Stdout)
 	}
 	// The other target's instance, started without --device, does not see it.
 	a.must(0, "up", "rp2350", "demo", "hello", "3", "--target", "rp2350-rv")
