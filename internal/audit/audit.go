@@ -280,6 +280,7 @@ type Filter struct {
 	Level    string
 	Event    string
 	Account  string
+	Agent    string
 	Since    time.Time
 	Until    time.Time
 	Limit    int // keep the last Limit matches
@@ -291,6 +292,7 @@ func (f Filter) match(e Entry) bool {
 		f.Level != "" && e.Level != f.Level,
 		f.Event != "" && e.Event != f.Event,
 		f.Account != "" && e.Account != f.Account,
+		f.Agent != "" && e.Agent != f.Agent,
 		!f.Since.IsZero() && e.Time.Before(f.Since),
 		!f.Until.IsZero() && e.Time.After(f.Until):
 		return false

@@ -94,7 +94,7 @@ func TestReadFilterAndDetailClip(t *testing.T) {
 	l, _ := Open(t.TempDir())
 	ctx := context.Background()
 	l.Append(ctx, Entry{Event: SessionStart, Instance: "a", Level: "observe"})
-	l.Append(ctx, Entry{Event: ToolCall, Instance: "b", Level: "full", Detail: strings.Repeat("é", 1000)})
+	l.Append(ctx, Entry{Event: ToolCall, Instance: "b", Level: "full", Agent: "3f9a1c", Detail: strings.Repeat("é", 1000)})
 	l.Append(ctx, Entry{Event: SessionEnd, Instance: "a", Level: "observe"})
 	got, err := l.Read(Filter{Instance: "a"})
 	if err != nil || len(got) != 2 || got[0].Event != SessionStart || got[1].Event != SessionEnd {
@@ -103,6 +103,9 @@ func TestReadFilterAndDetailClip(t *testing.T) {
 	got, _ = l.Read(Filter{Level: "full"})
 	if len(got) != 1 || len(got[0].Detail) > maxDetail+4 {
 		t.Fatalf("filter level / clip: %d entries, detail %d bytes", len(got), len(got[0].Detail))
+	}
+	if got, _ = l.Read(Filter{Agent: "3f9a1c"}); len(got) != 1 || got[0].Instance != "b" {
+		t.Fatalf("filter agent: %+v", got)
 	}
 	got, _ = l.Read(Filter{Since: time.Now().Add(time.Hour)})
 	if len(got) != 0 {

@@ -20,6 +20,7 @@ type Options struct {
 	Level    string
 	Event    string
 	Account  string
+	Agent    string
 	Since    string
 	Until    string
 	Limit    int
@@ -31,10 +32,11 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
 		Use:   "show",
-		Short: "Show audit entries, filtered by instance, level, event, account and time",
+		Short: "Show audit entries, filtered by instance, level, event, account, agent and time",
 		Example: `  stemctl audit show --instance hazard3-sim-inf-bss-t4
   stemctl audit show --level full --since 24h
-  stemctl audit show --event refused --since 2026-11-01 --json`,
+  stemctl audit show --event refused --since 2026-11-01 --json
+  stemctl audit show --agent 3f9a1c`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -48,6 +50,7 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	fl.StringVar(&opts.Level, "level", "", "only this level (observe, assist, full)")
 	fl.StringVar(&opts.Event, "event", "", "only this event (session_start, session_end, tool_call, refused, select, grant, revoke, agent)")
 	fl.StringVar(&opts.Account, "account", "", "only this account or grant")
+	fl.StringVar(&opts.Agent, "agent", "", "only the MCP sessions of this agent (id from `stemctl agent list`)")
 	fl.StringVar(&opts.Since, "since", "", "from this time: RFC 3339, a date (2026-11-01), or a duration ago (24h)")
 	fl.StringVar(&opts.Until, "until", "", "up to this time (same forms as --since)")
 	fl.IntVar(&opts.Limit, "limit", 0, "only the newest N matches")
@@ -86,7 +89,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	entries, err := log.Read(audit.Filter{Instance: opts.Instance, Level: opts.Level, Event: opts.Event, Account: opts.Account, Since: since, Until: until, Limit: opts.Limit})
+	entries, err := log.Read(audit.Filter{Instance: opts.Instance, Level: opts.Level, Event: opts.Event, Account: opts.Account, Agent: opts.Agent, Since: since, Until: until, Limit: opts.Limit})
 	if err != nil {
 		return err
 	}
