@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
 )
@@ -98,6 +99,16 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	}
 	if out := a.must("agent", "list"); !strings.Contains(out, rec.ID) || !strings.Contains(out, "tmux window "+rec.Window) || !strings.Contains(out, "ago)") {
 		t.Fatalf("agent list:\n%s", out)
+	}
+	// Its MCP sessions are in the audit log under its id, and completion
+	// offers the id.
+	var entries []audit.Entry
+	a.mustJSON(&entries, "audit", "show", "--agent", rec.ID)
+	if len(entries) == 0 || entries[0].Event != audit.SessionStart || entries[0].Agent != rec.ID || entries[0].Level != "observe" || entries[0].Instance != nativeInst {
+		t.Fatalf("audit show --agent %s: %+v", rec.ID, entries)
+	}
+	if out := a.must("__complete", "audit", "show", "--agent", ""); !strings.Contains(out, rec.ID+"\t") {
+		t.Fatalf("completion of --agent:\n%s", out)
 	}
 
 	// attach: a second agent on the running instance, at assist, without

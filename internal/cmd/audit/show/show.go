@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 )
 
@@ -55,6 +56,12 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	fl.StringVar(&opts.Until, "until", "", "up to this time (same forms as --since)")
 	fl.IntVar(&opts.Limit, "limit", 0, "only the newest N matches")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
+	cmd.RegisterFlagCompletionFunc("agent", agentutil.CompleteAgent(f))
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("event", cobra.FixedCompletions([]string{
+		audit.SessionStart, audit.SessionEnd, audit.ToolCall, audit.Refused, audit.Select, audit.Grant, audit.Revoke, audit.Agent,
+	}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
