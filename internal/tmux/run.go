@@ -241,9 +241,12 @@ func (c *Client) probe(ctx context.Context, pane PaneID, tr *runTracker, cond fu
 // probeWait is runWait for a probe answer. An answer with a key the pane
 // did not list makes it re-read the pane's keys: the shell may have started
 // (and published its key) after Run first read them.
+// Program output that prints probe answers with made-up keys gets at most
+// maxKeyRereads re-reads; after that only listed keys count.
 func (c *Client) probeWait(ctx context.Context, pane PaneID, tr *runTracker, cond func(*runState) bool) error {
-	for {
-		err := c.runWait(ctx, pane, tr, func(s *runState) bool { return cond(s) || s.strayKey != "" })
+	const maxKeyRereads = 3
+	for rereads := 0; ; rereads++ {
+		err := c.runWait(ctx, pane, tr, func(s *runState) bool { return cond(s) || rereads < maxKeyRereads && s.strayKey != "" })
 		if err != nil {
 			return err
 		}
