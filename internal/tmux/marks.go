@@ -75,10 +75,15 @@ type Marks struct {
 // from a goroutine of its own, never from the Client's reader.
 func (c *Client) NewMarks(pane PaneID) *Marks {
 	kc := &keyCache{c: c, pane: pane}
-	return &Marks{known: kc.known}
+	return &Marks{known: func(key string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return kc.known(ctx, key)
+	}}
 }
 
-// keyCache is a pane's @stem_keys, re-read on demand.
+// keyCache is a pane's @stem_keys, re-read on demand. Marks and Run both
+// use it; it is not safe for concurrent use.
 type keyCache struct {
 	c      *Client
 	pane   PaneID
@@ -86,7 +91,10 @@ type keyCache struct {
 	loaded time.Time
 }
 
-func (k *keyCache) known(key string) bool {
+// known reports whether the pane lists key, re-reading the list when key
+// is new (at most every keyRefreshEvery, so a flood of made-up keys costs
+// little).
+func (k *keyCache) known(ctx context.Context, key string) bool {
 	if k.keys[key] {
 		return true
 	}
@@ -94,8 +102,6 @@ func (k *keyCache) known(key string) bool {
 		return false
 	}
 	k.loaded = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	s, err := k.c.DisplayFormat(ctx, k.pane, "@stem_keys")
 	if err != nil {
 		return false

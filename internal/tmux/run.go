@@ -105,6 +105,7 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 	}
 
 	tr := newRunTracker(opt.MaxOutput, st.keys)
+	keys := &keyCache{c: c, pane: pane, keys: st.keys}
 	remove := c.addTap(func(n *Notification) {
 		switch {
 		case n.Kind == "output" && n.Pane == pane:
@@ -116,7 +117,7 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 	defer remove()
 
 	// 1. Probe: is readline at an integrated prompt, with an empty line?
-	if err := c.probe(ctx, pane, tr, func(s *runState) bool { return s.probed }); err != nil {
+	if err := c.probe(ctx, keys, tr, func(s *runState) bool { return s.probed }); err != nil {
 		return RunResult{}, err
 	}
 	s := tr.snapshot()
@@ -129,7 +130,7 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 		if _, err := c.exec(ctx, hexKeys(pane, "\r")); err != nil {
 			return RunResult{}, fmt.Errorf("tmux: typing into %s: %w", pane, err)
 		}
-		if err := c.probe(ctx, pane, tr, func(s *runState) bool { return s.probed && s.prompts > prompts }); err != nil {
+		if err := c.probe(ctx, keys, tr, func(s *runState) bool { return s.probed && s.prompts > prompts }); err != nil {
 			return RunResult{}, err
 		}
 		s = tr.snapshot()
@@ -212,7 +213,8 @@ func hexKeys(pane PaneID, s string) string {
 // typed-ahead input in some moments (while it handles SIGINT). A second
 // answer, if both arrive, is ignored; the second key reaches readline
 // before anything typed later, so it cannot land inside a command.
-func (c *Client) probe(ctx context.Context, pane PaneID, tr *runTracker, cond func(*runState) bool) error {
+func (c *Client) probe(ctx context.Context, keys *keyCache, tr *runTracker, cond func(*runState) bool) error {
+	pane := keys.pane
 	deadline := time.Now().Add(c.opts.ProbeTimeout)
 	for attempt := 0; ; attempt++ {
 		if _, err := c.exec(ctx, hexKeys(pane, probeKey)); err != nil {
@@ -223,7 +225,7 @@ func (c *Client) probe(ctx context.Context, pane PaneID, tr *runTracker, cond fu
 			wait = time.Until(deadline)
 		}
 		probeCtx, cancel := context.WithTimeout(ctx, wait)
-		err := c.probeWait(probeCtx, pane, tr, cond)
+		err := c.probeWait(probeCtx, keys, tr, cond)
 		cancel()
 		switch {
 		case err == nil:
@@ -239,25 +241,20 @@ func (c *Client) probe(ctx context.Context, pane PaneID, tr *runTracker, cond fu
 }
 
 // probeWait is runWait for a probe answer. An answer with a key the pane
-// did not list makes it re-read the pane's keys: the shell may have started
-// (and published its key) after Run first read them.
-// Program output that prints probe answers with made-up keys gets at most
-// maxKeyRereads re-reads; after that only listed keys count.
-func (c *Client) probeWait(ctx context.Context, pane PaneID, tr *runTracker, cond func(*runState) bool) error {
-	const maxKeyRereads = 3
-	for rereads := 0; ; rereads++ {
-		err := c.runWait(ctx, pane, tr, func(s *runState) bool { return cond(s) || rereads < maxKeyRereads && s.strayKey != "" })
+// did not list makes it re-read the pane's keys (keyCache, throttled): the
+// shell may have started, and published its key, after Run read them.
+func (c *Client) probeWait(ctx context.Context, keys *keyCache, tr *runTracker, cond func(*runState) bool) error {
+	for {
+		err := c.runWait(ctx, keys.pane, tr, func(s *runState) bool { return cond(s) || s.strayKey != "" })
 		if err != nil {
 			return err
 		}
-		if s := tr.snapshot(); cond(&s) {
+		s := tr.snapshot()
+		if cond(&s) {
 			return nil
 		}
-		st, err := c.paneState(ctx, pane)
-		if err != nil {
-			return err
-		}
-		tr.setKeys(st.keys)
+		keys.known(ctx, s.strayKey)
+		tr.setKeys(keys.keys)
 	}
 }
 
