@@ -1,10 +1,14 @@
 package mcpserver_test
 
 import (
+	"context"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/testenv"
@@ -90,5 +94,83 @@ func TestHigherLevelToolsDoNotExist(t *testing.T) {
 	}
 	if _, err := osStat(canary); err == nil {
 		t.Fatal("a higher-level tool ran on a lower-level server: canary created")
+	}
+}
+
+// wantHints is every tool's MCP annotations as the code intends them:
+// readOnly tools only read the session; the others change it, and are
+// destructive when what they do cannot be taken back by the student (keys
+// typed into a shell, a buffer's lines replaced, free Ex, Lua, gdb or shell
+// text). A tool without a row here fails TestToolAnnotations.
+var wantHints = map[string]struct{ readOnly, destructive bool }{
+	"session_status":   {true, false},
+	"task_info":        {true, false},
+	"session_events":   {true, false},
+	"pane_list":        {true, false},
+	"pane_capture":     {true, false},
+	"pane_wait":        {true, false},
+	"nvim_status":      {true, false},
+	"nvim_buffer_read": {true, false},
+	"nvim_diagnostics": {true, false},
+	"gdb_status":       {true, false},
+	"gdb_print":        {true, false},
+	"nvim_open":        {false, false},
+	"nvim_hint":        {false, false},
+	"nvim_buffer_edit": {false, true},
+	"task_action":      {false, false},
+	"pane_send_keys":   {false, true},
+	"gdb_break":        {false, false},
+	"gdb_continue":     {false, false},
+	"gdb_step":         {false, false},
+	"gdb_next":         {false, false},
+	"gdb_finish":       {false, false},
+	"gdb_interrupt":    {false, false},
+	"gdb_frame":        {false, false},
+	"pane_run":         {false, true},
+	"nvim_command":     {false, true},
+	"nvim_lua":         {false, true},
+	"gdb_command":      {false, true},
+}
+
+// TestToolAnnotations checks readOnlyHint and destructiveHint of every tool
+// as tools/list reports them, at each level (pane_send_keys is defined once
+// per level range), and that the table covers exactly the listed tools.
+func TestToolAnnotations(t *testing.T) {
+	in := testenv.New(t, testenv.Options{})
+	in.Select(t)
+	listed := map[string]bool{}
+	for _, level := range []string{"observe", "assist", "full"} {
+		s := connect(t, in, level)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range res.Tools {
+			listed[tl.Name] = true
+			want, ok := wantHints[tl.Name]
+			if !ok {
+				t.Errorf("%s: tool %s has no row in wantHints: decide its readOnlyHint and destructiveHint", level, tl.Name)
+				continue
+			}
+			a := tl.Annotations
+			if a.ReadOnlyHint == nil || a.DestructiveHint == nil {
+				t.Errorf("%s: %s lacks readOnlyHint or destructiveHint: %+v", level, tl.Name, a)
+				continue
+			}
+			if *a.ReadOnlyHint != want.readOnly || *a.DestructiveHint != want.destructive {
+				t.Errorf("%s: %s has readOnlyHint=%v destructiveHint=%v, want %v %v",
+					level, tl.Name, *a.ReadOnlyHint, *a.DestructiveHint, want.readOnly, want.destructive)
+			}
+			if *a.ReadOnlyHint && *a.DestructiveHint {
+				t.Errorf("%s: %s is both read-only and destructive", level, tl.Name)
+			}
+		}
+	}
+	for name := range wantHints {
+		if !listed[name] {
+			t.Errorf("wantHints has a row for %s, which no level lists", name)
+		}
 	}
 }
