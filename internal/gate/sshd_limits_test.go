@@ -1,0 +1,162 @@
+package gate_test
+
+// Restrictions of a grant checked through the real sshd and ssh: the
+// instance list against a bare `mcp` that follows the student's selection.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/testenv"
+)
+
+// notAllowed is what the server says when the selection points at an
+// instance outside the grant.
+const notAllowed = "is not among the instances this access grant allows"
+
+// mark types `echo WORD` in an instance's shell pane and waits until the
+// pane shows it, so a capture can tell which instance it came from.
+func mark(t *testing.T, in *testenv.Instance, word string) {
+	t.Helper()
+	in.Tmux(t, "send-keys", "-t", "stem:shell", "echo "+word, "Enter")
+	waitFor(t, func() bool {
+		return strings.Contains(in.Tmux(t, "capture-pane", "-p", "-t", "stem:shell"), "\n"+word+"\n")
+	})
+}
+
+// callText calls a tool and returns its result's text and whether it was a
+// tool error. A transport error fails the test.
+func callText(t *testing.T, ctx context.Context, c *client.Client, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	call := mcp.CallToolRequest{}
+	call.Params.Name = tool
+	call.Params.Arguments = args
+	r, err := c.CallTool(ctx, call)
+	if err != nil {
+		t.Fatalf("%s over ssh: %v", tool, err)
+	}
+	text, _ := json.Marshal(r.Content)
+	return string(text), r.IsError
+}
+
+// A bare `mcp` (what `stemctl teacher config` writes without --instance)
+// follows the student's selection, and the grant's instance list still
+// holds: a selection outside it is refused, from the start of a session and
+// when the student switches during one.
+func TestSSHBareMCPSelectionOutsideGrant(t *testing.T) {
+	s := newStudent(t)
+	a := s.inst
+	b := testenv.New(t, testenv.Options{Share: a, Profile: "hazard3-sim", Series: "demo", Card: "hello", Task: "2"})
+	key, g := s.grant(t, "limited", "assist", "--instance", a.Name)
+	mark(t, a, "I-AM-A")
+	mark(t, b, "I-AM-B")
+	// Both tmux servers number their panes alike, so the same pane id
+	// reaches whichever instance is served.
+	pane := s.shellPane(t)
+	if got := strings.TrimSpace(b.Tmux(t, "list-panes", "-t", "stem:shell", "-F", "#{pane_id}")); got != pane {
+		t.Fatalf("shell panes %s and %s differ: a capture of B would not be tried", pane, got)
+	}
+	capture := map[string]any{"pane": pane}
+
+	t.Run("selected from the start", func(t *testing.T) {
+		b.Select(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		// initialize is answered (it touches no instance); every call that
+		// would reach the instance is refused.
+		c, _, err := s.mcpClient(t, ctx, key.Private, "mcp")
+		if err != nil {
+			t.Fatalf("initialize over ssh: %v\nsshd log:\n%s", err, s.srv.Log())
+		}
+		defer c.Close()
+		for _, tc := range []struct {
+			tool string
+			args map[string]any
+		}{{"pane_capture", capture}, {"session_status", nil}, {"nvim_open", map[string]any{"path": "t2/main.c"}}} {
+			text, isErr := callText(t, ctx, c, tc.tool, tc.args)
+			if !isErr || !strings.Contains(text, b.Name+" "+notAllowed) || strings.Contains(text, "I-AM-B") {
+				t.Errorf("%s with %s selected: error %v, %s", tc.tool, b.Name, isErr, text)
+			}
+		}
+		// The session's start records the refusal: who, from where, and
+		// that no instance was served.
+		var start audit.Entry
+		for _, e := range entries(t, s, audit.SessionStart) {
+			if e.Grant == g.Label() {
+				start = e
+			}
+		}
+		if start.Result != "error" || !strings.Contains(start.Detail, b.Name+" "+notAllowed) || start.Instance != "" || start.ContainerID != "" ||
+			start.KeyFP != g.KeyFP || start.Level != "assist" || !strings.HasPrefix(start.Client, "127.0.0.1:") {
+			t.Errorf("session_start entry: %+v", start)
+		}
+		// The effectful call is audited with its refusal.
+		open := lastCall(t, s, g, "nvim_open")
+		if open.Result != "error" || !strings.Contains(open.Detail, b.Name+" "+notAllowed) || open.Instance != "" || open.ContainerID != "" {
+			t.Errorf("nvim_open entry: %+v", open)
+		}
+
+		// The same session serves A once the student selects it: the
+		// refusal above was about the instance, not the key.
+		a.Select(t)
+		if text, isErr := callText(t, ctx, c, "pane_capture", capture); isErr || !strings.Contains(text, "I-AM-A") {
+			t.Errorf("pane_capture after selecting %s: error %v, %s", a.Name, isErr, text)
+		}
+	})
+
+	t.Run("switched during a session", func(t *testing.T) {
+		a.Select(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c, _, err := s.mcpClient(t, ctx, key.Private, "mcp")
+		if err != nil {
+			t.Fatalf("initialize over ssh: %v", err)
+		}
+		defer c.Close()
+		if text, isErr := callText(t, ctx, c, "pane_capture", capture); isErr || !strings.Contains(text, "I-AM-A") || strings.Contains(text, "I-AM-B") {
+			t.Fatalf("pane_capture with %s selected: error %v, %s", a.Name, isErr, text)
+		}
+		b.Select(t)
+		// The very next call: no grace period in which B is served.
+		if text, isErr := callText(t, ctx, c, "pane_capture", capture); !isErr || !strings.Contains(text, b.Name+" "+notAllowed) || strings.Contains(text, "I-AM-B") {
+			t.Errorf("pane_capture after switching to %s: error %v, %s", b.Name, isErr, text)
+		}
+		if text, isErr := callText(t, ctx, c, "nvim_open", map[string]any{"path": "t2/main.c"}); !isErr || !strings.Contains(text, notAllowed) {
+			t.Errorf("nvim_open after switching to %s: error %v, %s", b.Name, isErr, text)
+		}
+		open := lastCall(t, s, g, "nvim_open")
+		if open.Result != "error" || !strings.Contains(open.Detail, b.Name+" "+notAllowed) || open.KeyFP != g.KeyFP || !strings.HasPrefix(open.Client, "127.0.0.1:") {
+			t.Errorf("nvim_open entry after the switch: %+v", open)
+		}
+	})
+}
+
+// entries reads the student's audit log for one event.
+func entries(t *testing.T, s *student, event string) []audit.Entry {
+	t.Helper()
+	es, err := s.auditLog(t).Read(audit.Filter{Event: event})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+// lastCall is the newest tool_call entry of grant g for tool.
+func lastCall(t *testing.T, s *student, g access.Grant, tool string) audit.Entry {
+	t.Helper()
+	var last audit.Entry
+	for _, e := range entries(t, s, audit.ToolCall) {
+		if e.Grant == g.Label() && e.Tool == tool {
+			last = e
+		}
+	}
+	return last
+}
