@@ -1,11 +1,13 @@
 package gate_test
 
 // Restrictions of a grant checked through the real sshd and ssh: the
-// instance list against a bare `mcp` that follows the student's selection.
+// instance list against a bare `mcp` that follows the student's selection,
+// and the audit entry of an effectful call at assist level.
 
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -137,6 +140,86 @@ func TestSSHBareMCPSelectionOutsideGrant(t *testing.T) {
 			t.Errorf("nvim_open entry after the switch: %+v", open)
 		}
 	})
+}
+
+// An assist-level session makes a change in the student's Neovim through
+// ssh, and the audit log says who made it, from where, where and how.
+func TestSSHAssistEffectfulCallIsAudited(t *testing.T) {
+	s := newStudent(t)
+	key, g := s.grant(t, "helper", "assist", "--instance", s.inst.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := s.mcpClient(t, ctx, key.Private, "mcp", s.inst.Name)
+	if err != nil {
+		t.Fatalf("initialize over ssh: %v\nsshd log:\n%s", err, s.srv.Log())
+	}
+	defer c.Close()
+	if text, isErr := callText(t, ctx, c, "nvim_open", map[string]any{"path": "t1/words.c"}); isErr {
+		t.Fatalf("nvim_open: %s", text)
+	}
+	const note = "stem-ssh-hint: check the loop bound"
+	hintArgs := map[string]any{"path": "t1/words.c", "line": 3, "text": note}
+	if text, isErr := callText(t, ctx, c, "nvim_hint", hintArgs); isErr {
+		t.Fatalf("nvim_hint: %s", text)
+	}
+
+	// The hint is in the student's Neovim, read there directly.
+	nv, err := nvim.Dial(ctx, s.inst.Dir.Nvim(), nvim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nv.Close()
+	marks, err := nv.Lua(ctx, `local ns = vim.api.nvim_create_namespace('stem-hint')
+local out = {}
+for _, b in ipairs(vim.api.nvim_list_bufs()) do
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, ns, 0, -1, {details = true})) do
+    local s = ''
+    for _, chunk in ipairs(m[4].virt_text or {}) do s = s .. chunk[1] end
+    table.insert(out, vim.fn.fnamemodify(vim.api.nvim_buf_get_name(b), ':t') .. ':' .. (m[2] + 1) .. ':' .. s)
+  end
+end
+return table.concat(out, '\n')`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marks != "words.c:3:"+note {
+		t.Fatalf("stem hints in the student's Neovim: %q", marks)
+	}
+
+	// The client's address as sshd saw it (its log names the port and the
+	// key): the gate takes it from SSH_CONNECTION.
+	accepted := regexp.MustCompile(`Accepted publickey for \S+ from 127\.0\.0\.1 port (\d+) ssh2: ED25519 ` + regexp.QuoteMeta(g.KeyFP))
+	m := accepted.FindAllStringSubmatch(s.srv.Log(), -1)
+	if len(m) != 1 {
+		t.Fatalf("sshd accepted the key %d times, want once:\n%s", len(m), s.srv.Log())
+	}
+	client := "127.0.0.1:" + m[0][1]
+
+	e := lastCall(t, s, g, "nvim_hint")
+	want := audit.Entry{
+		Event: audit.ToolCall, Account: e.Account, Grant: g.Label(), KeyFP: g.KeyFP, Client: client, Session: e.Session,
+		Instance: s.inst.Name, ContainerID: s.inst.Record.ContainerID, Level: "assist", Tool: "nvim_hint",
+		ArgsDigest: audit.Digest(hintArgs), Result: "ok",
+	}
+	got := e
+	got.Seq, got.Time, got.Prev, got.Hash = 0, time.Time{}, "", ""
+	if got != want || e.Account == "" || e.Session == "" || e.Time.IsZero() || len(s.inst.Record.ContainerID) != 64 {
+		t.Errorf("nvim_hint audit entry\n got %+v\nwant %+v", got, want)
+	}
+	if other := audit.Digest(map[string]any{"path": "t1/words.c", "line": 4, "text": note}); other == e.ArgsDigest {
+		t.Error("the digest does not depend on the arguments: the comparison above proves nothing")
+	}
+	// The session's start has the same identity and session.
+	found := false
+	for _, st := range entries(t, s, audit.SessionStart) {
+		found = found || (st.Session == e.Session && st.Grant == g.Label() && st.Client == client && st.Instance == s.inst.Name)
+	}
+	if !found {
+		t.Errorf("no session_start for session %s from %s", e.Session, client)
+	}
+	if res, err := s.auditLog(t).Verify(); err != nil || !res.OK {
+		t.Fatalf("audit chain: %+v %v", res, err)
+	}
 }
 
 // entries reads the student's audit log for one event.
