@@ -66,6 +66,25 @@ func TestAdversarial(t *testing.T) {
 	}
 	noCanary("after hostile locations and expressions")
 
+	// gdb's run and shell commands as agent text are names: gdb looks for
+	// a function or variable so called and finds none. A `run` would have
+	// restarted the program, which must still be stopped in add.
+	for _, w := range commandWords {
+		if _, err := good.Exec(ctx, BreakInsert(mustLoc(t, w))); err == nil || !strings.Contains(err.Error(), "not defined") {
+			t.Errorf("break at %q: %v, want gdb's function-not-defined error", w, err)
+		}
+		if _, err := good.Exec(ctx, DataEvaluate(mustExpr(t, w))); err == nil || !strings.Contains(err.Error(), "No symbol") {
+			t.Errorf("print %q: %v, want gdb's no-symbol error", w, err)
+		}
+	}
+	if st, err := good.Status(ctx, false); err != nil || st.State != StateStopped || st.Frame == nil || st.Frame.Func != "add" {
+		t.Fatalf("after command words as names: %+v %v, want still stopped in add", st, err)
+	}
+	if n := breakpoints(); n != before {
+		t.Fatalf("breakpoints went from %d to %d", before, n)
+	}
+	noCanary("after command words as names")
+
 	// Zero values and refused Console text fail before anything is sent.
 	for name, cmd := range map[string]Command{
 		"zero Command":      {},

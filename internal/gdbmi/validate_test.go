@@ -44,6 +44,12 @@ var hostileLocations = []string{
 	` main`,
 	"main\x00",
 	`prog.c :12`,
+	// gdb's run-control and shell commands: as a location they are
+	// refused unless they are a plain function name (see
+	// TestCommandWordsStayNames).
+	`shell id`, `!id`, `|id`, `!touch canary`, `|touch canary`, `run > canary`, `run; shell id`,
+	"run\nshell id", "main\nrun", "main\rstart", `r id`, `start -- id`, `starti|id`, "run `touch canary`",
+	`run $(touch canary)`, `r<canary`, `start&`, `main if $_shell("id")`,
 	strings.Repeat("a", MaxLocationLen+1),
 	strings.Repeat("a", 1<<20),
 	"",
@@ -139,6 +145,12 @@ var hostileExprs = []string{
 	`zażółć`,
 	`(int)`,
 	`sizeof`,
+	// gdb's run-control and shell commands. A bare word is only a
+	// variable name, and `run > canary` a comparison (see
+	// TestCommandWordsStayNames).
+	`shell id`, `|id`, `|touch canary`, `!touch canary`, `run; shell id`, "run\nshell id",
+	"x\nrun", "x\rstart", `r id`, `start -- id`, `starti id`, "run `touch canary`", `run $(touch canary)`,
+	`start &`, `!`,
 	`x @`,
 	"",
 	"   ",
@@ -275,6 +287,48 @@ func isCharLiteralOnly(canon string) bool {
 		}
 	}
 	return true
+}
+
+// commandWords are gdb commands that start a program (through the
+// student's shell, with startup-with-shell) or run a shell. As agent text
+// they are valid names, a function to break in or a variable to print, and
+// must only ever reach gdb as such: a quoted -break-insert location, or the
+// operand of `output` behind the fixed `with` prefix, never at the start of
+// a console command.
+var commandWords = []string{"run", "r", "start", "starti", "shell", "attach", "target", "python", "_shell"}
+
+func TestCommandWordsStayNames(t *testing.T) {
+	for _, w := range commandWords {
+		loc, err := ParseLocation(w)
+		if err != nil {
+			t.Errorf("ParseLocation(%q): %v (a function may have this name)", w, err)
+			continue
+		}
+		if got, want := mustLine(t, BreakInsert(loc)), "7-break-insert \""+w+"\"\n"; got != want {
+			t.Errorf("BreakInsert(%q) sends %q, want %q", w, got, want)
+		}
+	}
+	for _, w := range append(commandWords, "!id", "!r", "run > canary", "r < canary", "-start", "*starti") {
+		e, err := ParseSafeExpr(w)
+		if err != nil {
+			t.Errorf("ParseSafeExpr(%q): %v (a variable may have this name)", w, err)
+			continue
+		}
+		got := mustLine(t, DataEvaluate(e))
+		prefix := `7-interpreter-exec console "with language c -- with may-call-functions off -- output `
+		if !strings.HasPrefix(got, prefix) || strings.Count(got, "\n") != 1 || strings.Count(got, `"`) != 2 {
+			t.Errorf("DataEvaluate(%q) sends %q: the expression must stay output's operand", w, got)
+		}
+	}
+}
+
+func mustLine(t *testing.T, c Command) string {
+	t.Helper()
+	l, err := c.line("7")
+	if err != nil {
+		t.Fatalf("%s: %v", c.Name(), err)
+	}
+	return l
 }
 
 func TestOracleCatchesCalls(t *testing.T) {

@@ -60,6 +60,11 @@ func hostileStrings(sen *sentinels, card string) []string {
 		"shell touch " + c, "python import os; os.system('touch " + c + "')", "call system(\"touch " + c + "\")",
 		"main\n-interpreter-exec console \"shell touch " + c + "\"", "main if $_shell(\"touch " + c + "\")",
 		"dump memory " + c + " 0 1", "set logging file " + c, "$_shell(\"touch " + c + "\")",
+		// gdb commands that start the program (through the student's
+		// shell) or run a shell: as a location or expression a bare word
+		// is only a name, the rest is refused.
+		"run", "r", "start", "starti", "run > " + c, "r `touch " + c + "`", "start $(touch " + c + ")", "starti; shell touch " + c,
+		"run\nshell touch " + c, "count_words\nrun", "shell id", "!id", "|id", "!touch " + c, "|touch " + c, "shell", "attach 1",
 		// Keys that would run a command in a shell pane.
 		"{C-c}touch " + c + "{Enter}", "{Escape}:!touch " + c + "{Enter}",
 		// Control characters, NUL, odd Unicode.
@@ -305,6 +310,9 @@ func TestAdversarialObserveAssist(t *testing.T) {
 					switch props[p] {
 					case "string":
 						for _, h := range append(hostile, huge) {
+							if tool == "task_action" && p == "action" && h == "run" {
+								continue // the manifest's run command: what the tool is for
+							}
 							try(fmt.Sprintf("%s=%q", p, clip(h, 60)), with(args, p, h))
 						}
 					case "integer":

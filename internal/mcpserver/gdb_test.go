@@ -359,3 +359,85 @@ func TestGDBTools(t *testing.T) {
 		fu.ok("gdb_command", map[string]any{"command": "kill"})
 	})
 }
+
+// startedC creates the file named by CANARY when it runs: its presence
+// means the program was started.
+const startedC = `#include <stdio.h>
+int main(void)
+{
+    FILE *f = fopen(CANARY, "w");
+    if (f)
+        fclose(f);
+    return 0;
+}
+`
+
+// TestGDBNeverStartsTheProgram: at assist the run-control tools (and names
+// like run or start as a location or expression) must not start the
+// program, neither before the student ran it nor after it exited. gdb's
+// `run` would start it through the student's shell (startup-with-shell),
+// which is a shell command in all but name.
+func TestGDBNeverStartsTheProgram(t *testing.T) {
+	testenv.Require(t, "gdb")
+	in := fixture(t)
+	st := studentOf(t, in)
+	canary := filepath.Join(t.TempDir(), "started")
+	src := filepath.Join(in.Resolved.TaskDir, "started.c")
+	if err := os.WriteFile(src, []byte(startedC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-g", "-O0", `-DCANARY="`+canary+`"`, "-o", filepath.Join(in.Resolved.TaskDir, "started"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc started.c: %v\n%s", err, out)
+	}
+	as := connect(t, in, "assist")
+	gp := startBridge(t, in, "./started")
+	notStarted := func(when, state string) {
+		t.Helper()
+		time.Sleep(200 * time.Millisecond) // a started program would have run by now
+		if _, err := os.Lstat(canary); err == nil {
+			t.Fatalf("%s: the program was started (%s exists)", when, canary)
+		}
+		if got := str(get(as.ok("gdb_status", nil), "status", "state")); got != state {
+			t.Fatalf("%s: gdb_status state %q, want %q", when, got, state)
+		}
+	}
+	try := func(when, state string) {
+		t.Helper()
+		waitUntil(t, 10*time.Second, "gdb_status says "+state, func() bool {
+			return str(get(as.ok("gdb_status", nil), "status", "state")) == state
+		})
+		for _, tool := range []string{"gdb_continue", "gdb_step", "gdb_next", "gdb_finish"} {
+			for _, wait := range []int{0, 500} {
+				msg := as.refused(tool, map[string]any{"wait_ms": wait})
+				if !strings.Contains(msg, "no program to control") || !strings.Contains(msg, "never starts") {
+					t.Errorf("%s: %s wait_ms=%d: unclear error: %s", when, tool, wait, msg)
+				}
+				notStarted(fmt.Sprintf("%s: %s wait_ms=%d", when, tool, wait), state)
+			}
+		}
+		for _, w := range []string{"run", "r", "start", "starti"} {
+			as.refused("gdb_break", map[string]any{"location": w}) // no such function
+			as.refused("gdb_print", map[string]any{"expression": w})
+		}
+		for _, w := range []string{"run > x", "start;", "starti|id", "shell id", "!id", "|id"} {
+			as.refused("gdb_break", map[string]any{"location": w})
+		}
+		notStarted(when+": names", state)
+	}
+
+	try("before the student runs it", gdbmi.StateNotStarted)
+
+	// The canary works: the student's own run starts the program.
+	st.run(gp, "run")
+	st.waitPane(gp, `exited normally`, 20*time.Second)
+	if _, err := os.Lstat(canary); err != nil {
+		t.Fatalf("the student's run did not create the canary: %v", err)
+	}
+	if err := os.Remove(canary); err != nil {
+		t.Fatal(err)
+	}
+	try("after the program exited", gdbmi.StateExited)
+	if n := strings.Count(st.capture(gp), "Starting program"); n != 1 {
+		t.Fatalf("the program was started %d times, want once (by the student):\n%s", n, lastLines(st.capture(gp), 20))
+	}
+}

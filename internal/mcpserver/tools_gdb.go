@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -74,6 +75,13 @@ func runControl(ctx context.Context, s *Server, cmd gdbmi.Command, wait time.Dur
 	events, cancel := c.subscribeGDB()
 	defer cancel()
 	if _, err := cl.Exec(ctx, cmd); err != nil {
+		// gdb's MI run control never starts a program; say so plainly
+		// rather than pass on "The program is not being run."
+		var ce *gdbmi.CommandError
+		if errors.As(err, &ce) && strings.Contains(ce.Msg, "not being run") {
+			return nil, badInput("there is no program to control: it has not been started, or it has exited. " +
+				"This tool never starts one; the student starts it in their gdb (run)")
+		}
 		return nil, err
 	}
 	out := map[string]any{"command": cmd.String(), "notice": untrustedNotice}
