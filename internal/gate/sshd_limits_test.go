@@ -2,11 +2,12 @@ package gate_test
 
 // Restrictions of a grant checked through the real sshd and ssh: the
 // instance list against a bare `mcp` that follows the student's selection,
-// and the audit entry of an effectful call at assist level.
+// the audit entry of an effectful call at assist level, and from=.
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -219,6 +220,54 @@ return table.concat(out, '\n')`, nil)
 	}
 	if res, err := s.auditLog(t).Verify(); err != nil || !res.OK {
 		t.Fatalf("audit chain: %+v %v", res, err)
+	}
+}
+
+// `access grant --from` writes from= and sshd enforces it: the key works
+// from a matching address (ssh connects from 127.0.0.1 here) and is
+// refused before the gate runs from anywhere else.
+func TestSSHFromRestriction(t *testing.T) {
+	s := newStudent(t)
+	for i, tc := range []struct {
+		from string
+		ok   bool
+	}{
+		{"10.9.8.7", false},
+		{"10.0.0.0/8,192.0.2.*", false},
+		{"!127.0.0.1,*", false},
+		{"127.0.0.1", true},
+		{"10.9.8.7,127.0.0.0/8", true},
+		{"127.0.0.?", true},
+	} {
+		name := fmt.Sprintf("from%d", i)
+		key, g := s.grant(t, name, "observe", "--from", tc.from)
+		if g.From != tc.from {
+			t.Fatalf("grant --from %q stored %q", tc.from, g.From)
+		}
+		r := s.srv.Run(t, key.Private, nil, "status")
+		if tc.ok {
+			if st := status(t, r); st.Grant != name {
+				t.Errorf("from=%q: status = %+v", tc.from, st)
+			}
+			continue
+		}
+		if r.Code != 255 || !strings.Contains(r.Stderr, "Permission denied") || r.Stdout != "" {
+			t.Errorf("from=%q: not refused: %+v", tc.from, r)
+		}
+		// sshd turned the key down for its from=, not for anything else,
+		// and the gate never ran (it would have audited the request).
+		log := s.srv.Log()
+		if !strings.Contains(log, "correct key but not from a permitted host (host=127.0.0.1, ip=127.0.0.1, required="+tc.from+")") ||
+			!strings.Contains(log, "Failed publickey for "+s.srv.User+" from 127.0.0.1 port ") || !strings.Contains(log, g.KeyFP) {
+			t.Errorf("from=%q: sshd log does not say the key was refused for its from=:\n%s", tc.from, log)
+		}
+		for _, ev := range []string{audit.Refused, audit.ToolCall, audit.SessionStart} {
+			for _, e := range entries(t, s, ev) {
+				if e.Grant == g.Label() {
+					t.Errorf("from=%q: the gate ran: %+v", tc.from, e)
+				}
+			}
+		}
 	}
 }
 
