@@ -86,4 +86,7 @@ type Engine interface {
 	Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
 	// MemoryBytes is the container's current memory use (cgroup).
 	MemoryBytes(ctx context.Context, id string) (uint64, error)
+	// LogTail returns the last lines the container's command wrote
+	// (stdout and stderr interleaved), for error messages.
+	LogTail(ctx context.Context, id string, lines int) (string, error)
 }

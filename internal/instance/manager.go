@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/stem-edu/stem/internal/cardstate"
@@ -25,6 +27,9 @@ type Manager struct {
 	Registry  *registry.Registry
 	Layout    sockets.Layout
 	MCPBinary string
+	// MCPBinaryErr says why MCPBinary is empty; Up, which mounts the
+	// binary into new containers, reports it.
+	MCPBinaryErr error
 	// TmuxProbe and NvimProbe check that a server answers on a socket.
 	TmuxProbe verify.Probe
 	NvimProbe verify.Probe
@@ -42,6 +47,9 @@ const (
 	Created   Action = "created"
 	Recreated Action = "recreated"
 	Started   Action = "started"
+	// Repaired: the container was healthy but nvim was not running; it was
+	// started again inside the same tmux session.
+	Repaired Action = "repaired"
 )
 
 // UpResult reports an Up.
@@ -63,11 +71,26 @@ func (m *Manager) progress(format string, args ...any) {
 // reusing a healthy container whose config hash and schema match.
 func (m *Manager) Up(ctx context.Context, r *workspace.Resolved, devices []string) (UpResult, error) {
 	start := time.Now()
+	if m.MCPBinary == "" {
+		if m.MCPBinaryErr != nil {
+			return UpResult{}, m.MCPBinaryErr
+		}
+		return UpResult{}, errors.New("no stem-mcp binary to mount into the instance")
+	}
 	img, err := m.Engine.ImageInspect(ctx, r.Profile.Image)
 	if err != nil {
 		return UpResult{}, fmt.Errorf("image for profile %s: %w", r.Profile.Name, err)
 	}
-	plan, err := NewPlan(r, PlanOptions{Layout: m.Layout, ImageID: img.ID, MCPBinary: m.MCPBinary, Devices: devices})
+	opt := PlanOptions{Layout: m.Layout, ImageID: img.ID, MCPBinary: m.MCPBinary, Devices: devices}
+	if devices == nil {
+		// Without --device, keep the devices the instance was brought up
+		// with: `stemctl build ...` must not re-create an rp2350 instance
+		// without its board.
+		if rec, err := m.Registry.Get(ctx, Name(r)); err == nil && rec.Workspace == r.Workspace && len(rec.Devices) > 0 {
+			opt.Devices, opt.RecordedDevices = rec.Devices, true
+		}
+	}
+	plan, err := NewPlan(r, opt)
 	if err != nil {
 		return UpResult{}, err
 	}
@@ -81,6 +104,12 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 	// would take over this record.
 	if rec, err := m.Registry.Get(ctx, plan.Name); err == nil && rec.Workspace != plan.Resolved.Workspace {
 		return UpResult{}, fmt.Errorf("instance %s belongs to workspace %s, not %s: remove it first with `stemctl rm %s`", plan.Name, rec.Workspace, plan.Resolved.Workspace, plan.Name)
+	}
+	// A runtime directory that is not ours (or not private) is the user's
+	// to fix; re-creating the container would not help and would end the
+	// student's session, so refuse before touching anything.
+	if err := m.Layout.CheckExisting(plan.InstanceDir); err != nil {
+		return UpResult{}, fmt.Errorf("%w (nothing was changed)", err)
 	}
 	existing, err := m.Engine.Inspect(ctx, plan.ContainerName)
 	switch {
@@ -127,7 +156,7 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 			return UpResult{}, fmt.Errorf("start %s: %w", plan.Name, err)
 		}
 		if err := m.waitSockets(ctx, dir); err != nil {
-			return UpResult{}, err
+			return UpResult{}, m.withLog(ctx, existing.ID, err)
 		}
 		rec, err := m.record(ctx, plan, dir, existing)
 		return UpResult{Record: rec, Action: Started}, err
@@ -135,8 +164,23 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 	if err := m.Layout.Check(dir); err != nil {
 		return m.recreate(ctx, plan, existing, "its socket directory is unusable: "+err.Error())
 	}
+	if err := dir.CheckSockets(); err != nil {
+		// Planted from inside: re-creating would end the student's session
+		// on the say-so of whatever ran in it, so stop and say what to do.
+		return UpResult{}, fmt.Errorf("instance %s: %w; stem will not use it: inspect it with `stemctl attach %s`, or start over with `stemctl rm %s` and `stemctl up`", plan.Name, err, plan.Name, plan.Name)
+	}
+	action, reason := Reused, ""
 	if err := m.probe(ctx, dir); err != nil {
-		return m.recreate(ctx, plan, existing, "its servers do not answer: "+err.Error())
+		var down *serverDown
+		if !errors.As(err, &down) || down.server != "nvim" || !down.gone() {
+			return m.recreate(ctx, plan, existing, "its servers do not answer: "+err.Error())
+		}
+		// tmux answers, so the student's session (shells, running
+		// programs, scrollback) is alive: start only the editor again.
+		if err := m.restartNvim(ctx, plan, dir, existing.ID); err != nil {
+			return UpResult{}, err
+		}
+		action, reason = Repaired, "nvim was not running: started it in a new tmux window \"edit\""
 	}
 	rec, err := m.Registry.Get(ctx, plan.Name)
 	if err != nil || rec.ContainerID != existing.ID || rec.SocketDir != dir.Path {
@@ -145,10 +189,42 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 			return UpResult{}, err
 		}
 	}
-	return UpResult{Record: rec, Action: Reused}, nil
+	return UpResult{Record: rec, Action: action, Reason: reason}, nil
+}
+
+// restartNvim opens a new background window running nvim on the instance's
+// socket, the way stem-init's first window does. It runs the container's own
+// tmux (through exec) so a host tmux of another version cannot matter.
+func (m *Manager) restartNvim(ctx context.Context, plan *Plan, dir sockets.Dir, id string) error {
+	m.progress("nvim in %s is not running; starting it in a new tmux window", plan.Name)
+	// A dead nvim can leave its socket behind, and nvim will not listen on
+	// an existing path. Only a socket is removed, never what replaced it.
+	if fi, err := os.Lstat(dir.Nvim()); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(dir.Nvim())
+	}
+	var out strings.Builder
+	code, err := m.Engine.Exec(ctx, id, engine.ExecSpec{
+		Cmd: []string{"tmux", "-S", dir.Tmux(), "new-window", "-d", "-n", "edit", "-c", plan.Resolved.TaskDir,
+			`set -m; nvim --listen "$STEM_SOCKDIR/n.sock"; exec bash -l`},
+		Stdout: &out, Stderr: &out,
+	})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("tmux new-window exited with %d: %s", code, strings.TrimSpace(out.String()))
+	}
+	if err == nil {
+		err = m.waitSockets(ctx, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("nvim in %s is not running and starting it again failed: %w; to start the whole session over (this ends the student's shells), run `stemctl rm %s` and `stemctl up` again", plan.Name, err, plan.Name)
+	}
+	return nil
 }
 
 func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container, reason string) (UpResult, error) {
+	// Everything create needs is checked before the old container goes.
+	if err := plan.checkRecordedDevices(); err != nil {
+		return UpResult{}, fmt.Errorf("%s must be re-created (%s), but %w", plan.Name, reason, err)
+	}
 	m.progress("re-creating %s: %s", plan.Name, reason)
 	if err := m.Engine.Remove(ctx, old.ID, true); err != nil {
 		return UpResult{}, fmt.Errorf("remove old container %.12s: %w", old.ID, err)
@@ -158,6 +234,9 @@ func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container
 
 func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason string) (UpResult, error) {
 	r := plan.Resolved
+	if err := plan.checkRecordedDevices(); err != nil {
+		return UpResult{}, err
+	}
 	// The instance directory must exist before create (bind source).
 	probeDir, _ := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, zeroID)
 	if err := m.Layout.Create(sockets.Dir{Path: filepath.Dir(probeDir.Path)}); err != nil {
@@ -206,6 +285,7 @@ func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason 
 		return UpResult{}, fmt.Errorf("start %s: %w", plan.Name, err)
 	}
 	if err := m.waitSockets(ctx, dir); err != nil {
+		err = m.withLog(ctx, id, err)
 		cleanup()
 		return UpResult{}, err
 	}
@@ -249,7 +329,7 @@ func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c eng
 		ContainerID: c.ID,
 		Image:       r.Profile.Image,
 		ConfigHash:  plan.ConfigHash,
-		Schema:      1,
+		Schema:      labels.SchemaNumber(),
 		SocketDir:   dir.Path,
 		ThreadKey:   plan.ThreadKey,
 		InstanceKey: plan.InstanceKey,
@@ -270,6 +350,19 @@ func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c eng
 	return rec, nil
 }
 
+// withLog adds the container's last output (stem-init says why it could not
+// start the servers) to err; the container may be removed right after.
+func (m *Manager) withLog(ctx context.Context, id string, err error) error {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	tail, lerr := m.Engine.LogTail(c, id, 20)
+	tail = strings.TrimSpace(tail)
+	if lerr != nil || tail == "" {
+		return err
+	}
+	return fmt.Errorf("%w\nthe container's last output:\n%s", err, tail)
+}
+
 // waitSockets waits until both servers answer in dir.
 func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir) error {
 	timeout := m.SocketTimeout
@@ -287,7 +380,7 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("tmux and nvim did not answer in %s within %s: %v (see `stemctl exec %s -- cat /tmp/stem-init.log`)", dir.Path, timeout, last, filepath.Base(filepath.Dir(dir.Path)))
+			return fmt.Errorf("tmux and nvim did not answer in %s within %s: %v", dir.Path, timeout, last)
 		case <-time.After(delay):
 		}
 		if delay < 25*time.Millisecond {
@@ -296,22 +389,40 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir) error {
 	}
 }
 
+// serverDown says which server did not answer, and why.
+type serverDown struct {
+	server string // tmux or nvim
+	err    error
+}
+
+func (e *serverDown) Error() string { return e.server + ": " + e.err.Error() }
+func (e *serverDown) Unwrap() error { return e.err }
+
+// gone says the server is not there at all (no socket, or nobody listening),
+// as opposed to there but slow to answer.
+func (e *serverDown) gone() bool {
+	return errors.Is(e.err, os.ErrNotExist) || errors.Is(e.err, syscall.ECONNREFUSED)
+}
+
 func (m *Manager) probe(ctx context.Context, dir sockets.Dir) error {
-	for _, s := range []string{dir.Tmux(), dir.Nvim()} {
-		if _, err := os.Stat(s); err != nil {
-			return fmt.Errorf("%s: %w", filepath.Base(s), err)
-		}
+	if err := dir.CheckSockets(); err != nil {
+		return err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if m.TmuxProbe != nil {
-		if err := m.TmuxProbe(pctx, dir.Tmux()); err != nil {
-			return fmt.Errorf("tmux: %w", err)
+	for _, s := range []struct {
+		name, path string
+		probe      verify.Probe
+	}{{"tmux", dir.Tmux(), m.TmuxProbe}, {"nvim", dir.Nvim(), m.NvimProbe}} {
+		if _, err := os.Stat(s.path); err != nil {
+			return &serverDown{s.name, err}
 		}
-	}
-	if m.NvimProbe != nil {
-		if err := m.NvimProbe(pctx, dir.Nvim()); err != nil {
-			return fmt.Errorf("nvim: %w", err)
+		if s.probe == nil {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.probe(pctx, s.path)
+		cancel()
+		if err != nil {
+			return &serverDown{s.name, err}
 		}
 	}
 	return nil
@@ -326,6 +437,7 @@ type Status struct {
 	Nvim      bool              `json:"nvim_answers"`
 	Selected  bool              `json:"selected"`
 	Problems  []string          `json:"problems,omitempty"`
+	Hint      string            `json:"hint,omitempty"` // what to run about it
 }
 
 // Status inspects one instance (by name or container id).
@@ -346,7 +458,7 @@ func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		st.State = "missing"
-		st.Problems = append(st.Problems, fmt.Sprintf("container %.12s no longer exists (removed outside stem): `stemctl up` re-creates it", rec.ContainerID))
+		st.Problems = append(st.Problems, fmt.Sprintf("container %.12s no longer exists (removed outside stem): `%s` re-creates it", rec.ContainerID, UpCommand(rec)))
 		return st
 	case err != nil:
 		st.State = "unknown"
@@ -361,6 +473,7 @@ func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
 	}
 	if !c.Running {
 		st.State = "stopped"
+		st.Hint = fmt.Sprintf("`%s` starts it again", UpCommand(rec))
 		return st
 	}
 	dir := rec.Dir()
@@ -386,8 +499,19 @@ func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
 	st.State = "running"
 	if len(st.Problems) > 0 {
 		st.State = "unhealthy"
+		st.Hint = fmt.Sprintf("`%s` repairs it (starts nvim again in the same session if only nvim is gone, else re-creates the container)", UpCommand(rec))
 	}
 	return st
+}
+
+// UpCommand is the stemctl command line that brings rec's instance up again
+// (devices are kept from the record).
+func UpCommand(rec registry.Record) string {
+	c := fmt.Sprintf("stemctl up %s %s %s %s", rec.Profile, rec.Series, rec.Card, rec.Task)
+	if rec.Target != "" {
+		c += " --target " + rec.Target
+	}
+	return c
 }
 
 // List returns the status of every registered instance.
@@ -446,7 +570,7 @@ func (m *Manager) Running(ctx context.Context, ref string) (registry.Record, err
 	}
 	c, err := m.Engine.Inspect(ctx, rec.ContainerID)
 	if errors.Is(err, engine.ErrNotFound) {
-		return rec, fmt.Errorf("instance %s: its container %.12s no longer exists: run `stemctl up %s %s %s %s` to re-create it", rec.Instance, rec.ContainerID, rec.Profile, rec.Series, rec.Card, rec.Task)
+		return rec, fmt.Errorf("instance %s: its container %.12s no longer exists: run `%s` to re-create it", rec.Instance, rec.ContainerID, UpCommand(rec))
 	}
 	if err != nil {
 		return rec, err
@@ -455,7 +579,7 @@ func (m *Manager) Running(ctx context.Context, ref string) (registry.Record, err
 		return rec, fmt.Errorf("instance %s: container %.12s carries instance label %q", rec.Instance, c.ID, c.Labels[labels.Instance])
 	}
 	if !c.Running {
-		return rec, fmt.Errorf("instance %s is %s: run `stemctl up %s %s %s %s` to start it", rec.Instance, c.State, rec.Profile, rec.Series, rec.Card, rec.Task)
+		return rec, fmt.Errorf("instance %s is %s: run `%s` to start it", rec.Instance, c.State, UpCommand(rec))
 	}
 	return rec, nil
 }

@@ -54,6 +54,20 @@ type Plan struct {
 	ImageID       string
 	Resolved      *workspace.Resolved
 	Devices       []string
+	// RecordedDevices: Devices were taken from the record, not from --device.
+	RecordedDevices bool
+}
+
+// checkRecordedDevices re-checks devices taken from the record before a
+// container is created with them.
+func (p *Plan) checkRecordedDevices() error {
+	if !p.RecordedDevices {
+		return nil
+	}
+	if _, err := checkDevices(p.Resolved.Profile, p.Devices); err != nil {
+		return fmt.Errorf("%w; the last `stemctl up --device` recorded it for %s: plug the board in, or remove the instance (stemctl rm %s) and bring it up again without --device", err, p.Name, p.Name)
+	}
+	return nil
 }
 
 // PlanOptions are the inputs besides the resolved task.
@@ -62,22 +76,35 @@ type PlanOptions struct {
 	ImageID   string
 	MCPBinary string
 	Devices   []string
+	// RecordedDevices says Devices come from the instance's record (checked
+	// when they were given): a reused container needs them only for its
+	// config hash, so an unplugged board must not stop `stemctl build`.
+	// They are checked again before a container is created with them.
+	RecordedDevices bool
 }
 
 // NewPlan builds the container spec and its config hash.
 func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 	name := Name(r)
-	devices, err := checkDevices(r.Profile, opt.Devices)
-	if err != nil {
-		return nil, err
+	var devices []string
+	if opt.RecordedDevices {
+		if r.Profile.Devices != profiles.NoDevices {
+			devices = opt.Devices
+		}
+	} else {
+		var err error
+		if devices, err = checkDevices(r.Profile, opt.Devices); err != nil {
+			return nil, err
+		}
 	}
 	p := &Plan{
-		Name:        name,
-		ThreadKey:   sockets.ThreadKey(r.Workspace),
-		InstanceKey: sockets.InstanceKey(name),
-		ImageID:     opt.ImageID,
-		Resolved:    r,
-		Devices:     devices,
+		Name:            name,
+		ThreadKey:       sockets.ThreadKey(r.Workspace),
+		InstanceKey:     sockets.InstanceKey(name),
+		ImageID:         opt.ImageID,
+		Resolved:        r,
+		Devices:         devices,
+		RecordedDevices: opt.RecordedDevices && len(devices) > 0,
 	}
 	p.ContainerName = name + "-" + p.ThreadKey
 	p.InstanceDir = opt.Layout.InstanceDir(p.ThreadKey, p.InstanceKey)

@@ -3,6 +3,8 @@
 // registry record or socket directory claims.
 package labels
 
+import "strconv"
+
 const (
 	prefix     = "io.stem."
 	Instance   = prefix + "instance"
@@ -20,3 +22,12 @@ const (
 // SchemaVersion is bumped whenever the container layout changes in a way
 // that needs re-creation (mounts, entrypoint contract, labels).
 const SchemaVersion = "1"
+
+// SchemaNumber is SchemaVersion as the registry records it.
+func SchemaNumber() int {
+	n, err := strconv.Atoi(SchemaVersion)
+	if err != nil {
+		panic("labels: SchemaVersion is not a number: " + SchemaVersion)
+	}
+	return n
+}

@@ -33,7 +33,7 @@ type Record struct {
 	ContainerID string            `json:"container_id"`
 	Image       string            `json:"image"`
 	ConfigHash  string            `json:"config_hash"`
-	Schema      int               `json:"schema"`
+	Schema      int               `json:"schema"` // the container layout's (labels.SchemaVersion)
 	SocketDir   string            `json:"socket_dir"`
 	ThreadKey   string            `json:"thread_key"`
 	InstanceKey string            `json:"instance_key"`

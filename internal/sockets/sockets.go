@@ -224,6 +224,52 @@ func (l Layout) Check(d Dir) error {
 	return nil
 }
 
+// CheckExisting checks every level from the runtime directory down to path
+// that exists, stopping at the first missing one: what is there must be
+// ours, private and not a symlink, but a missing level is fine (Create
+// makes it).
+func (l Layout) CheckExisting(path string) error {
+	if err := CheckRuntime(l.Runtime); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+	rel, err := filepath.Rel(l.Runtime, path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not under %s", path, l.Runtime)
+	}
+	cur := l.Runtime
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		if err := checkDir(cur, true); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckSockets refuses a socket path that holds anything but a socket: the
+// container can write into its directory, and a symlink planted in place of
+// t.sock or n.sock would send the host's clients to some other socket. A
+// missing socket is not an error here (the probes report it).
+func (d Dir) CheckSockets() error {
+	for _, p := range []string{d.Tmux(), d.Nvim(), d.GDB()} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSocket == 0 {
+			what := "not a socket"
+			if fi.Mode()&os.ModeSymlink != 0 {
+				what = "a symlink, not a socket"
+			}
+			return &NotOursError{p, what + " (something inside the container replaced it)"}
+		}
+	}
+	return nil
+}
+
 // RemoveStale removes every container directory of an instance except keep
 // (a cid12, or "" to remove all). It refuses to act on a symlinked or foreign
 // instance directory. It returns the removed paths.

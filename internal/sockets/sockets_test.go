@@ -204,3 +204,59 @@ func TestAtomicJSON(t *testing.T) {
 		t.Fatalf("temp files left behind: %v", ents)
 	}
 }
+
+func TestCheckExistingStopsAtMissingLevels(t *testing.T) {
+	rt := runtimeDir(t)
+	l := Layout{Runtime: rt}
+	inst := l.InstanceDir(ThreadKey("/w"), InstanceKey("i"))
+	// Nothing below the runtime exists yet: fine, Create makes it.
+	if err := l.CheckExisting(inst); err != nil {
+		t.Fatalf("missing levels: %v", err)
+	}
+	d, _ := l.ForContainer(ThreadKey("/w"), InstanceKey("i"), cid)
+	if err := l.Create(d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{rt, l.Root(), filepath.Dir(inst), inst} {
+		os.Chmod(p, 0o750)
+		err := l.CheckExisting(inst)
+		os.Chmod(p, 0o700)
+		if err == nil || !strings.Contains(err.Error(), "0700") {
+			t.Fatalf("%s at 0750 accepted: %v", p, err)
+		}
+	}
+	// A symlinked level is refused, not followed.
+	os.RemoveAll(inst)
+	os.Symlink(t.TempDir(), inst)
+	var no *NotOursError
+	if err := l.CheckExisting(inst); !errors.As(err, &no) {
+		t.Fatalf("symlinked instance dir: %v", err)
+	}
+}
+
+func TestCheckSocketsRefusesNonSockets(t *testing.T) {
+	rt := runtimeDir(t)
+	l := Layout{Runtime: rt}
+	d, _ := l.ForContainer(ThreadKey("/w"), InstanceKey("i"), cid)
+	if err := l.Create(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckSockets(); err != nil {
+		t.Fatalf("no sockets yet: %v", err)
+	}
+	for _, p := range []string{d.Tmux(), d.Nvim(), d.GDB()} {
+		for _, plant := range []func() error{
+			func() error { return os.Symlink("/run/podman/podman.sock", p) },
+			func() error { return os.WriteFile(p, nil, 0o600) },
+		} {
+			if err := plant(); err != nil {
+				t.Fatal(err)
+			}
+			var no *NotOursError
+			if err := d.CheckSockets(); !errors.As(err, &no) || no.Path != p {
+				t.Fatalf("planted %s accepted: %v", p, err)
+			}
+			os.Remove(p)
+		}
+	}
+}

@@ -3,7 +3,8 @@
 // status, stem-mcp before serving) re-checks the same four things:
 //
 //  1. a registry record exists and its socket directory is the one derived
-//     from its keys and full container id (and passes ownership/mode checks);
+//     from its keys and full container id (and passes ownership/mode checks),
+//     and nothing but sockets sits at the socket paths;
 //  2. container.json in that directory names the same full id and instance;
 //  3. the engine reports that exact container, running, with our instance
 //     label;
@@ -88,6 +89,9 @@ func (c *Checker) Record(ctx context.Context, rec registry.Record) (Target, erro
 		return fail("registry", fmt.Errorf("record names socket directory %s, but its keys and container id give %s", rec.SocketDir, want.Path))
 	}
 	if err := c.Layout.Check(want); err != nil {
+		return fail("socket-dir", err)
+	}
+	if err := want.CheckSockets(); err != nil {
 		return fail("socket-dir", err)
 	}
 	var info sockets.ContainerInfo

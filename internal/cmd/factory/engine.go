@@ -66,3 +66,7 @@ func (x explaining) MemoryBytes(ctx context.Context, id string) (uint64, error) 
 	v, err := x.e.MemoryBytes(ctx, id)
 	return v, podman.ExplainError(err)
 }
+func (x explaining) LogTail(ctx context.Context, id string, n int) (string, error) {
+	v, err := x.e.LogTail(ctx, id, n)
+	return v, podman.ExplainError(err)
+}

@@ -88,12 +88,11 @@ func New() *cmdutil.Factory {
 		if err != nil {
 			return nil, err
 		}
-		mcp, err := f.MCPBinary()
-		if err != nil {
-			return nil, err
-		}
+		// Only creating a container needs stem-mcp (it is mounted in);
+		// list, status, down, rm, attach and exec work without it.
+		mcp, mcpErr := f.MCPBinary()
 		return &instance.Manager{
-			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp,
+			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr,
 			TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim,
 			Progress: f.IOStreams.ErrOut,
 		}, nil

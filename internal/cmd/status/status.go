@@ -95,4 +95,7 @@ func Print(w io.Writer, st instance.Status) {
 	for _, p := range st.Problems {
 		fmt.Fprintf(w, "problem    %s\n", p)
 	}
+	if st.Hint != "" {
+		fmt.Fprintf(w, "fix        %s\n", st.Hint)
+	}
 }

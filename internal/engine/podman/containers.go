@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings/containers"
@@ -329,4 +331,31 @@ func (e *Engine) whyNot(ctx context.Context, id string, err error) error {
 		return fmt.Errorf("container %s is not running (%s)", id, d.State.Status)
 	}
 	return err
+}
+
+// LogTail returns the container's last lines of output.
+func (e *Engine) LogTail(ctx context.Context, id string, lines int) (string, error) {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	// The bindings send each frame on an unbuffered channel and block until
+	// it is read, so one goroutine drains both while Logs runs.
+	ch := make(chan string)
+	var b strings.Builder
+	done := make(chan struct{})
+	go func() {
+		for s := range ch {
+			if b.Len() < 64<<10 {
+				b.WriteString(s)
+			}
+		}
+		close(done)
+	}()
+	opts := new(containers.LogOptions).WithTail(strconv.Itoa(lines)).WithStdout(true).WithStderr(true)
+	err := containers.Logs(ctx, id, opts, ch, ch)
+	close(ch)
+	<-done
+	if err != nil {
+		return b.String(), notFound(err, "logs of container %s", id)
+	}
+	return b.String(), nil
 }

@@ -1,0 +1,243 @@
+package instance_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/probe"
+	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/verify"
+)
+
+// tmuxIn runs tmux against an instance's server from the host.
+func tmuxIn(t *testing.T, sock string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tmux %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A student who quits nvim keeps their session: up starts nvim again in a
+// new window instead of re-creating the container.
+func TestUpRestartsOnlyNvim(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	dir := rec.Dir()
+	// The log tail that failed starts quote: stem-init's readiness line.
+	if tail, err := w.m.Engine.LogTail(ctx, rec.ContainerID, 5); err != nil || !strings.Contains(tail, "stem-init: ready") {
+		t.Fatalf("log tail: %q %v", tail, err)
+	}
+	// Student state that a re-creation would lose.
+	tmuxIn(t, dir.Tmux(), "new-window", "-d", "-n", "student-work", "sleep 600")
+
+	if code, err := w.m.Exec(ctx, rec.Instance, engine.ExecSpec{Cmd: []string{"pkill", "-x", "nvim"}}); err != nil || code != 0 {
+		t.Fatalf("kill nvim: %d %v", code, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for probe.Nvim(ctx, dir.Nvim()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("nvim still answers after pkill")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, _ := w.m.Status(ctx, rec.Instance)
+	if st.State != "unhealthy" || st.Nvim || !st.Tmux || !strings.Contains(st.Hint, "stemctl up native-amd64 demo hello 1") {
+		t.Fatalf("status with nvim gone: %+v", st)
+	}
+
+	res := w.up(r)
+	if res.Action != instance.Repaired || res.Record.ContainerID != rec.ContainerID {
+		t.Fatalf("up with nvim gone: %+v", res)
+	}
+	if err := probe.Nvim(ctx, dir.Nvim()); err != nil {
+		t.Fatalf("nvim after repair: %v", err)
+	}
+	windows := tmuxIn(t, dir.Tmux(), "list-windows", "-F", "#{window_name}")
+	if !strings.Contains(windows, "student-work") {
+		t.Fatalf("the student's window is gone: %q", windows)
+	}
+	if n := strings.Count(windows, "edit"); n != 2 {
+		t.Fatalf("want the old edit window (now a shell) and a new one: %q", windows)
+	}
+	if again := w.up(r); again.Action != instance.Reused {
+		t.Fatalf("up after repair: %+v", again)
+	}
+}
+
+// A runtime directory that stopped being private is refused before anything
+// happens to a healthy instance.
+func TestUpKeepsInstanceWhenRuntimeDirIsBad(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	for _, dir := range []string{w.m.Layout.Runtime, w.m.Layout.Root(), filepath.Dir(rec.SocketDir)} {
+		os.Chmod(dir, 0o755)
+		uctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		_, err := w.m.Up(uctx, r, nil)
+		cancel()
+		os.Chmod(dir, 0o700)
+		if err == nil || !strings.Contains(err.Error(), "0700") || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Fatalf("up with %s at 0755: %v", dir, err)
+		}
+		c, err := w.m.Engine.Inspect(ctx, rec.ContainerID)
+		if err != nil || !c.Running {
+			t.Fatalf("the instance did not survive a refused up (%s): %v", dir, err)
+		}
+	}
+	if res := w.up(r); res.Action != instance.Reused || res.Record.ContainerID != rec.ContainerID {
+		t.Fatalf("up once fixed: %+v", res)
+	}
+}
+
+// Something in the container replaces t.sock with a symlink to another
+// server: up, status and verification refuse it and keep the container.
+func TestPlantedSocketSymlinkRefused(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	dir := rec.Dir()
+	// Another live tmux server the link points at: following it would work.
+	other := filepath.Join(t.TempDir(), "o.sock")
+	if out, err := exec.Command("tmux", "-S", other, "-f", "/dev/null", "new-session", "-d").CombinedOutput(); err != nil {
+		t.Fatalf("decoy tmux: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("tmux", "-S", other, "kill-server").Run() })
+	// The planted link, made from inside the container as the student could.
+	real := dir.Tmux() + ".real"
+	if code, err := w.m.Exec(ctx, rec.Instance, engine.ExecSpec{Cmd: []string{"sh", "-c", `mv "$1" "$2" && ln -s "$3" "$1"`, "sh", dir.Tmux(), real, other}}); err != nil || code != 0 {
+		t.Fatalf("plant link: %d %v", code, err)
+	}
+	if err := probe.Tmux(ctx, dir.Tmux()); err != nil {
+		t.Fatalf("the link does not lead to a live server, so the test proves nothing: %v", err)
+	}
+
+	_, err := w.checker().Record(ctx, rec)
+	var verr *verify.Error
+	if !errors.As(err, &verr) || verr.Check != "socket-dir" || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("verify with a planted t.sock: %v", err)
+	}
+	_, err = w.m.Up(ctx, r, nil)
+	var notOurs *sockets.NotOursError
+	if !errors.As(err, &notOurs) || !strings.Contains(err.Error(), "stemctl rm") {
+		t.Fatalf("up with a planted t.sock: %v", err)
+	}
+	if c, err := w.m.Engine.Inspect(ctx, rec.ContainerID); err != nil || !c.Running {
+		t.Fatalf("the container did not survive: %v", err)
+	}
+	// Put it back: the instance is usable again.
+	os.Remove(dir.Tmux())
+	if err := os.Rename(real, dir.Tmux()); err != nil {
+		t.Fatal(err)
+	}
+	if res := w.up(r); res.Action != instance.Reused {
+		t.Fatalf("up after restoring: %+v", res)
+	}
+}
+
+// An instance whose container carries an older schema label is re-created.
+func TestUpRecreatesOnSchemaChange(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	img, err := w.m.Engine.ImageInspect(ctx, r.Profile.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := instance.NewPlan(r, instance.PlanOptions{Layout: w.m.Layout, ImageID: img.ID, MCPBinary: w.bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.ConfigHash != rec.ConfigHash {
+		t.Fatal("the plan does not match the running instance")
+	}
+	// Replace the container with one identical but for an old schema label
+	// (stopped: it never needs to run).
+	if err := w.m.Engine.Remove(ctx, rec.ContainerID, true); err != nil {
+		t.Fatal(err)
+	}
+	spec := plan.Spec
+	spec.Labels = map[string]string{}
+	for k, v := range plan.Spec.Labels {
+		spec.Labels[k] = v
+	}
+	spec.Labels[labels.Schema] = "0"
+	spec.Labels[labels.ConfigHash] = plan.ConfigHash
+	old, err := w.m.Engine.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := w.up(r)
+	if res.Action != instance.Recreated || !strings.Contains(res.Reason, "schema") || res.Record.ContainerID == old {
+		t.Fatalf("up over an old schema: %+v", res)
+	}
+	if _, err := w.m.Engine.Inspect(ctx, old); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the old-schema container survived: %v", err)
+	}
+	if res.Record.Schema != labels.SchemaNumber() {
+		t.Fatalf("record schema %d", res.Record.Schema)
+	}
+}
+
+// Devices given once stay with the instance: a later up (or build, debug...)
+// without --device reuses the container rather than re-creating it without
+// the board, and a re-creation keeps them.
+func TestUpKeepsRecordedDevices(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	r := w.resolve("rp2350", "demo", "hello", "3", "")
+	uctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	// /dev/null passes the device policy (a character device under /dev).
+	first, err := w.m.Up(uctx, r, []string{"/dev/null"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := w.up(r)
+	if res.Action != instance.Reused || strings.Join(res.Record.Devices, ",") != "/dev/null" {
+		t.Fatalf("up without --device: %+v", res)
+	}
+	// A configuration change re-creates it with the device.
+	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt\n"), 0o755)
+	re := w.up(r)
+	if re.Action != instance.Recreated || re.Record.ContainerID == first.Record.ContainerID || strings.Join(re.Record.Devices, ",") != "/dev/null" {
+		t.Fatalf("re-create without --device: %+v", re)
+	}
+	var out strings.Builder
+	if code, err := w.m.Exec(ctx, re.Record.Instance, engine.ExecSpec{Cmd: []string{"sh", "-c", "echo $STEM_DEVICE"}, Stdout: &out}); err != nil || code != 0 || strings.TrimSpace(out.String()) != "/dev/null" {
+		t.Fatalf("STEM_DEVICE in the re-created container: %q %d %v", out.String(), code, err)
+	}
+}
+
+// Without stem-mcp only bringing an instance up fails, with the finder's
+// message; nothing is created.
+func TestUpWithoutMCPBinary(t *testing.T) {
+	w := newWorld(t)
+	m := *w.m
+	m.MCPBinary, m.MCPBinaryErr = "", errors.New("stem-mcp not found next to stemctl or in PATH")
+	_, err := m.Up(context.Background(), w.resolve("native-amd64", "demo", "hello", "1", ""), nil)
+	if err == nil || !strings.Contains(err.Error(), "stem-mcp not found") {
+		t.Fatalf("up without stem-mcp: %v", err)
+	}
+	if recs, _ := m.Registry.List(context.Background()); len(recs) != 0 {
+		t.Fatal("a record was written")
+	}
+	if _, err := m.List(context.Background()); err != nil {
+		t.Fatalf("list without stem-mcp: %v", err)
+	}
+}
