@@ -60,6 +60,18 @@ say "Go $(go env GOVERSION); downloading modules"
 go mod download
 
 # Podman: base image first (needed to probe whether containers start here).
+# A named STEM_BASE_IMAGE is used as given; otherwise an already-built local
+# base wins, then the registry's Debian 12 image, and only when that cannot be
+# pulled (no registry, as on these CI machines) debootstrap builds one.
+REGISTRY_BASE=docker.io/library/debian:bookworm-slim
+if [ -z "${STEM_BASE_IMAGE:-}" ] && ! podman image exists localhost/stem-base:bookworm; then
+  if podman image exists "$REGISTRY_BASE" || timeout 60 podman pull -q "$REGISTRY_BASE" >/dev/null 2>&1; then
+    export STEM_BASE_IMAGE=$REGISTRY_BASE
+    say "base image: $REGISTRY_BASE from the registry"
+  else
+    say "cannot pull $REGISTRY_BASE (no registry?): building the base with debootstrap"
+  fi
+fi
 scripts/build-base.sh
 
 # Some hosts (these CI machines among them) need the repo's containers.conf:
@@ -67,6 +79,7 @@ scripts/build-base.sh
 # limits. Probe plain Podman; if it fails and the repo config works, record
 # that in .cache/podman.env, which the Makefile includes.
 BASE=${STEM_BASE_IMAGE:-localhost/stem-base:bookworm}
+podman image exists "$BASE" || podman pull -q "$BASE" >/dev/null
 if env -u CONTAINERS_CONF podman run --rm --network none "$BASE" true >/dev/null 2>&1; then
   rm -f "$CACHE/podman.env"
   say "Podman runs containers with its default configuration"

@@ -42,6 +42,18 @@ var blurbs = map[Verb]string{
 	Deploy: "Flash the task to the named device (rp2350)",
 }
 
+// examples for --help: deploy only makes sense on rp2350 with a device.
+func examples(verb Verb) string {
+	if verb == Deploy {
+		return `  stemctl up rp2350 demo hello 3 --device /dev/ttyACM0
+  stemctl deploy rp2350-demo-hello-t3-rv
+  stemctl deploy rp2350-demo-hello-t3-rv --print`
+	}
+	return fmt.Sprintf(`  stemctl %[1]s native-amd64 demo hello 1
+  stemctl %[1]s hazard3-sim-inf-bss-t4
+  stemctl %[1]s hazard3-sim-inf-bss-t4 --print`, verb)
+}
+
 // NewCmd builds the command for verb.
 func NewCmd(f *cmdutil.Factory, verb Verb, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f, Verb: verb}
@@ -55,9 +67,7 @@ Give an instance name, or PROFILE SERIES CARD TASK (the instance is started or
 reused first, as with ` + "`stemctl up`" + `). The command comes from the card's
 stem.toml at the moment you run this, so edits to the manifest apply at once. The
 exit status is the command's.`,
-		Example: fmt.Sprintf(`  stemctl %[1]s native-amd64 demo hello 1
-  stemctl %[1]s hazard3-sim-inf-bss-t4
-  stemctl %[1]s hazard3-sim-inf-bss-t4 --print`, v),
+		Example: examples(verb),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 && len(args) != 4 {
 				return cmdutil.FlagErrorf("%s takes INSTANCE or %s", v, cmdutil.TaskArgs)
