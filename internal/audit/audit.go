@@ -208,9 +208,9 @@ func lastLine(f *os.File) ([]byte, error) {
 
 // VerifyResult reports a verification.
 type VerifyResult struct {
-	Lines       int    `json:"lines"`
+	Lines       int    `json:"lines"` // entries read (blank lines are not counted)
 	OK          bool   `json:"ok"`
-	BrokenLine  int    `json:"broken_line,omitempty"` // 1-based
+	BrokenLine  int    `json:"broken_line,omitempty"` // 1-based line number in the file
 	Reason      string `json:"reason,omitempty"`
 	LastHash    string `json:"last_hash,omitempty"`
 	LastSeq     int64  `json:"last_seq,omitempty"`
@@ -221,7 +221,7 @@ type VerifyResult struct {
 func Verify(r io.Reader) (VerifyResult, error) {
 	dec := newLineReader(r)
 	var res VerifyResult
-	prevHash, prevSeq := "", int64(0)
+	prevHash, prevSeq, prevLine := "", int64(0), 0
 	for {
 		line, err := dec.next()
 		if err == io.EOF {
@@ -231,7 +231,7 @@ func Verify(r io.Reader) (VerifyResult, error) {
 			return res, err
 		}
 		res.Lines++
-		n := res.Lines
+		n := dec.n
 		fail := func(reason string) (VerifyResult, error) {
 			res.OK, res.BrokenLine, res.Reason = false, n, reason
 			return res, nil
@@ -246,7 +246,10 @@ func Verify(r io.Reader) (VerifyResult, error) {
 		}
 		body := append(append([]byte{}, line[:len(line)-len(suffix)]...), '}')
 		if e.Prev != prevHash {
-			return fail(fmt.Sprintf("prev does not match the hash of line %d (a line was removed, reordered or edited)", n-1))
+			if prevLine == 0 {
+				return fail("the first entry names a previous line (lines before it were removed)")
+			}
+			return fail(fmt.Sprintf("prev does not match the hash of line %d (a line was removed, reordered or edited)", prevLine))
 		}
 		if e.Seq != prevSeq+1 {
 			return fail(fmt.Sprintf("seq %d follows seq %d", e.Seq, prevSeq))
@@ -254,7 +257,7 @@ func Verify(r io.Reader) (VerifyResult, error) {
 		if chainHash(e.Prev, body) != e.Hash {
 			return fail("the line's content does not match its hash (it was edited)")
 		}
-		prevHash, prevSeq = e.Hash, e.Seq
+		prevHash, prevSeq, prevLine = e.Hash, e.Seq, n
 	}
 	res.OK = true
 	res.LastHash, res.LastSeq = prevHash, prevSeq

@@ -60,6 +60,12 @@ func TestTamperDetected(t *testing.T) {
 	}, 3)
 	tamper(t, "delete line", func(l []string) []string { return append(l[:1], l[2:]...) }, 2)
 	tamper(t, "swap lines", func(l []string) []string { l[1], l[2] = l[2], l[1]; return l }, 2)
+	// Numbers are lines of the file, blank lines included, as sed -n Np shows.
+	tamper(t, "blank lines count", func(l []string) []string {
+		l[2] = strings.Replace(l[2], `"account":"alice"`, `"account":"bob"`, 1)
+		return append([]string{l[0], "", l[1]}, l[2:]...)
+	}, 4)
+	tamper(t, "first line removed", func(l []string) []string { return l[1:] }, 1)
 	tamper(t, "garbage line", func(l []string) []string { l[3] = "{not json"; return l }, 4)
 	tamper(t, "rehash without chain", func(l []string) []string {
 		// Re-seal an edited entry with a correct hash over the wrong prev.

@@ -4,6 +4,8 @@ package show
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,8 +54,8 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	fl.StringVar(&opts.Event, "event", "", "only this event (session_start, session_end, tool_call, refused, select, grant, revoke, agent)")
 	fl.StringVar(&opts.Account, "account", "", "only this account or grant")
 	fl.StringVar(&opts.Agent, "agent", "", "only the MCP sessions of this agent (id from `stemctl agent list`)")
-	fl.StringVar(&opts.Since, "since", "", "from this time: RFC 3339, a date (2026-11-01), or a duration ago (24h)")
-	fl.StringVar(&opts.Until, "until", "", "up to this time (same forms as --since)")
+	fl.StringVar(&opts.Since, "since", "", "from this time: RFC 3339, \"2026-11-01 14:00\", a date (2026-11-01), or a duration ago (24h, 7d)")
+	fl.StringVar(&opts.Until, "until", "", "up to this time (same forms as --since; a date includes that whole day)")
 	fl.IntVar(&opts.Limit, "limit", 0, "only the newest N matches")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
@@ -65,20 +67,56 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	return cmd
 }
 
-// ParseTime accepts RFC 3339, a date, or a duration meaning "that long ago".
+// ParseTime reads --since: an RFC 3339 time, "YYYY-MM-DD HH:MM" or
+// "YYYY-MM-DDTHH:MM" (local time), a date (its first moment, local time), or
+// a duration meaning that long ago ("90m", "24h", "7d"). Empty means no bound.
 func ParseTime(s string, now time.Time) (time.Time, error) {
+	return parseTime("--since", s, now, false)
+}
+
+// ParseUntil reads --until: the same forms, but a bare date means the end of
+// that day, so --since 2026-11-01 --until 2026-11-01 is the whole day.
+func ParseUntil(s string, now time.Time) (time.Time, error) {
+	return parseTime("--until", s, now, true)
+}
+
+func parseTime(flag, s string, now time.Time, endOfDay bool) (time.Time, error) {
+	s = strings.TrimSpace(s)
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if d, err := time.ParseDuration(s); err == nil {
+	ago := func(d time.Duration) (time.Time, error) {
+		if d < 0 {
+			return time.Time{}, cmdutil.FlagErrorf("%s %q: a duration means that long ago and cannot be negative", flag, s)
+		}
 		return now.Add(-d), nil
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if days, err := strconv.Atoi(n); err == nil {
+			if days > 100*366 {
+				return time.Time{}, cmdutil.FlagErrorf("%s %q: more than a century ago", flag, s)
+			}
+			return ago(time.Duration(days) * 24 * time.Hour)
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return ago(d)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
 			return t, nil
 		}
 	}
-	return time.Time{}, cmdutil.FlagErrorf("cannot read time %q: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or a duration ago (24h)", s)
+	if t, err := time.ParseInLocation("2006-01-02", s, now.Location()); err == nil {
+		if endOfDay {
+			return t.AddDate(0, 0, 1).Add(-time.Nanosecond), nil
+		}
+		return t, nil
+	}
+	return time.Time{}, cmdutil.FlagErrorf("%s: cannot read time %q: use RFC 3339 (2026-11-29T10:00:00Z), a local date and time (2026-11-29 10:00), a date (2026-11-29) or a duration ago (90m, 24h, 7d)", flag, s)
 }
 
 // Run prints the entries.
@@ -88,9 +126,12 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	until, err := ParseTime(opts.Until, now)
+	until, err := ParseUntil(opts.Until, now)
 	if err != nil {
 		return err
+	}
+	if !since.IsZero() && !until.IsZero() && since.After(until) {
+		return cmdutil.FlagErrorf("--since %s is after --until %s: nothing can match", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	log, err := opts.F.Audit()
 	if err != nil {

@@ -3,6 +3,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -54,6 +55,18 @@ func Run(ctx context.Context, opts *Options) error {
 		path = log.Path()
 	}
 	f, err := os.Open(path)
+	if opts.File == "" && errors.Is(err, os.ErrNotExist) {
+		// Nothing was audited on this account yet: nothing to break. A
+		// missing --file, by contrast, is the caller's mistake.
+		if opts.JSON {
+			return cmdutil.WriteJSON(opts.F.IOStreams.Out, struct {
+				File string `json:"file"`
+				audit.VerifyResult
+			}{path, audit.VerifyResult{OK: true}})
+		}
+		fmt.Fprintf(opts.F.IOStreams.Out, "%s: no audit log yet\n", path)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("open audit log: %w", err)
 	}
