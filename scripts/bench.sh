@@ -23,6 +23,7 @@ bench ./internal/mcpserver/ 'RawPaneCapture|RawBufferRead1000' "${BENCH_RT_N:-20
 bench ./internal/instance/ 'UpCreate' 10
 bench ./internal/instance/ 'UpReuse' 50
 bench ./internal/instance/ 'IdleMemory' 1
+bench ./internal/cmd/e2e/ 'Attach' 20
 bench ./internal/gate/ 'SSHInitialize$|GateLocalInitialize|Poll30$|Poll30Warm' 10
 if ls internal/agent/*_test.go >/dev/null 2>&1 && grep -qh '^func Benchmark' internal/agent/*_test.go internal/agent/*/*_test.go 2>/dev/null; then
   bench ./internal/agent/... '.' 10
@@ -33,8 +34,11 @@ say "timing bin/stemctl (wall clock, $ROOT/bin)"
 acct=$(mktemp -d); rt=$(mktemp -d /tmp/sb.XXXX); chmod 700 "$rt"
 cp -a examples/workspace "$acct/ws"
 run() { env XDG_RUNTIME_DIR="$rt" STEM_STATE_DIR="$acct/state" STEM_CONFIG_DIR="$acct/config" STEM_WORKSPACE="$acct/ws" "$ROOT/bin/stemctl" "$@"; }
-ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# A failed command must not pass for a fast one: it prints FAIL, which the
+# median then shows.
+ms() { local s e; s=$(date +%s%N); if ! "$@" >/dev/null 2>&1; then echo FAIL; return; fi; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); }
+
+median() { local v; v=$(cat); if grep -q FAIL <<<"$v"; then echo FAIL; return; fi; sort -n <<<"$v" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 create=(); reuse=()
 for i in 1 2 3 4 5; do
   run rm native-amd64-demo-hello-t1 >/dev/null 2>&1
@@ -65,6 +69,7 @@ row "up, image built, to both sockets (in stemctl), p50" "$(metric BenchmarkUpCr
 row "stemctl up, new instance, wall clock, median"     "$(cli up-create-wall)" ms "< 1500"
 row "up of a healthy instance (in stemctl), p50"       "$(metric BenchmarkUpReuse p50-ms)" ms "< 150"
 row "stemctl up, healthy instance, wall clock, median" "$(cli up-reuse-wall)" ms "< 150"
+row "stemctl attach to a terminal client in tmux, p50"  "$(metric BenchmarkAttach p50-ms)" ms "< 150"
 row "idle instance memory, native-amd64 (cgroup+conmon)" "$(metric BenchmarkIdleMemory native-amd64-total-MiB)" MiB "< 40"
 row "idle instance memory, hazard3-sim (cgroup+conmon)"  "$(metric BenchmarkIdleMemory hazard3-sim-total-MiB)" MiB "< 40"
 row "idle instance memory, RSS upper bound (native)"     "$(metric BenchmarkIdleMemory native-amd64-rss-upper-MiB)" MiB ""
