@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -625,6 +626,121 @@ vim.api.nvim_buf_set_lines(b, 0, -1, true, {'x\27]52;c;AAAA\7y', '\194\155z'})`)
 	}
 	checkSanitized(t, "stem://buffer", res)
 	sen.check(t, "content", "")
+}
+
+// evilSourceName is a C file name with an OSC title sequence, BEL and a
+// bidi override in it: gdb reports it in frames and breakpoint tables.
+const evilSourceName = "ev\x1b]0;TITLE\x07il\u202e\x1b[31m.c"
+
+// evilNoteC prints (and lets gdb print) text with bidi controls, which gdb
+// shows as they are.
+const evilNoteC = `#include <stdio.h>
+static char note[] = "bidi \u202e override \u2066iso\u2069 done";
+int main(void)
+{
+    puts(note);
+    return 0;
+}
+`
+
+// TestDebuggerAndManifestTextIsSanitized: gdb's frames, breakpoint tables,
+// values, console output and stop events, and the manifest's text in
+// task_info and stem://context, come back without escapes, C1 controls or
+// bidi overrides, with the text itself kept.
+func TestDebuggerAndManifestTextIsSanitized(t *testing.T) {
+	testenv.Require(t, "gdb")
+	in := fixture(t)
+	st := studentOf(t, in)
+	task := in.Resolved.TaskDir
+
+	// The manifest: the card's author (or the student) writes escapes.
+	manifest := filepath.Join(in.Resolved.CardPath, "stem.toml")
+	toml := mustRead(t, manifest)
+	const title = `title = "Native C: count words (gdb)"`
+	if !strings.Contains(toml, title) {
+		t.Fatalf("the example manifest changed; this test edits %q", title)
+	}
+	toml = strings.Replace(toml, title, `title = "Native C \u001b]0;TITLE\u0007\u001b[8mhidden\u001b[0m \u009b31mcsi \u202eevil\u202c"`+"\n"+
+		`run = "make run \u001b]52;c;dG91Y2g=\u0007 \u0085next"`, 1)
+	if err := os.WriteFile(manifest, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	obs := connect(t, in, "observe")
+	ti := obs.ok("task_info", nil)
+	text := mustJSONDecoded(ti)
+	checkSanitized(t, "task_info", text)
+	for _, want := range []string{"hidden", "csi", "evil", "make run", "next"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("task_info lost %q: %s", want, clip(text, 600))
+		}
+	}
+	if strings.Contains(text, "TITLE") || strings.Contains(text, "dG91Y2g") {
+		t.Errorf("task_info kept an OSC sequence's payload: %s", clip(text, 600))
+	}
+	ctxJSON, err := obs.readResource("stem://context")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctxVal any
+	if err := json.Unmarshal([]byte(ctxJSON), &ctxVal); err != nil {
+		t.Fatalf("stem://context is not JSON: %v", err)
+	}
+	checkSanitized(t, "stem://context", mustJSONDecoded(ctxVal))
+	if !strings.Contains(mustJSONDecoded(ctxVal), "evil") {
+		t.Errorf("stem://context lost the title: %s", clip(ctxJSON, 600))
+	}
+
+	// The debugger: a program built from a file whose name carries escapes.
+	src := filepath.Join(task, evilSourceName)
+	if err := os.WriteFile(src, []byte(evilNoteC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-g", "-O0", "-o", filepath.Join(task, "evilprog"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	as := connect(t, in, "assist")
+	fu := connect(t, in, "full")
+	stops := watchStops(as)
+	gp := startBridge(t, in, "./evilprog")
+	check := func(what string, v any) string {
+		t.Helper()
+		text := mustJSONDecoded(v)
+		checkSanitized(t, what, text)
+		return text
+	}
+	br := as.ok("gdb_break", map[string]any{"location": "main"})
+	if text := check("gdb_break", br); !strings.Contains(text, "evil.c") {
+		t.Errorf("gdb_break lost the file name: %s", clip(text, 600))
+	}
+	st.run(gp, "run")
+	n := nextStop(t, stops, "gdb_stopped", 20*time.Second)
+	if text := check("gdb_stopped notification", n.ev); !strings.Contains(text, "evil.c") {
+		t.Errorf("the notification lost the file name: %s", clip(text, 600))
+	}
+	gs := obs.ok("gdb_status", map[string]any{"registers": true})
+	if text := check("gdb_status", gs); !strings.Contains(text, "evil.c") || str(get(gs, "status", "state")) != "stopped" {
+		t.Errorf("gdb_status: %s", clip(text, 600))
+	}
+	check("session_events", obs.ok("session_events", nil))
+	check("gdb_next", as.ok("gdb_next", nil))
+	pr := as.ok("gdb_print", map[string]any{"expression": "note"})
+	if text := check("gdb_print", pr); !strings.Contains(text, "override") || !strings.Contains(text, "iso") {
+		t.Errorf("gdb_print lost the text: %s", clip(text, 600))
+	}
+	check("gdb_frame", as.ok("gdb_frame", map[string]any{"frame": 0}))
+	// gdb's echo turns \033 into ESC: full level console output.
+	out := fu.ok("gdb_command", map[string]any{"command": `echo \033]0;TITLE\007\033[31mred\302\233x\n`})
+	if text := check("gdb_command", out); !strings.Contains(text, "red") {
+		t.Errorf("gdb_command lost the text: %s", clip(text, 600))
+	}
+	check("gdb_command info source", fu.ok("gdb_command", map[string]any{"command": "info source"}))
+	// An error that quotes the session's text.
+	msg := fu.refused("gdb_command", map[string]any{"command": "list \x1b[31mnosuch\u202e"})
+	checkSanitized(t, "gdb_command error", msg)
+	if !strings.Contains(msg, "nosuch") {
+		t.Errorf("gdb_command error lost the text: %s", msg)
+	}
+	check("gdb_continue", as.ok("gdb_continue", nil))
 }
 
 // checkLineNumbers fails when the numbered text has another count of lines

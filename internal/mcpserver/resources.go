@@ -27,7 +27,12 @@ func (s *Server) registerResources() {
 			if err != nil {
 				return nil, err
 			}
-			data, err := json.MarshalIndent(tc, "", "  ")
+			// The manifest's text is the card author's (or the student's).
+			clean, err := cleanJSON(tc)
+			if err != nil {
+				return nil, err
+			}
+			data, err := json.MarshalIndent(clean, "", "  ")
 			if err != nil {
 				return nil, err
 			}

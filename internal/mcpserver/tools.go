@@ -12,6 +12,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/nvim"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // toolDef is one tool and the lowest level that has it. A tool exists only
@@ -21,9 +22,12 @@ type toolDef struct {
 	min Level
 	// max, when set, is the highest level that has this definition (a tool
 	// whose behaviour differs per level is defined once per range).
-	max     Level
-	tool    mcp.Tool
-	effect  bool // changes the session: audited on every call
+	max    Level
+	tool   mcp.Tool
+	effect bool // changes the session: audited on every call
+	// clean passes every string of the result through termtext (see
+	// cleanJSON): for results built field by field from student text.
+	clean   bool
 	timeout time.Duration
 	run     func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error)
 }
@@ -103,6 +107,9 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 		return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
 	}
 	out, err := d.run(ctx, s, req)
+	if err == nil && d.clean {
+		out, err = cleanJSON(out)
+	}
 	var ie *inputError
 	refused := errors.As(err, &ie)
 	if d.effect || refused {
@@ -123,7 +130,8 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 		s.appendAudit(ctx, e)
 	}
 	if err != nil {
-		return mcp.NewToolResultError(toolErrorText(d.tool.Name, err)), nil
+		// gdb, Neovim and tmux quote the session's text in their errors.
+		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
 	}
 	return resultOf(out)
 }

@@ -343,7 +343,7 @@ func paneFullTools() []toolDef {
 
 func taskActionTools() []toolDef {
 	return []toolDef{{
-		min: Assist, effect: true, timeout: (maxRunTimeout + 5000) * time.Millisecond,
+		min: Assist, effect: true, clean: true, timeout: (maxRunTimeout + 5000) * time.Millisecond,
 		tool: mcp.NewTool("task_action",
 			mcp.WithDescription("Run the task's own build, test or run command from the card's manifest in the dedicated \"task\" window of the student's tmux (created when missing), and return its output and exit code. No other command can be run."+sharedNote),
 			mcp.WithString("action", mcp.Required(), mcp.Enum("build", "test", "run")),

@@ -20,7 +20,7 @@ func observeTools() []toolDef {
 			run: runSessionStatus,
 		},
 		{
-			min: Observe,
+			min: Observe, clean: true,
 			tool: mcp.NewTool("task_info",
 				mcp.WithDescription("The task from the card's manifest: title, working directory, build / test / run / debug / deploy commands, editable files, and the profile's limits."),
 				readOnly()),
