@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -48,8 +49,56 @@ func ensure(card, instance string) (string, error) {
 	return cur, nil
 }
 
-// Ensure creates the instance state directory and returns it.
-func Ensure(card, instance string) (string, error) { return ensure(card, instance) }
+// HistoryFile is the shell history stem-init points HISTFILE at.
+const HistoryFile = "bash_history"
+
+// maxCarry bounds what is copied from an older layout.
+const maxCarry = 4 << 20
+
+// Ensure creates the instance state directory and returns it. A shell
+// history left under .rv/ by an older layout is carried over when .stem/ has
+// none yet, so the student keeps it.
+func Ensure(card, instance string) (string, error) {
+	dir, err := ensure(card, instance)
+	if err != nil {
+		return "", err
+	}
+	if err := carryHistory(card, instance, dir); err != nil {
+		return dir, err
+	}
+	return dir, nil
+}
+
+// carryHistory copies .rv/instances/<instance>/bash_history into dir unless
+// dir already has one. Every component of the old path must be a real
+// directory (or, last, a regular file): the repository is not ours.
+func carryHistory(card, instance, dir string) error {
+	dst := filepath.Join(dir, HistoryFile)
+	if _, err := os.Lstat(dst); err == nil {
+		return nil
+	}
+	cur := card
+	for _, part := range []string{fallback, "instances", instance} {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+			return nil // nothing (usable) to carry over
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(cur, HistoryFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxCarry {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxCarry))
+	if err != nil {
+		return fmt.Errorf("read the old history in %s: %w", cur, err)
+	}
+	return sockets.WriteFileAtomic(dst, data, 0o600)
+}
 
 // Write stores v as instance.json atomically.
 func Write(card, instance string, v any) error {

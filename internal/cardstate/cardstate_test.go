@@ -59,3 +59,45 @@ func TestHostileCardSymlinks(t *testing.T) {
 		t.Fatal("read through a symlinked instance.json")
 	}
 }
+
+func TestHistoryCarriedOverFromRv(t *testing.T) {
+	card := t.TempDir()
+	old := filepath.Join(card, ".rv", "instances", "i1")
+	os.MkdirAll(old, 0o755)
+	os.WriteFile(filepath.Join(old, HistoryFile), []byte("make test\n"), 0o600)
+	dir, err := Ensure(card, "i1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, HistoryFile)); err != nil || string(b) != "make test\n" {
+		t.Fatalf("history not carried over: %q %v", b, err)
+	}
+	// .stem's own history is never replaced.
+	os.WriteFile(filepath.Join(dir, HistoryFile), []byte("newer\n"), 0o600)
+	os.WriteFile(filepath.Join(old, HistoryFile), []byte("older\n"), 0o600)
+	Ensure(card, "i1")
+	if b, _ := os.ReadFile(filepath.Join(dir, HistoryFile)); string(b) != "newer\n" {
+		t.Fatalf("existing history replaced: %q", b)
+	}
+	// A symlinked .rv (or history file) is not followed.
+	secret := filepath.Join(t.TempDir(), HistoryFile) // what a followed link would copy
+	os.WriteFile(secret, []byte("host secret\n"), 0o600)
+	for _, name := range []string{"i2", "i3"} {
+		switch name {
+		case "i2":
+			os.MkdirAll(filepath.Join(card, ".rv", "instances"), 0o755)
+			os.Symlink(filepath.Dir(secret), filepath.Join(card, ".rv", "instances", name))
+		case "i3":
+			d := filepath.Join(card, ".rv", "instances", name)
+			os.MkdirAll(d, 0o755)
+			os.Symlink(secret, filepath.Join(d, HistoryFile))
+		}
+		dir, err := Ensure(card, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, HistoryFile)); err == nil {
+			t.Fatalf("%s: history copied through a symlink", name)
+		}
+	}
+}
