@@ -14,6 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/cardstate"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -155,7 +156,7 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		if err := m.Engine.Start(ctx, existing.ID); err != nil {
 			return UpResult{}, fmt.Errorf("start %s: %w", plan.Name, err)
 		}
-		if err := m.waitSockets(ctx, dir); err != nil {
+		if err := m.waitSockets(ctx, dir, existing.ID); err != nil {
 			return UpResult{}, m.withLog(ctx, existing.ID, err)
 		}
 		rec, err := m.record(ctx, plan, dir, existing)
@@ -170,7 +171,7 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		return UpResult{}, fmt.Errorf("instance %s: %w; stem will not use it: inspect it with `stemctl attach %s`, or start over with `stemctl rm %s` and `stemctl up`", plan.Name, err, plan.Name, plan.Name)
 	}
 	action, reason := Reused, ""
-	if err := m.probe(ctx, dir); err != nil {
+	if err := m.probe(ctx, dir, existing.ID); err != nil {
 		var down *serverDown
 		if !errors.As(err, &down) || down.server != "nvim" || !down.gone() {
 			return m.recreate(ctx, plan, existing, "its servers do not answer: "+err.Error())
@@ -212,7 +213,7 @@ func (m *Manager) restartNvim(ctx context.Context, plan *Plan, dir sockets.Dir, 
 		err = fmt.Errorf("tmux new-window exited with %d: %s", code, strings.TrimSpace(out.String()))
 	}
 	if err == nil {
-		err = m.waitSockets(ctx, dir)
+		err = m.waitSockets(ctx, dir, id)
 	}
 	if err != nil {
 		return fmt.Errorf("nvim in %s is not running and starting it again failed: %w; to start the whole session over (this ends the student's shells), run `stemctl rm %s` and `stemctl up` again", plan.Name, err, plan.Name)
@@ -284,7 +285,7 @@ func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason 
 		cleanup()
 		return UpResult{}, fmt.Errorf("start %s: %w", plan.Name, err)
 	}
-	if err := m.waitSockets(ctx, dir); err != nil {
+	if err := m.waitSockets(ctx, dir, id); err != nil {
 		err = m.withLog(ctx, id, err)
 		cleanup()
 		return UpResult{}, err
@@ -364,7 +365,7 @@ func (m *Manager) withLog(ctx context.Context, id string, err error) error {
 }
 
 // waitSockets waits until both servers answer in dir.
-func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir) error {
+func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) error {
 	timeout := m.SocketTimeout
 	if timeout == 0 {
 		timeout = 15 * time.Second
@@ -374,7 +375,7 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir) error {
 	delay := 2 * time.Millisecond
 	var last error
 	for {
-		last = m.probe(ctx, dir)
+		last = m.probe(ctx, dir, id)
 		if last == nil {
 			return nil
 		}
@@ -387,6 +388,19 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir) error {
 			delay *= 2
 		}
 	}
+}
+
+// tmuxInside asks the container's tmux whether its server has a session.
+func (m *Manager) tmuxInside(ctx context.Context, id, sock string) error {
+	var out strings.Builder
+	code, err := m.Engine.Exec(ctx, id, engine.ExecSpec{Cmd: []string{"tmux", "-S", sock, "list-sessions", "-F", "#{session_name}"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		return fmt.Errorf("tmux in the container: %w", err)
+	}
+	if code != 0 || strings.TrimSpace(out.String()) == "" {
+		return fmt.Errorf("tmux server on %s does not answer (asked inside the container): %s", sock, strings.TrimSpace(out.String()))
+	}
+	return nil
 }
 
 // serverDown says which server did not answer, and why.
@@ -404,7 +418,8 @@ func (e *serverDown) gone() bool {
 	return errors.Is(e.err, os.ErrNotExist) || errors.Is(e.err, syscall.ECONNREFUSED)
 }
 
-func (m *Manager) probe(ctx context.Context, dir sockets.Dir) error {
+// probe checks both servers in container id's directory.
+func (m *Manager) probe(ctx context.Context, dir sockets.Dir, id string) error {
 	if err := dir.CheckSockets(); err != nil {
 		return err
 	}
@@ -420,6 +435,11 @@ func (m *Manager) probe(ctx context.Context, dir sockets.Dir) error {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.probe(pctx, s.path)
+		if errors.Is(err, probe.ErrTmuxVersion) {
+			// The host's tmux speaks another protocol version: ask the
+			// container's own tmux instead.
+			err = m.tmuxInside(pctx, id, s.path)
+		}
 		cancel()
 		if err != nil {
 			return &serverDown{s.name, err}

@@ -3,6 +3,7 @@ package instance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,5 +240,28 @@ func TestUpWithoutMCPBinary(t *testing.T) {
 	}
 	if _, err := m.List(context.Background()); err != nil {
 		t.Fatalf("list without stem-mcp: %v", err)
+	}
+}
+
+// A host tmux of another protocol version cannot probe the container's
+// server; up asks the container's tmux instead of re-creating the instance.
+func TestUpProbesTmuxInsideOnVersionMismatch(t *testing.T) {
+	w := newWorld(t)
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	m := *w.m
+	m.TmuxProbe = func(ctx context.Context, sock string) error {
+		return fmt.Errorf("%w: protocol version mismatch (client 8, server 9)", probe.ErrTmuxVersion)
+	}
+	w.m = &m
+	res := w.up(r)
+	if res.Action != instance.Reused || res.Record.ContainerID != rec.ContainerID {
+		t.Fatalf("up with a mismatched host tmux: %+v", res)
+	}
+	// And it still notices a dead server through the container's tmux.
+	tmuxIn(t, rec.Dir().Tmux(), "kill-server")
+	res = w.up(r)
+	if res.Action != instance.Recreated || !strings.Contains(res.Reason, "inside the container") {
+		t.Fatalf("up with tmux dead and a mismatched host tmux: %+v", res)
 	}
 }
