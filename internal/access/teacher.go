@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,9 +24,66 @@ type KeyPair struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
+// AutomationMarker starts the comment Keygen writes into the .pub
+// ("stem-automation:NAME"): it tells an automation key from any other.
+const AutomationMarker = "stem-automation:"
+
+// keyPrefix starts the file names Keygen uses by default in ~/.ssh.
+const keyPrefix = "stem_"
+
 // DefaultKeyPath is where keygen puts the automation key of name.
 func DefaultKeyPath(home, name string) string {
-	return filepath.Join(home, ".ssh", "stem_"+name)
+	return filepath.Join(home, ".ssh", keyPrefix+name)
+}
+
+// FindAutomationKeys lists, sorted, the private keys in home/.ssh that
+// `stemctl access keygen` made there: files stem_NAME whose stem_NAME.pub
+// carries AutomationMarker. Keys kept elsewhere (keygen --out) are not
+// found; name them with --key.
+func FindAutomationKeys(home string) ([]string, error) {
+	dir := filepath.Join(home, ".ssh")
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look for automation keys: %w", err)
+	}
+	var keys []string
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, keyPrefix) || strings.HasSuffix(n, ".pub") || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		if pk, err := readPub(p + ".pub"); err == nil && strings.HasPrefix(pk.comment, AutomationMarker) {
+			keys = append(keys, p)
+		}
+	}
+	return keys, nil
+}
+
+type pubFile struct {
+	key     ssh.PublicKey
+	comment string
+}
+
+// readPub parses a .pub file: one authorized_keys-style line.
+func readPub(path string) (pubFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return pubFile{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return pubFile{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	key, comment, _, _, err := ssh.ParseAuthorizedKey(data)
+	if err != nil {
+		return pubFile{}, fmt.Errorf("%s is not a public key line: %w", path, err)
+	}
+	return pubFile{key, comment}, nil
 }
 
 // Keygen writes a new ed25519 key pair: the private key (OpenSSH format,
@@ -48,7 +106,7 @@ func Keygen(path, name string) (KeyPair, error) {
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("generate ed25519 key: %w", err)
 	}
-	comment := "stem-automation:" + name
+	comment := AutomationMarker + name
 	block, err := ssh.MarshalPrivateKey(sk, comment)
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("encode private key: %w", err)

@@ -98,3 +98,44 @@ func TestTargetCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestFindAutomationKeys(t *testing.T) {
+	home := t.TempDir()
+	if keys, err := FindAutomationKeys(home); err != nil || len(keys) != 0 {
+		t.Fatalf("no ~/.ssh: %v %v", keys, err)
+	}
+	b, err := Keygen(DefaultKeyPath(home, "b"), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Keygen(DefaultKeyPath(home, "a"), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssh := filepath.Join(home, ".ssh")
+	data, _ := os.ReadFile(a.PrivatePath)
+	pub, _ := os.ReadFile(a.PublicPath)
+	for name, content := range map[string]string{
+		"id_ed25519":          string(data), // ordinary
+		"id_ed25519.pub":      strings.Replace(string(pub), "stem-automation:a", "t@laptop", 1),
+		"stem_nopub":          string(data), // no .pub beside it
+		"stem_plain":          string(data),
+		"stem_plain.pub":      strings.Replace(string(pub), "stem-automation:a", "t@laptop", 1), // no marker
+		"stem_garbage":        string(data),
+		"stem_garbage.pub":    "not a key stem-automation:x\n",
+		"other_x":             string(data),
+		"other_x.pub":         string(pub), // marked, but not keygen's file name
+		"stem_lonely_pub.pub": string(pub),
+	} {
+		if err := os.WriteFile(filepath.Join(ssh, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory named like a key is not one.
+	os.Mkdir(filepath.Join(ssh, "stem_dir"), 0o700)
+	os.WriteFile(filepath.Join(ssh, "stem_dir.pub"), pub, 0o644)
+	keys, err := FindAutomationKeys(home)
+	if err != nil || len(keys) != 2 || keys[0] != a.PrivatePath || keys[1] != b.PrivatePath {
+		t.Fatalf("keys = %v, %v; want [%s %s]", keys, err, a.PrivatePath, b.PrivatePath)
+	}
+}

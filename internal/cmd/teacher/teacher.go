@@ -8,8 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"text/tabwriter"
@@ -46,29 +48,66 @@ type targetFlags struct {
 }
 
 func (t *targetFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&t.Host, "host", "", "the student's account: USER@HOST (required)")
-	cmd.Flags().StringVar(&t.Key, "key", "", "the automation private key (required; made by `stemctl access keygen`)")
-	cmd.Flags().IntVar(&t.Port, "port", 0, "SSH port on the student's machine")
-	cmd.Flags().StringArrayVar(&t.SSHOptions, "ssh-option", nil, "extra ssh -o KEY=VALUE (repeatable), e.g. UserKnownHostsFile=/path")
+	// A `word` in backquotes is what --help shows as the flag's value.
+	cmd.Flags().StringVar(&t.Host, "host", "", "the student's account, `USER@HOST` (required)")
+	cmd.Flags().StringVar(&t.Key, "key", "", "the automation private key `FILE` (default: the only ~/.ssh/stem_NAME made by stemctl access keygen)")
+	cmd.Flags().IntVar(&t.Port, "port", 0, "SSH `PORT` on the student's machine")
+	cmd.Flags().StringArrayVar(&t.SSHOptions, "ssh-option", nil, "extra ssh -o `KEY=VALUE` (repeatable), e.g. UserKnownHostsFile=/path")
 }
 
-// target validates the flags; warn collects advice for stderr.
-func (t *targetFlags) target() (access.Target, string, error) {
+// target validates the flags; notes are advice and information for stderr.
+func (t *targetFlags) target(f *cmdutil.Factory) (access.Target, []string, error) {
 	if t.Host == "" {
-		return access.Target{}, "", cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
+		return access.Target{}, nil, cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
 	}
-	if t.Key == "" {
-		return access.Target{}, "", cmdutil.FlagErrorf("--key is required: the automation private key (make one with `stemctl access keygen --name NAME`)")
+	var notes []string
+	keyPath := t.Key
+	if keyPath == "" {
+		d, err := f.Dirs()
+		if err != nil {
+			return access.Target{}, nil, err
+		}
+		if keyPath, err = defaultKey(d.Home); err != nil {
+			return access.Target{}, nil, err
+		}
+		notes = append(notes, fmt.Sprintf("using the automation key %s (the only one stemctl access keygen made in %s; --key FILE chooses another)", keyPath, filepath.Dir(keyPath)))
 	}
-	key, warn, err := access.CheckKeyFile(t.Key)
+	key, warn, err := access.CheckKeyFile(keyPath)
 	if err != nil {
-		return access.Target{}, "", err
+		return access.Target{}, nil, err
+	}
+	if warn != "" {
+		notes = append(notes, "warning: "+warn)
 	}
 	tg := access.Target{Host: t.Host, Key: key, Port: t.Port, SSHOptions: t.SSHOptions}
 	if _, err := tg.Command(); err != nil {
-		return access.Target{}, "", err
+		return access.Target{}, nil, err
 	}
-	return tg, warn, nil
+	return tg, notes, nil
+}
+
+// defaultKey is the automation key to use when --key is omitted: the one
+// keygen made in ~/.ssh, if there is exactly one.
+func defaultKey(home string) (string, error) {
+	keys, err := access.FindAutomationKeys(home)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(home, ".ssh")
+	switch len(keys) {
+	case 1:
+		return keys[0], nil
+	case 0:
+		return "", cmdutil.FlagErrorf("--key FILE is required: there is no automation key in %s (stem_NAME with a stem-automation .pub); make one with `stemctl access keygen --name NAME`, or name a key kept elsewhere with --key", dir)
+	default:
+		return "", cmdutil.FlagErrorf("--key FILE is required: %s has %d automation keys, choose one:\n  %s", dir, len(keys), strings.Join(keys, "\n  "))
+	}
+}
+
+func printNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
 }
 
 // ConfigOptions are `teacher config`'s inputs.
@@ -88,7 +127,7 @@ type ConfigOptions struct {
 func NewCmdConfig(f *cmdutil.Factory, runF func(context.Context, *ConfigOptions) error) *cobra.Command {
 	opts := &ConfigOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "config --provider codex|claude|gemini --host USER@HOST --key KEY",
+		Use:   "config --provider codex|claude|gemini --host USER@HOST [--key FILE]",
 		Short: "Print or merge an agent CLI's MCP entry for one student",
 		Long: `Print the MCP configuration entry that reaches a student's session, or with
 --write merge it into the provider's file, keeping every other entry intact:
@@ -103,6 +142,9 @@ The entry runs: ssh -T -i KEY -o BatchMode=yes -o IdentitiesOnly=yes
 -o ControlPath=none USER@HOST mcp [INSTANCE]. IdentitiesOnly and ControlPath=none
 keep ssh from using any other key (such as your ordinary one) or an existing
 connection. The level is decided on the student's side by their grant.
+
+Without --key, the automation key is the one "stemctl access keygen" made in
+~/.ssh (stem_NAME), when there is exactly one; the choice is printed on stderr.
 
 Many students: one entry each, named after them (default name stem-USER).
 The student's host key must already be in known_hosts (BatchMode cannot ask).`,
@@ -123,7 +165,7 @@ The student's host key must already be in known_hosts (BatchMode cannot ask).`,
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the student's instance (default: the one the student selected)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "entry name (default stem-USER from --host)")
 	cmd.Flags().BoolVar(&opts.Write, "write", false, "merge the entry into the provider's configuration file")
-	cmd.Flags().StringVar(&opts.File, "file", "", "configuration file to merge into (default: the provider's, see above)")
+	cmd.Flags().StringVar(&opts.File, "file", "", "configuration `FILE` to merge into (default: the provider's, see above)")
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "user or project (which default file; claude defaults to project, the others to user)")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
@@ -181,7 +223,7 @@ func RunConfig(_ context.Context, opts *ConfigOptions) error {
 	default:
 		return cmdutil.FlagErrorf("--scope must be user or project")
 	}
-	tg, warn, err := opts.Target.target()
+	tg, notes, err := opts.Target.target(opts.F)
 	if err != nil {
 		return err
 	}
@@ -194,9 +236,7 @@ func RunConfig(_ context.Context, opts *ConfigOptions) error {
 		return err
 	}
 	ios := opts.F.IOStreams
-	if warn != "" {
-		fmt.Fprintln(ios.ErrOut, "warning: "+warn)
-	}
+	printNotes(ios.ErrOut, notes)
 	path := opts.File
 	if path == "" && (opts.Write || opts.JSON) {
 		d, err := opts.F.Dirs()
@@ -257,7 +297,7 @@ type StatusOptions struct {
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
 	opts := &StatusOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "status --host USER@HOST --key KEY",
+		Use:   "status --host USER@HOST [--key FILE]",
 		Short: "Ask a student's gate which instances this key may reach and whether they answer",
 		Long: `Run the gate's status verb over SSH with the automation key: the grant's name
 and level, the allowed instances, and whether each one's tmux and Neovim answer.`,
@@ -279,14 +319,12 @@ and level, the allowed instances, and whether each one's tmux and Neovim answer.
 
 // RunStatus runs `ssh ... status` and prints the answer.
 func RunStatus(ctx context.Context, opts *StatusOptions) error {
-	tg, warn, err := opts.Target.target()
+	tg, notes, err := opts.Target.target(opts.F)
 	if err != nil {
 		return err
 	}
 	ios := opts.F.IOStreams
-	if warn != "" {
-		fmt.Fprintln(ios.ErrOut, "warning: "+warn)
-	}
+	printNotes(ios.ErrOut, notes)
 	args, err := tg.Command("status")
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,4 +183,120 @@ func equalAny(got []any, want []any) bool {
 		}
 	}
 	return true
+}
+
+// Without --key, the one automation key keygen made in ~/.ssh is used, and
+// stderr says so; other stem_ files (no .pub, a .pub without keygen's
+// marker) are not automation keys.
+func TestConfigDefaultsToTheOnlyAutomationKey(t *testing.T) {
+	e := newEnv(t)
+	other := filepath.Join(e.home, ".ssh", "stem_other")
+	data, _ := os.ReadFile(e.key)
+	if err := os.WriteFile(other, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := os.ReadFile(e.key + ".pub")
+	unmarked := strings.Replace(string(pub), "stem-automation:kowalski", "teacher@laptop", 1)
+	if err := os.WriteFile(other+".pub", []byte(unmarked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.home, ".ssh", "stem_lonely"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--json"); err != nil {
+		t.Fatalf("%v\n%s", err, e.errOut.String())
+	}
+	var res struct {
+		Entry struct {
+			Args []string `json:"args"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Entry.Args) < 3 || res.Entry.Args[1] != "-i" || res.Entry.Args[2] != e.key {
+		t.Fatalf("entry args %v, want -i %s", res.Entry.Args, e.key)
+	}
+	if !strings.Contains(e.errOut.String(), "using the automation key "+e.key) {
+		t.Fatalf("stderr does not say which key: %q", e.errOut.String())
+	}
+
+	// An explicit --key is used as given, without the note.
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--key", e.key); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(e.errOut.String(), "using the automation key") {
+		t.Fatalf("note with an explicit --key: %q", e.errOut.String())
+	}
+}
+
+func TestConfigKeyDefaultNeedsExactlyOne(t *testing.T) {
+	e := newEnv(t)
+	second, err := access.Keygen(access.DefaultKeyPath(e.home, "nowak"), "nowak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"config", "status"} {
+		args := []string{cmd, "--host", "anna@lab-03"}
+		if cmd == "config" {
+			args = append(args, "--provider", "codex")
+		}
+		err := e.run(t, args...)
+		if !cmdutil.IsFlagError(err) || !strings.Contains(err.Error(), "2 automation keys") ||
+			!strings.Contains(err.Error(), "\n  "+e.key+"\n  "+second.PrivatePath) || !strings.Contains(err.Error(), "--key FILE") {
+			t.Fatalf("%s with two keys: %v", cmd, err)
+		}
+	}
+
+	for _, p := range []string{e.key, e.key + ".pub", second.PrivatePath, second.PublicPath} {
+		os.Remove(p)
+	}
+	for _, cmd := range []string{"config", "status"} {
+		args := []string{cmd, "--host", "anna@lab-03"}
+		if cmd == "config" {
+			args = append(args, "--provider", "codex")
+		}
+		err := e.run(t, args...)
+		if !cmdutil.IsFlagError(err) || !strings.Contains(err.Error(), "no automation key in "+filepath.Join(e.home, ".ssh")) ||
+			!strings.Contains(err.Error(), "stemctl access keygen --name NAME") {
+			t.Fatalf("%s with no key: %v", cmd, err)
+		}
+	}
+	// No ~/.ssh at all is the same answer, not a file error.
+	os.RemoveAll(filepath.Join(e.home, ".ssh"))
+	if err := e.run(t, "status", "--host", "anna@lab-03"); !cmdutil.IsFlagError(err) || !strings.Contains(err.Error(), "no automation key") {
+		t.Fatalf("no ~/.ssh: %v", err)
+	}
+}
+
+// status takes the default too: it gets as far as running ssh with it.
+func TestStatusDefaultsToTheOnlyAutomationKey(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("ssh is not installed: apt-get install openssh-client")
+	}
+	e := newEnv(t)
+	// Nothing listens on port 1 of loopback: ssh fails at once, after the key was chosen.
+	err := e.run(t, "status", "--host", "anna@127.0.0.1", "--port", "1", "--timeout", "10s")
+	if err == nil || !strings.Contains(err.Error(), "ssh anna@127.0.0.1 status") {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(e.errOut.String(), "using the automation key "+e.key) {
+		t.Fatalf("stderr: %q", e.errOut.String())
+	}
+}
+
+// --help names the key flag's value FILE (backquotes in a usage string
+// become the value's name, so the text must not quote a command).
+func TestKeyFlagHelp(t *testing.T) {
+	e := newEnv(t)
+	for _, cmd := range []string{"config", "status"} {
+		if err := e.run(t, cmd, "--help"); err != nil {
+			t.Fatal(err)
+		}
+		help := e.out.String()
+		if !strings.Contains(help, "--key FILE ") || !strings.Contains(help, "--host USER@HOST ") || strings.Contains(help, "--key stemctl") {
+			t.Fatalf("%s --help:\n%s", cmd, help)
+		}
+	}
 }
