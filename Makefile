@@ -14,7 +14,7 @@ PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: help setup build images agent-clis demo test test-short bench lint clean
+.PHONY: help setup build images check-images agent-clis demo test test-short bench lint clean
 
 help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench       run the benchmarks and print the figures"
 	@echo "make build       build bin/stemctl and bin/stem-mcp"
 	@echo "make images      build the three profile images"
+	@echo "make check-images  check each image's toolchain and debugger"
 	@echo "make lint        gofmt and go vet"
 
 setup:
@@ -42,13 +43,18 @@ build: bin/stemctl bin/stem-mcp
 images: setup
 	@$(PODMAN_ENV) scripts/build-images.sh
 
+# The toolchains, debuggers and tools each profile promises, run inside the
+# built images (gcc, valgrind, qemu, picolibc, gdb-multiarch, OpenOCD, ...).
+check-images: images
+	@$(PODMAN_ENV) scripts/check-images.sh
+
 agent-clis:
 	@scripts/install-agent-clis.sh
 
 demo: setup build images
 	@$(PODMAN_ENV) scripts/demo.sh
 
-test: setup build images agent-clis lint
+test: setup build images check-images agent-clis lint
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -count=1 -timeout 25m ./...
 
 test-short: build
