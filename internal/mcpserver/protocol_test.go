@@ -6,6 +6,7 @@ package mcpserver_test
 // serving.
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -229,4 +230,110 @@ func TestSchemaRefusalsInWords(t *testing.T) {
 	if msg := s.refused("pane_list", map[string]any{huge: 1}); len(msg) > 400 || !strings.Contains(msg, "additional properties") {
 		t.Errorf("a megabyte argument name: %d bytes back: %.200q", len(msg), msg)
 	}
+}
+
+// badUnicode are the bytes, spliced raw into a JSON string, that are not
+// text: a stray byte, an overlong NUL, a surrogate encoded as UTF-8, a cut
+// sequence, and lone surrogate escapes.
+var badUnicode = []string{"\xff", "\xc0\x80", "\xed\xa0\x80", "\xe2\x9c", `\ud800`, `\udc00`, `\ud800\u0041`, `\ud83d`}
+
+// TestInvalidUnicodeInEveryArgument sends each bad sequence in every string
+// argument of every observe and assist tool, over raw stdio: each call gets
+// a JSON-RPC error or a tool error, the server keeps serving, nothing runs
+// (canaries) and the card repository is unchanged. A valid surrogate pair
+// still works.
+func TestInvalidUnicodeInEveryArgument(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	sen := newSentinels(t, in)
+	card := in.Resolved.CardPath
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	before := takeSnapshot(t, card)
+	shellBefore := st.capture(shell)
+	bufsBefore := st.buffers()
+	const mark = "@@BAD@@"
+	for _, level := range []string{"observe", "assist"} {
+		t.Run(level, func(t *testing.T) {
+			r := startRaw(t, in, level)
+			r.t = t
+			r.initialize()
+			r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+			var list struct {
+				Result struct {
+					Tools []struct {
+						Name        string `json:"name"`
+						InputSchema struct {
+							Properties map[string]struct {
+								Type string `json:"type"`
+							} `json:"properties"`
+						} `json:"inputSchema"`
+					} `json:"tools"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(mustJSON(r.reply("list", 20*time.Second))), &list); err != nil || len(list.Result.Tools) == 0 {
+				t.Fatalf("tools/list: %v", err)
+			}
+			base := baseArgs(shell)
+			calls := 0
+			for _, tool := range list.Result.Tools {
+				args, ok := base[tool.Name]
+				if !ok {
+					t.Fatalf("tool %s has no base arguments: add it to baseArgs", tool.Name)
+				}
+				for p, sch := range tool.InputSchema.Properties {
+					var values []string // JSON text of the argument, mark where the bad bytes go
+					switch sch.Type {
+					case "string":
+						v, _ := args[p].(string)
+						values = []string{mustJSON(v + mark)}
+					case "array":
+						values = []string{`["x` + mark + `"]`, `["ok", "` + mark + `"]`}
+					default:
+						continue
+					}
+					for _, vt := range values {
+						for _, bad := range badUnicode {
+							calls++
+							id := fmt.Sprintf("%s-%s-%d", tool.Name, p, calls)
+							a := map[string]any{}
+							for k, v := range args {
+								a[k] = v
+							}
+							a[p] = json.RawMessage(`"PLACEHOLDER"`)
+							msg := mustJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+								"params": map[string]any{"name": tool.Name, "arguments": a}})
+							line := strings.Replace(msg, `"PLACEHOLDER"`, strings.Replace(vt, mark, bad, 1), 1)
+							r.send([]byte(line + "\n"))
+							m := r.reply(id, 30*time.Second)
+							res, _ := m["result"].(map[string]any)
+							if code, _ := errorCode(m); code == 0 && (res == nil || res["isError"] != true) {
+								t.Errorf("%s %s=%q: accepted: %s", tool.Name, p, strings.Replace(vt, mark, bad, 1), clip(mustJSON(m), 300))
+							}
+							sen.check(t, id, mustJSON(m))
+						}
+					}
+				}
+				if d := before.diff(takeSnapshot(t, card)); d != "" {
+					t.Fatalf("after %s: the card repository changed:\n%s", tool.Name, d)
+				}
+				r.alive("alive-"+tool.Name, in.Name)
+			}
+			// A surrogate pair is one character, not an error.
+			r.send([]byte(`{"jsonrpc":"2.0","id":"pair","method":"tools/call","params":{"name":"pane_wait","arguments":{"pane":"` + shell +
+				`","pattern":"\ud83d\ude00","timeout_ms":50}}}` + "\n"))
+			if m := r.reply("pair", 20*time.Second); m["result"] == nil || get(m, "result", "isError") == true {
+				t.Errorf("a valid surrogate pair was refused: %s", clip(mustJSON(m), 300))
+			}
+			t.Logf("%s: %d calls with invalid Unicode", level, calls)
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if now := st.capture(shell); now != shellBefore {
+		t.Fatalf("the shell pane changed:\n%s", lastLines(now, 10))
+	}
+	if got := st.buffers(); strings.Join(got, "\n") != strings.Join(bufsBefore, "\n") {
+		t.Fatalf("Neovim's buffers changed:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(bufsBefore, "\n"))
+	}
+	sen.check(t, "end", "")
 }

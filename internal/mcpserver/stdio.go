@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -196,6 +197,18 @@ func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan str
 		return
 	}
 	method := *env.Method
+	// JSON text is UTF-8 (RFC 8259) and a lone surrogate escape names no
+	// character. encoding/json would quietly turn both into U+FFFD, so two
+	// different paths or patterns could reach a tool as the same string;
+	// refuse the message instead.
+	if msg := unicodeProblem(line); msg != "" {
+		if id == nil {
+			t.logf("dropped a notification: %s", msg)
+			return
+		}
+		t.writeError(id, mcp.PARSE_ERROR, "Parse error: "+msg)
+		return
+	}
 	if id == nil {
 		// Notifications are handled in order, on the reader: the
 		// initialized notification must precede the calls after it.
@@ -265,6 +278,67 @@ func requestID(raw json.RawMessage) (id any, ok bool) {
 		}
 	}
 	return nil, false
+}
+
+// unicodeProblem describes the first invalid UTF-8 byte or lone surrogate
+// escape (\uD800-\uDFFF not in a high-low pair) of a JSON message, or
+// returns "". line has already been decoded once, so its escapes are
+// well formed.
+func unicodeProblem(line []byte) string {
+	if !utf8.Valid(line) {
+		for i := 0; i < len(line); {
+			r, n := utf8.DecodeRune(line[i:])
+			if r == utf8.RuneError && n == 1 {
+				return fmt.Sprintf("invalid UTF-8 at byte %d: a message must be UTF-8 text", i)
+			}
+			i += n
+		}
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(line[i:], '\\')
+		if j < 0 || i+j+1 >= len(line) {
+			return ""
+		}
+		i += j
+		if line[i+1] != 'u' {
+			i += 2 // \\, \", \n ...: the escaped byte is not an escape
+			continue
+		}
+		r, ok := hex4(line[i+2:])
+		switch {
+		case !ok || r < 0xd800 || r > 0xdfff:
+		case r < 0xdc00 && len(line) >= i+12 && line[i+6] == '\\' && line[i+7] == 'u':
+			if lo, ok := hex4(line[i+8:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
+				i += 12 // a surrogate pair: one character
+				continue
+			}
+			fallthrough
+		default:
+			return fmt.Sprintf("lone surrogate \\u%04x at byte %d: it is not a character", r, i)
+		}
+		i += 6
+	}
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func (t *stdioTransport) forwardNotifications(ctx context.Context, notes <-chan mcp.JSONRPCNotification) {

@@ -3,7 +3,9 @@ package mcpserver
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -52,4 +54,52 @@ func TestRequestID(t *testing.T) {
 			t.Errorf("requestID(%s) accepted", raw)
 		}
 	}
+}
+
+func TestUnicodeProblem(t *testing.T) {
+	for _, line := range []string{
+		`{"a":"plain"}`, `{"a":"é ✓ 😀"}`, `{"a":"\ud83d\ude00"}`, `{"a":"\uD83D\uDE00 \u00e9"}`, `{"a":"\\ud800"}`,
+		`{"a":"\\\ud83d\ude00"}`, `{"a":"\"\ud83d\ude00\""}`, `{"a":"\ufffd"}`, "{\"a\":\"\uFFFD\"}", `{"a":"\\"}`,
+	} {
+		if msg := unicodeProblem([]byte(line)); msg != "" {
+			t.Errorf("%s: %s", line, msg)
+		}
+	}
+	for line, want := range map[string]string{
+		"{\"a\":\"\xff\"}":           "invalid UTF-8 at byte 6",
+		"{\"a\":\"\xc0\x80\"}":       "invalid UTF-8 at byte 6",
+		"{\"a\":\"\xed\xa0\x80\"}":   "invalid UTF-8 at byte 6", // a surrogate encoded as UTF-8
+		"{\"a\":\"é\xe2\x9c\"}":      "invalid UTF-8 at byte 8", // cut short
+		`{"a":"\ud800"}`:             `lone surrogate \ud800 at byte 6`,
+		`{"a":"\uDFFF"}`:             `lone surrogate \udfff at byte 6`,
+		`{"a":"\ud800\u0041"}`:       `lone surrogate \ud800 at byte 6`,
+		`{"a":"\ud800\ud800"}`:       `lone surrogate \ud800 at byte 6`,
+		`{"a":"x\ude00\ud83d"}`:      `lone surrogate \ude00 at byte 7`,
+		`{"a":"\\\ud800"}`:           `lone surrogate \ud800 at byte 8`,
+		`{"a":"\ud83d\ude00\ud83d"}`: `lone surrogate \ud83d at byte 18`,
+	} {
+		if msg := unicodeProblem([]byte(line)); !strings.HasPrefix(msg, want) {
+			t.Errorf("%q: %q, want %q", line, msg, want)
+		}
+	}
+}
+
+// FuzzUnicodeProblem: whatever a well-behaved encoder writes for valid text
+// is never refused.
+func FuzzUnicodeProblem(f *testing.F) {
+	for _, s := range []string{"", "plain", "é😀", `\ud800`, "\\", "\"", "\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return
+		}
+		line, err := json.Marshal(map[string]any{"a": s, "b": []string{s, s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := unicodeProblem(line); msg != "" {
+			t.Fatalf("%q encoded as %s: %s", s, line, msg)
+		}
+	})
 }
