@@ -1,6 +1,7 @@
 package access
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -168,37 +169,106 @@ var defaultIdentities = map[string]bool{
 	"id_ed25519_sk": true, "id_dsa": true, "id_xmss": true,
 }
 
-// CheckKeyFile vets the private key an MCP configuration will name. It
-// refuses ssh's default identity files (the teacher's ordinary key) and
-// files others can read (ssh would refuse them). warn is advice that does
-// not stop the configuration.
-func CheckKeyFile(path string) (abs string, warn string, err error) {
+// KeyCheck is what CheckKeyFile needs besides the key's path.
+type KeyCheck struct {
+	// Home is the teacher's home directory: IdentityFile lines in its
+	// .ssh/config name keys in ordinary use. Empty skips that check.
+	Home string
+	// Force accepts, with a warning, a key whose .pub does not carry the
+	// marker `stemctl access keygen` writes (an automation key made some
+	// other way). It does not lift the other refusals.
+	Force bool
+}
+
+// CheckKeyFile vets the private key an MCP configuration will name. The
+// teacher's ordinary key (a full shell on the student's account) must never
+// go there, and stem cannot tell keys apart by their bits, so it refuses:
+//
+//   - ssh's default identity files (id_ed25519, ...), by name, also when the
+//     path is a symlink to one;
+//   - a key named by an IdentityFile line of ~/.ssh/config (a key ssh uses
+//     for ordinary logins; the MCP entry passes the key with -i and needs no
+//     such line);
+//   - a key whose .pub is missing, does not match it, or does not carry
+//     keygen's "stem-automation:" comment, unless kc.Force (then a warning);
+//   - files others can read (ssh would refuse them), and anything that is
+//     not a private key.
+//
+// warns is advice that does not stop the configuration.
+func CheckKeyFile(path string, kc KeyCheck) (abs string, warns []string, err error) {
 	abs, err = filepath.Abs(path)
 	if err != nil {
-		return "", "", fmt.Errorf("key path %s: %w", path, err)
+		return "", nil, fmt.Errorf("key path %s: %w", path, err)
+	}
+	ordinary := func(p string) error {
+		return fmt.Errorf("%s is one of ssh's default identities, normally the teacher's ordinary key with a full shell; it must never be put in an MCP configuration: make a separate automation key with `stemctl access keygen --name NAME` and have the student grant its .pub", p)
 	}
 	if defaultIdentities[filepath.Base(abs)] {
-		return "", "", fmt.Errorf("%s is one of ssh's default identities, normally the teacher's ordinary key with a full shell; it must never be put in an MCP configuration: make a separate automation key with `stemctl access keygen --name NAME` and have the student grant its .pub", abs)
+		return "", nil, ordinary(abs)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return "", "", fmt.Errorf("automation key %s: %w (make one with `stemctl access keygen --name NAME`)", abs, err)
+		return "", nil, fmt.Errorf("automation key %s: %w (make one with `stemctl access keygen --name NAME`)", abs, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", nil, fmt.Errorf("automation key %s: %w", abs, err)
+	}
+	if defaultIdentities[filepath.Base(real)] {
+		return "", nil, ordinary(abs + " (-> " + real + ")")
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return "", "", fmt.Errorf("automation key %s has mode %v; ssh refuses private keys others can read: chmod 600 %s", abs, fi.Mode().Perm(), abs)
+		return "", nil, fmt.Errorf("automation key %s has mode %v; ssh refuses private keys others can read: chmod 600 %s", abs, fi.Mode().Perm(), abs)
+	}
+	if kc.Home != "" {
+		cfg, ids, err := sshConfigIdentities(kc.Home)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, id := range ids {
+			if id.names(abs, real) {
+				return "", nil, fmt.Errorf("%s is named by IdentityFile %s on line %d of %s: ssh uses it for your ordinary logins, so it is taken to be your ordinary key and must not go into an MCP configuration; use an automation key from `stemctl access keygen --name NAME` (if this one is such a key, remove that IdentityFile line: the MCP entry passes the key with -i)", abs, id.Value, id.Line, cfg)
+			}
+		}
 	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
-		return "", "", fmt.Errorf("read automation key: %w", err)
+		return "", nil, fmt.Errorf("read automation key: %w", err)
 	}
-	if _, err := ssh.ParseRawPrivateKey(data); err != nil {
+	var pub ssh.PublicKey
+	if signer, err := ssh.ParsePrivateKey(data); err == nil {
+		pub = signer.PublicKey()
+	} else {
 		var pe *ssh.PassphraseMissingError
 		if !errors.As(err, &pe) {
-			return "", "", fmt.Errorf("%s is not an SSH private key (%v): give the private half of the automation key, not the .pub", abs, err)
+			return "", nil, fmt.Errorf("%s is not an SSH private key (%v): give the private half of the automation key, not the .pub", abs, err)
 		}
-		warn = fmt.Sprintf("%s is passphrase-protected; with BatchMode ssh cannot ask for it, so it must be loaded in ssh-agent whenever the agent CLI runs", abs)
+		pub = pe.PublicKey // nil for PEM keys, which keep it encrypted
+		warns = append(warns, fmt.Sprintf("%s is passphrase-protected; with BatchMode ssh cannot ask for it, so it must be loaded in ssh-agent whenever the agent CLI runs", abs))
 	}
-	return abs, warn, nil
+	if why := markerProblem(abs, pub); why != "" {
+		if !kc.Force {
+			return "", nil, fmt.Errorf("%s does not look like an automation key: %s; `stemctl access keygen --name NAME` makes one (its .pub comment is %sNAME). If you are sure this key opens nothing but the student's gate, pass --force", abs, why, AutomationMarker)
+		}
+		warns = append(warns, fmt.Sprintf("%s is used although %s (--force): make sure it is not your ordinary key, which would give the agent a shell on the student's account", abs, why))
+	}
+	return abs, warns, nil
+}
+
+// markerProblem says why the .pub beside key does not vouch for it, or "".
+func markerProblem(key string, pub ssh.PublicKey) string {
+	pf, err := readPub(key + ".pub")
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "there is no " + filepath.Base(key) + ".pub beside it"
+	case err != nil:
+		return err.Error()
+	case pub != nil && !bytes.Equal(pf.key.Marshal(), pub.Marshal()):
+		return "its .pub holds a different key"
+	case !strings.HasPrefix(pf.comment, AutomationMarker):
+		return fmt.Sprintf("its .pub comment %q lacks the %s marker", pf.comment, AutomationMarker)
+	}
+	return ""
 }
 
 // Command returns the ssh argv (without "ssh") that runs verb on the

@@ -45,6 +45,7 @@ type targetFlags struct {
 	Key        string
 	Port       int
 	SSHOptions []string
+	Force      bool
 }
 
 func (t *targetFlags) add(cmd *cobra.Command) {
@@ -53,6 +54,7 @@ func (t *targetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.Key, "key", "", "the automation private key `FILE` (default: the only ~/.ssh/stem_NAME made by stemctl access keygen)")
 	cmd.Flags().IntVar(&t.Port, "port", 0, "SSH `PORT` on the student's machine")
 	cmd.Flags().StringArrayVar(&t.SSHOptions, "ssh-option", nil, "extra ssh -o `KEY=VALUE` (repeatable), e.g. UserKnownHostsFile=/path")
+	cmd.Flags().BoolVar(&t.Force, "force", false, "accept a key whose .pub lacks the stem-automation comment keygen writes (you vouch it is not your ordinary key)")
 }
 
 // target validates the flags; notes are advice and information for stderr.
@@ -60,24 +62,24 @@ func (t *targetFlags) target(f *cmdutil.Factory) (access.Target, []string, error
 	if t.Host == "" {
 		return access.Target{}, nil, cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
 	}
+	d, err := f.Dirs()
+	if err != nil {
+		return access.Target{}, nil, err
+	}
 	var notes []string
 	keyPath := t.Key
 	if keyPath == "" {
-		d, err := f.Dirs()
-		if err != nil {
-			return access.Target{}, nil, err
-		}
 		if keyPath, err = defaultKey(d.Home); err != nil {
 			return access.Target{}, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("using the automation key %s (the only one stemctl access keygen made in %s; --key FILE chooses another)", keyPath, filepath.Dir(keyPath)))
 	}
-	key, warn, err := access.CheckKeyFile(keyPath)
+	key, warns, err := access.CheckKeyFile(keyPath, access.KeyCheck{Home: d.Home, Force: t.Force})
 	if err != nil {
 		return access.Target{}, nil, err
 	}
-	if warn != "" {
-		notes = append(notes, "warning: "+warn)
+	for _, w := range warns {
+		notes = append(notes, "warning: "+w)
 	}
 	tg := access.Target{Host: t.Host, Key: key, Port: t.Port, SSHOptions: t.SSHOptions}
 	if _, err := tg.Command(); err != nil {

@@ -300,3 +300,46 @@ func TestKeyFlagHelp(t *testing.T) {
 		}
 	}
 }
+
+// A key named by IdentityFile in ~/.ssh/config is in ordinary use: refused,
+// also when it would be the default key.
+func TestConfigRefusesIdentityFileKey(t *testing.T) {
+	e := newEnv(t)
+	cfg := filepath.Join(e.home, ".ssh", "config")
+	if err := os.WriteFile(cfg, []byte("Host *.lab\n  IdentityFile ~/.ssh/stem_kowalski\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"config", "--provider", "codex", "--host", "anna@lab", "--key", e.key},
+		{"config", "--provider", "codex", "--host", "anna@lab", "--key", e.key, "--force"},
+		{"config", "--provider", "codex", "--host", "anna@lab"},
+		{"status", "--host", "anna@lab", "--key", e.key},
+	} {
+		err := e.run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "IdentityFile ~/.ssh/stem_kowalski on line 2 of "+cfg) || e.out.Len() != 0 {
+			t.Fatalf("%v: %v (out %q)", args, err, e.out.String())
+		}
+	}
+}
+
+// A key keygen did not make needs --force, which warns on stderr.
+func TestConfigUnmarkedKeyNeedsForce(t *testing.T) {
+	e := newEnv(t)
+	data, _ := os.ReadFile(e.key)
+	pub, _ := os.ReadFile(e.key + ".pub")
+	key := filepath.Join(e.home, "keys", "work")
+	os.MkdirAll(filepath.Dir(key), 0o700)
+	os.WriteFile(key, data, 0o600)
+	os.WriteFile(key+".pub", []byte(strings.Replace(string(pub), "stem-automation:kowalski", "t@laptop", 1)), 0o644)
+
+	err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", key)
+	if err == nil || !strings.Contains(err.Error(), "does not look like an automation key") || !strings.Contains(err.Error(), "pass --force") || e.out.Len() != 0 {
+		t.Fatalf("unmarked key: %v", err)
+	}
+	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", key, "--force"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.errOut.String(), "warning: "+key+" is used although") || !strings.Contains(e.out.String(), key) {
+		t.Fatalf("--force: stderr %q stdout %q", e.errOut.String(), e.out.String())
+	}
+}
