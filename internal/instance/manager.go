@@ -28,6 +28,9 @@ type Manager struct {
 	Registry  *registry.Registry
 	Layout    sockets.Layout
 	MCPBinary string
+	// Workspace is the user's workspace root; List also shows containers
+	// stem made for it that no record names. Empty: records only.
+	Workspace string
 	// MCPBinaryErr says why MCPBinary is empty; Up, which mounts the
 	// binary into new containers, reports it.
 	MCPBinaryErr error
@@ -541,8 +544,35 @@ func (m *Manager) List(ctx context.Context) ([]Status, error) {
 		return nil, err
 	}
 	out := make([]Status, 0, len(recs))
+	known := map[string]bool{}
 	for _, rec := range recs {
 		out = append(out, m.status(ctx, rec))
+		known[rec.ContainerID] = true
+	}
+	// Containers stem made that no record names (a registry lost or
+	// edited, a crash between create and record): list them so they do not
+	// linger unseen, holding memory and a card mount.
+	if m.Workspace == "" {
+		return out, nil
+	}
+	ctrs, err := m.Engine.List(ctx, map[string]string{labels.Managed: "true", labels.Workspace: m.Workspace})
+	if err != nil {
+		return out, fmt.Errorf("list stem's containers: %w", err)
+	}
+	for _, c := range ctrs {
+		if known[c.ID] {
+			continue
+		}
+		l := c.Labels
+		c := c
+		out = append(out, Status{
+			Record: registry.Record{Instance: l[labels.Instance], Profile: l[labels.Profile], Series: l[labels.Series], Card: l[labels.Card],
+				Task: l[labels.Task], Target: l[labels.Target], ContainerID: c.ID, Workspace: l[labels.Workspace], Labels: l},
+			State:     "orphan",
+			Container: &c,
+			Problems:  []string{fmt.Sprintf("container %s (%s) carries stem's labels but no registry record names it", c.Name, c.State)},
+			Hint:      fmt.Sprintf("`podman rm -f %.12s` removes it; `%s` makes a new instance", c.ID, UpCommand(registry.Record{Profile: l[labels.Profile], Series: l[labels.Series], Card: l[labels.Card], Task: l[labels.Task], Target: l[labels.Target]})),
+		})
 	}
 	return out, nil
 }

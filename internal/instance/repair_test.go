@@ -265,3 +265,29 @@ func TestUpProbesTmuxInsideOnVersionMismatch(t *testing.T) {
 		t.Fatalf("up with tmux dead and a mismatched host tmux: %+v", res)
 	}
 }
+
+// A container stem made whose record is gone is listed as an orphan, with
+// what removes it; another workspace's containers are not.
+func TestListShowsOrphans(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.m.Workspace = w.ws.Root
+	rec := w.up(w.resolve("native-amd64", "demo", "hello", "1", "")).Record
+	if err := w.m.Registry.Delete(ctx, rec.Instance); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.m.Engine.Remove(context.Background(), rec.ContainerID, true) })
+	sts, err := w.m.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 1 || sts[0].State != "orphan" || sts[0].Record.ContainerID != rec.ContainerID || sts[0].Record.Instance != rec.Instance ||
+		!strings.Contains(sts[0].Hint, "podman rm -f "+rec.ContainerID[:12]) {
+		t.Fatalf("list with a lost record: %+v", sts)
+	}
+	other := *w.m
+	other.Workspace = "/nonexistent/other-workspace"
+	if sts, _ := other.List(ctx); len(sts) != 0 {
+		t.Fatalf("another workspace's container listed: %+v", sts)
+	}
+}

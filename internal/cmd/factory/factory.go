@@ -91,8 +91,12 @@ func New() *cmdutil.Factory {
 		// Only creating a container needs stem-mcp (it is mounted in);
 		// list, status, down, rm, attach and exec work without it.
 		mcp, mcpErr := f.MCPBinary()
+		var wsRoot string
+		if ws, err := f.Workspace(); err == nil {
+			wsRoot = ws.Root
+		}
 		return &instance.Manager{
-			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr,
+			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr, Workspace: wsRoot,
 			TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim,
 			Progress: f.IOStreams.ErrOut,
 		}, nil
