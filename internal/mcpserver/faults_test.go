@@ -287,3 +287,67 @@ func TestFaultUnknownInstance(t *testing.T) {
 		t.Fatalf("--instance by container id: %v", out)
 	}
 }
+
+// TestFaultCursorOfAnotherContainer: a pane_capture cursor names a pane
+// and a line of one container's tmux. After the selection moves to another
+// instance, or the instance's container is re-created, the same pane id
+// exists again with other lines: the old cursor must be refused, saying to
+// drop it, never silently select lines of another session.
+func TestFaultCursorOfAnotherContainer(t *testing.T) {
+	first := fixture(t)
+	second := testenv.New(t, testenv.Options{Share: first, Profile: "hazard3-sim", Series: "demo", Card: "hello", Task: "2"})
+	s := connect(t, first, "observe")
+	a, b := studentOf(t, first), studentOf(t, second)
+	pa, pb := a.pane("shell"), b.pane("shell")
+	a.waitPrompt(pa)
+	b.waitPrompt(pb)
+	if pa != pb {
+		t.Logf("the shell panes have different ids (%s, %s): the pane check alone would refuse", pa, pb)
+	}
+	following := func(in *testenv.Instance) {
+		t.Helper()
+		waitUntil(t, 10*time.Second, "the server follows to "+in.Name, func() bool {
+			out, _, err := s.call("session_status", nil)
+			return err == nil && str(out["container_id"]) == in.Record.ContainerID
+		})
+	}
+	cursorOf := func(in *testenv.Instance, pane string) string {
+		t.Helper()
+		cur := str(s.ok("pane_capture", map[string]any{"pane": pane})["cursor"])
+		if want := "c2:" + in.Record.ContainerID[:12] + ":" + pane + ":"; !strings.HasPrefix(cur, want) {
+			t.Fatalf("cursor %q does not start with %q", cur, want)
+		}
+		return cur
+	}
+	refusedCursor := func(what, pane, cur string) {
+		t.Helper()
+		msg := s.refused("pane_capture", map[string]any{"pane": pane, "since": cur})
+		if !strings.Contains(msg, "another session") || !strings.Contains(msg, "drop the cursor") {
+			t.Fatalf("%s: the old cursor's refusal is unclear: %s", what, msg)
+		}
+	}
+
+	// The selection moves to another instance.
+	old := cursorOf(first, pa)
+	second.Select(t)
+	following(second)
+	refusedCursor("after the selection switch", pb, old)
+	cur := cursorOf(second, pb)
+	b.run(pb, "echo AFTER-SWITCH")
+	b.waitPane(pb, "(?m)^AFTER-SWITCH$", 10*time.Second)
+	if text := str(s.ok("pane_capture", map[string]any{"pane": pb, "since": cur})["text"]); !strings.Contains(text, "AFTER-SWITCH") {
+		t.Fatalf("a cursor of this container: %q", text)
+	}
+
+	// The instance's container is re-created: same name, same pane ids.
+	first.Select(t)
+	following(first)
+	old = cursorOf(first, pa)
+	first.Recreate(t, false)
+	first.Select(t)
+	following(first)
+	np := a.pane("shell")
+	a.waitPrompt(np)
+	refusedCursor("after the container was re-created", np, old)
+	cursorOf(first, np)
+}

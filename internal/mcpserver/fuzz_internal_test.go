@@ -156,8 +156,11 @@ func TestProtectedNested(t *testing.T) {
 }
 
 func FuzzParseCursor(f *testing.F) {
-	for _, s := range []string{"c1:%1:0", "c1:%1:12345", "c1:%1:-1", "c1:%2:5", "c2:%1:5", "c1:%1", "c1:%1:5:6", "", "c1::", "c1:%1:+5",
-		"c1:%1:99999999999999999999", "c1:%1:0x10", "c1:%1: 5", "c1:%1:5\n", "c1:%1:\u0665"} {
+	const cid, other = "0123456789abcdef0123", "fedcba9876543210fedc"
+	for _, s := range []string{"c2:0123456789ab:%1:0", "c2:0123456789ab:%1:12345", "c2:0123456789ab:%1:-1", "c2:0123456789ab:%2:5",
+		"c2:fedcba987654:%1:5", "c2:0123456789abcdef0123:%1:5", "c2::%1:5", "c1:%1:5", "c3:0123456789ab:%1:5", "c2:0123456789ab:%1",
+		"c2:0123456789ab:%1:5:6", "", "c2:::", "c2:0123456789ab:%1:+5", "c2:0123456789ab:%1:99999999999999999999",
+		"c2:0123456789ab:%1:0x10", "c2:0123456789ab:%1: 5", "c2:0123456789ab:%1:5\n", "c2:0123456789ab:%1:\u0665"} {
 		f.Add(s, "%1", 0)
 	}
 	f.Fuzz(func(t *testing.T, s, pane string, n int) {
@@ -165,7 +168,7 @@ func FuzzParseCursor(f *testing.F) {
 			pane = "%1" // the server validates pane ids first (paneArg)
 		}
 		p := tmux.PaneID(pane)
-		abs, err := parseCursor(s, p)
+		abs, err := parseCursor(s, cid, p)
 		if err != nil {
 			var ie *inputError
 			if !errors.As(err, &ie) {
@@ -176,11 +179,17 @@ func FuzzParseCursor(f *testing.F) {
 			}
 		} else if abs < 0 {
 			t.Fatalf("parseCursor(%q) = %d", s, abs)
+		} else if !strings.HasPrefix(s, "c2:"+cid[:12]+":"+pane+":") {
+			t.Fatalf("parseCursor(%q) accepted a cursor of another container or pane", s)
 		}
 		if n >= 0 {
-			got, err := parseCursor(makeCursor(p, n), p)
+			got, err := parseCursor(makeCursor(cid, p, n), cid, p)
 			if err != nil || got != n {
 				t.Fatalf("round trip of %d on pane %q: %d %v", n, pane, got, err)
+			}
+			// Another container's cursor is refused, saying to drop it.
+			if _, err := parseCursor(makeCursor(other, p, n), cid, p); err == nil || !strings.Contains(err.Error(), "drop the cursor") {
+				t.Fatalf("a cursor of container %s accepted in %s: %v", other, cid, err)
 			}
 		}
 	})

@@ -95,18 +95,36 @@ func paneObserveTools() []toolDef {
 	}
 }
 
-// cursor encodes an absolute line position in a pane's history.
-func makeCursor(p tmux.PaneID, abs int) string { return fmt.Sprintf("c1:%s:%d", p, abs) }
+// A cursor is an absolute line position in a pane's history, bound to the
+// container it was read from: "c2:<container id, 12 hex>:<pane>:<line>".
+// Pane ids and line numbers mean nothing in another container (the
+// selection moved, or the instance was re-created), where a cursor would
+// silently select the wrong lines.
+const cursorVersion = "c2"
 
-func parseCursor(s string, p tmux.PaneID) (int, error) {
+// cursorCID is the part of a container id a cursor carries.
+func cursorCID(containerID string) string { return containerID[:min(12, len(containerID))] }
+
+func makeCursor(containerID string, p tmux.PaneID, abs int) string {
+	return fmt.Sprintf("%s:%s:%s:%d", cursorVersion, cursorCID(containerID), p, abs)
+}
+
+func parseCursor(s, containerID string, p tmux.PaneID) (int, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) != 3 || parts[0] != "c1" {
+	if len(parts) == 3 && parts[0] == "c1" {
+		return 0, badInput("since %q is a cursor of an older stem-mcp that is not tied to a container: drop it and capture without since", oneLine(s))
+	}
+	if len(parts) != 4 || parts[0] != cursorVersion {
 		return 0, badInput("since %q is not a cursor from pane_capture", oneLine(s))
 	}
-	if parts[1] != string(p) {
-		return 0, badInput("the cursor belongs to pane %s, not %s", oneLine(parts[1]), p)
+	if cid := cursorCID(containerID); parts[1] != cid {
+		return 0, badInput("the cursor is from another session (container %s, this one is %s: the selection moved or the instance was re-created): drop the cursor and capture without since",
+			oneLine(parts[1]), cid)
 	}
-	n, err := strconv.Atoi(parts[2])
+	if parts[2] != string(p) {
+		return 0, badInput("the cursor belongs to pane %s, not %s", oneLine(parts[2]), p)
+	}
+	n, err := strconv.Atoi(parts[3])
 	if err != nil || n < 0 {
 		return 0, badInput("since %q is not a cursor from pane_capture", oneLine(s))
 	}
@@ -160,7 +178,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	out := map[string]any{"pane": pane, "notice": untrustedNotice}
 	switch {
 	case hasSince:
-		abs, err := parseCursor(since, pane)
+		abs, err := parseCursor(since, c.target.Record.ContainerID, pane)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +216,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	}
 	out["truncated"] = res.Truncated
 	if p := res.Position; p != nil {
-		out["cursor"] = makeCursor(pane, p.HistorySize+p.CursorY)
+		out["cursor"] = makeCursor(c.target.Record.ContainerID, pane, p.HistorySize+p.CursorY)
 	}
 	return bodyResult(out, res.Text), nil
 }
