@@ -48,6 +48,9 @@ func ExecInteractive(ctx context.Context, f *Factory, m *instance.Manager, ref s
 				return -1, fmt.Errorf("terminal raw mode: %w", err)
 			}
 			defer restore()
+			sizes, stop := WatchSize(in)
+			defer stop()
+			spec.Resize = sizes
 		}
 	}
 	return m.Exec(ctx, ref, spec)

@@ -2,8 +2,12 @@ package cmdutil
 
 import (
 	"os"
+	"os/signal"
+	"syscall"
 
 	"golang.org/x/term"
+
+	"github.com/stem-edu/stem/internal/engine"
 )
 
 // RawTerminal puts in (when it is a terminal) into raw mode and returns the
@@ -18,4 +22,40 @@ func RawTerminal(in *os.File) (restore func(), err error) {
 		return nil, err
 	}
 	return func() { term.Restore(fd, st) }, nil
+}
+
+// WatchSize reports f's terminal size now and after every SIGWINCH until
+// stop is called. For a file that is not a terminal the channel stays silent.
+func WatchSize(f *os.File) (<-chan engine.TermSize, func()) {
+	out := make(chan engine.TermSize, 1)
+	fd := int(f.Fd())
+	if !term.IsTerminal(fd) {
+		return out, func() {}
+	}
+	send := func() {
+		w, h, err := term.GetSize(fd)
+		if err != nil {
+			return
+		}
+		select { // keep only the latest size
+		case <-out:
+		default:
+		}
+		out <- engine.TermSize{Rows: h, Cols: w}
+	}
+	send()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-winch:
+				send()
+			}
+		}
+	}()
+	return out, func() { signal.Stop(winch); close(done) }
 }

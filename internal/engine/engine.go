@@ -61,7 +61,13 @@ type ExecSpec struct {
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// Resize, with Tty, carries the local terminal's size: the first value
+	// once the process starts, then one per change (SIGWINCH).
+	Resize <-chan TermSize
 }
+
+// TermSize is a terminal's size in characters.
+type TermSize struct{ Rows, Cols int }
 
 // Image is a local image.
 type Image struct {

@@ -334,3 +334,55 @@ func TestDevicePolicy(t *testing.T) {
 	a.must(0, "build", "rp2350-demo-hello-t3-arm")
 	a.must(0, "build", "rp2350-demo-hello-t3-rv")
 }
+
+// exec with a terminal gives the process the local terminal's size and
+// follows it when the terminal is resized.
+func TestExecTerminalFollowsResize(t *testing.T) {
+	a := newAccount(t)
+	const inst = "native-amd64-demo-hello-t1"
+	a.must(0, "up", "native-amd64", "demo", "hello", "1")
+	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "exec", inst, "--", "sh", "-c", `stty size; read x; stty size`)
+	cmd.Env = a.Env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var screen bytes.Buffer
+	var mu sync.Mutex
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			mu.Lock()
+			screen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	seen := func(s string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(screen.String(), s) }
+	}
+	waitFor(t, 10*time.Second, "the initial size 30 100", seen("30 100"))
+	if err := pty.Setsize(f, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
+		t.Fatal(err)
+	}
+	// The resize travels stemctl -> Podman API -> the exec session's pty;
+	// give it a moment before the second stty asks.
+	time.Sleep(300 * time.Millisecond)
+	f.Write([]byte("\r"))
+	waitFor(t, 10*time.Second, "the new size 41 123", seen("41 123"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exec: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("exec did not end")
+	}
+}

@@ -94,6 +94,29 @@ func (e *Engine) execRemove(ctx context.Context, sid string) {
 	_ = containers.ExecRemove(ctx, sid, nil)
 }
 
+// forwardResize applies each size from sizes to the session's terminal until
+// ctx ends or sizes is closed. A failed resize is not worth ending the
+// session for: the process only keeps its old size.
+func (e *Engine) forwardResize(ctx context.Context, sid string, sizes <-chan engine.TermSize) {
+	cctx := withConn{Context: ctx, conn: e.conn}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sz, ok := <-sizes:
+			if !ok {
+				return
+			}
+			if sz.Rows <= 0 || sz.Cols <= 0 {
+				continue
+			}
+			rctx, cancel := e.call(cctx)
+			_ = containers.ResizeExecTTY(rctx, sid, new(containers.ResizeExecTTYOptions).WithHeight(sz.Rows).WithWidth(sz.Cols))
+			cancel()
+		}
+	}
+}
+
 // execAttach starts the session on a connection of its own and copies the
 // streams until the process ends.
 func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpec) error {
@@ -132,6 +155,9 @@ func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpe
 		return fmt.Errorf("start exec session: %s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
 
+	if spec.Tty && spec.Resize != nil {
+		go e.forwardResize(ctx, sid, spec.Resize)
+	}
 	if spec.Stdin != nil {
 		// Ends when Stdin does; the process then sees end of file. If the
 		// process ends first, the goroutine ends at Stdin's next read.
