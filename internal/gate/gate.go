@@ -179,6 +179,19 @@ func Run(ctx context.Context, opt Options) error {
 	if g.Expired(opt.Now()) {
 		return s.refuse(ctx, "", fmt.Sprintf("grant %s expired at %s; ask the student for a new grant", g.Name, g.Expires.UTC().Format(time.RFC3339)))
 	}
+	// sshd enforces from= on the line; checking the stored pattern too means
+	// a line that lost it (hand edit) cannot widen the grant.
+	if g.From != "" {
+		ip, _, _ := strings.Cut(opt.Getenv("SSH_CONNECTION"), " ")
+		ok, err := access.MatchFrom(g.From, ip)
+		if err != nil || !ok {
+			why := fmt.Sprintf("client address %q is not allowed by grant %s (from=%s)", ip, g.Name, g.From)
+			if err != nil {
+				why = fmt.Sprintf("grant %s is limited to from=%s: %v", g.Name, g.From, err)
+			}
+			return s.refuse(ctx, "", why)
+		}
+	}
 	verb, arg, err := ParseCommand(s.request)
 	if err != nil {
 		return s.refuse(ctx, "", err.Error())

@@ -220,6 +220,29 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 			t.Fatalf("%d %q", code, errOut)
 		}
 	})
+	t.Run("from outside the grant's addresses", func(t *testing.T) {
+		f := newFixture(t, access.Full)
+		// The stored grant says from=127.0.0.1, the line does not (a hand
+		// edit dropped it); the client comes from 192.0.2.7.
+		if err := f.mgr.Store.Update(ctx, func(st *access.State) error {
+			g := st.Grants[f.grant.ID]
+			g.From = "127.0.0.1,10.0.0.0/8"
+			st.Grants[g.ID] = g
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		if code, _, errOut := f.run(t, "mcp", rec); code != ExitRefused || !strings.Contains(errOut, "192.0.2.7") || len(rec.calls) != 0 {
+			t.Fatalf("%d %q", code, errOut)
+		}
+		if code, _, errOut := f.run(t, "mcp", rec, "SSH_CONNECTION", ""); code != ExitRefused || len(rec.calls) != 0 {
+			t.Fatalf("no SSH_CONNECTION: %d %q", code, errOut)
+		}
+		if code, _, errOut := f.run(t, "mcp", rec, "SSH_CONNECTION", "10.1.2.3 5000 10.0.0.1 22"); code != 0 || len(rec.calls) != 1 {
+			t.Fatalf("allowed address: %d %q", code, errOut)
+		}
+	})
 	t.Run("group-writable store", func(t *testing.T) {
 		f := newFixture(t, access.Full)
 		if err := os.Chmod(f.mgr.Store.Path(), 0o620); err != nil {
