@@ -1,7 +1,8 @@
 // Package audit appends hash-chained JSON lines: every MCP session (start,
 // end), every effectful call and every refusal. Each line carries the hash of
 // the previous line, so an edited, removed or reordered line breaks the chain
-// at that point and `stemctl audit verify` names it.
+// at that point and `stemctl audit verify` names it; a head file beside the
+// log records the last entry, so entries cut off the end are noticed too.
 //
 // The log lives in the student's account, so the chain is tamper-evidence
 // against accidents and casual edits, not against that account's owner.
@@ -137,9 +138,70 @@ func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 		if _, err := f.Write(line); err != nil {
 			return fmt.Errorf("append audit log: %w", err)
 		}
-		return f.Sync()
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("append audit log: %w", err)
+		}
+		return writeHead(l.path, Head{Seq: e.Seq, Hash: e.Hash})
 	})
 	return e, err
+}
+
+// Head records where the chain ended at the last append. The chain alone
+// cannot show that entries were cut off its end; the head can, as long as
+// it was not rewritten along with them.
+type Head struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// headPath is the head file kept next to a log named audit.jsonl.
+func headPath(logPath string) string {
+	return filepath.Join(filepath.Dir(logPath), "audit.head")
+}
+
+func writeHead(logPath string, h Head) error {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	tmp := headPath(logPath) + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write audit head: %w", err)
+	}
+	if err := os.Rename(tmp, headPath(logPath)); err != nil {
+		return fmt.Errorf("write audit head: %w", err)
+	}
+	return nil
+}
+
+// CheckHead compares an intact chain read from logPath with the head file
+// beside it (only for a log named audit.jsonl; a copy elsewhere has none).
+// A chain shorter than its head lost entries at the end; one of the same
+// length with another last hash had its last entry replaced. A chain longer
+// than the head is fine: a crash can fall between the append and the head.
+func CheckHead(logPath string, res VerifyResult) VerifyResult {
+	if !res.OK || filepath.Base(logPath) != "audit.jsonl" {
+		return res
+	}
+	f, err := os.OpenFile(headPath(logPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return res
+	}
+	defer f.Close()
+	var h Head
+	if err := json.NewDecoder(io.LimitReader(f, 4096)).Decode(&h); err != nil {
+		res.OK, res.BrokenLine, res.Reason = false, res.Lines+1, "the head file beside the log is not valid: "+err.Error()
+		return res
+	}
+	switch {
+	case h.Seq > res.LastSeq:
+		res.OK, res.BrokenLine = false, res.Lines+1
+		res.Reason = fmt.Sprintf("the log ends at seq %d but its head records seq %d: %d entries were removed from the end", res.LastSeq, h.Seq, h.Seq-res.LastSeq)
+	case h.Seq == res.LastSeq && h.Hash != res.LastHash:
+		res.OK, res.BrokenLine = false, res.Lines
+		res.Reason = "the last entry differs from the one the head records (it was replaced)"
+	}
+	return res
 }
 
 // seal returns the line (with hash, newline-terminated) and the hash. The
@@ -268,13 +330,17 @@ func Verify(r io.Reader) (VerifyResult, error) {
 func (l *Log) Verify() (VerifyResult, error) {
 	f, err := os.Open(l.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return VerifyResult{OK: true}, nil
+		return CheckHead(l.path, VerifyResult{OK: true}), nil
 	}
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("open audit log: %w", err)
 	}
 	defer f.Close()
-	return Verify(f)
+	res, err := Verify(f)
+	if err != nil {
+		return res, err
+	}
+	return CheckHead(l.path, res), nil
 }
 
 // Filter selects entries for Show. Zero fields match everything.

@@ -143,3 +143,32 @@ func TestAppendRefusesCorruptTail(t *testing.T) {
 		t.Fatalf("append after corrupt tail: %v", err)
 	}
 }
+
+// Entries cut off the end leave an intact chain; the head notices.
+func TestTruncationDetectedByHead(t *testing.T) {
+	l, _ := Open(t.TempDir())
+	appendN(t, l, 5)
+	data, _ := os.ReadFile(l.Path())
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	if err := os.WriteFile(l.Path(), []byte(strings.Join(lines[:3], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := Verify(strings.NewReader(strings.Join(lines[:3], ""))); !res.OK {
+		t.Fatal("the cut chain alone should still verify (that is why the head exists)")
+	}
+	res, err := l.Verify()
+	if err != nil || res.OK || !strings.Contains(res.Reason, "2 entries were removed from the end") || res.BrokenLine != 4 {
+		t.Fatalf("truncated log: %+v %v", res, err)
+	}
+	// The whole log deleted.
+	os.Remove(l.Path())
+	if res, err := l.Verify(); err != nil || res.OK {
+		t.Fatalf("deleted log: %+v %v", res, err)
+	}
+	// An intact log agrees with its head.
+	l2, _ := Open(t.TempDir())
+	appendN(t, l2, 2)
+	if res, err := l2.Verify(); err != nil || !res.OK {
+		t.Fatalf("intact log with head: %+v %v", res, err)
+	}
+}

@@ -54,26 +54,26 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		path = log.Path()
 	}
+	var res audit.VerifyResult
 	f, err := os.Open(path)
-	if opts.File == "" && errors.Is(err, os.ErrNotExist) {
-		// Nothing was audited on this account yet: nothing to break. A
-		// missing --file, by contrast, is the caller's mistake.
-		if opts.JSON {
-			return cmdutil.WriteJSON(opts.F.IOStreams.Out, struct {
-				File string `json:"file"`
-				audit.VerifyResult
-			}{path, audit.VerifyResult{OK: true}})
+	switch {
+	case opts.File == "" && errors.Is(err, os.ErrNotExist):
+		// Nothing was audited on this account yet, unless the head says
+		// otherwise (the log was deleted). A missing --file, by contrast,
+		// is the caller's mistake.
+		res = audit.CheckHead(path, audit.VerifyResult{OK: true})
+		if res.OK && !opts.JSON {
+			fmt.Fprintf(opts.F.IOStreams.Out, "%s: no audit log yet\n", path)
+			return nil
 		}
-		fmt.Fprintf(opts.F.IOStreams.Out, "%s: no audit log yet\n", path)
-		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("open audit log: %w", err)
-	}
-	defer f.Close()
-	res, err := audit.Verify(f)
-	if err != nil {
-		return err
+	default:
+		defer f.Close()
+		if res, err = audit.Verify(f); err != nil {
+			return err
+		}
+		res = audit.CheckHead(path, res)
 	}
 	out := opts.F.IOStreams.Out
 	if opts.JSON {
