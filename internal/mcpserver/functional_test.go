@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -626,4 +627,99 @@ func readLines(t testing.TB, out map[string]any) []readLine {
 		lines = append(lines, readLine{n, m[2]})
 	}
 	return lines
+}
+
+// procSyscalls is the read and write system calls of a process so far
+// (syscr + syscw in /proc/PID/io).
+func procSyscalls(t testing.TB, pid string) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + pid + "/io")
+	if err != nil {
+		t.Fatalf("read /proc/%s/io: %v", pid, err)
+	}
+	var total int64
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, _ := strings.Cut(l, ": "); k == "syscr" || k == "syscw" {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			total += n
+		}
+	}
+	return total
+}
+
+// TestPaneWaitDoesNotPoll: while a pane is silent, pane_wait (a pattern
+// with a timeout, or quiet_ms) sends tmux no commands, however long it
+// waits. The tmux server reads a control client's commands from that
+// client's stdin itself and writes the answers to its stdout, one read and
+// one write per command line, and reads a pane's pty only when the pane
+// prints: its read and write system calls count the commands stem-mcp
+// sends (the one-shot tmux commands of this test talk over the socket,
+// which is not counted, and none run during a wait). A pane that prints
+// makes the same count rise, so the measure can see work.
+func TestPaneWaitDoesNotPoll(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	server := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "#{pid}"))
+	r := startRaw(t, in, "observe")
+	r.initialize()
+	r.alive("up", in.Name)
+	// during counts from settle after the call is sent (its verification
+	// and first capture are done) until its reply.
+	const settle = 300 * time.Millisecond
+	during := func(id string, args map[string]any) (int64, map[string]any) {
+		t.Helper()
+		r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": "pane_wait", "arguments": args}})
+		time.Sleep(settle)
+		before := procSyscalls(t, server)
+		m := r.reply(id, 30*time.Second)
+		n := procSyscalls(t, server) - before
+		content, _ := get(m, "result", "content").([]any)
+		if get(m, "result", "isError") == true || len(content) == 0 {
+			t.Fatalf("pane_wait %v: %s", args, clip(mustJSON(m), 400))
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(str(get(content[0], "text"))), &out); err != nil {
+			t.Fatalf("pane_wait %v: %v", args, err)
+		}
+		return n, out
+	}
+	// Calibration: each pane_capture is one tmux command.
+	before := procSyscalls(t, server)
+	for i := 0; i < 5; i++ {
+		r.callTool(fmt.Sprintf("cal%d", i), "pane_capture", map[string]any{"pane": shell})
+	}
+	if n := procSyscalls(t, server) - before; n < 10 {
+		t.Fatalf("5 pane_capture calls made the tmux server read and write only %d times: the measure does not count commands", n)
+	}
+	short, _ := during("short", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 600})
+	long, out := during("long", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 3000})
+	if out["timed_out"] != true || num(out["elapsed_ms"]) < 3000 {
+		t.Fatalf("pane_wait with a pattern on a silent pane: %v", out)
+	}
+	quiet, out := during("quiet", map[string]any{"pane": shell, "quiet_ms": 2500, "timeout_ms": 10000})
+	if out["quiet"] != true || num(out["elapsed_ms"]) < 2500 {
+		t.Fatalf("pane_wait quiet_ms on a silent pane: %v", out)
+	}
+	both, out := during("both", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "quiet_ms": 2500, "timeout_ms": 10000})
+	if out["quiet"] != true {
+		t.Fatalf("pane_wait pattern and quiet_ms on a silent pane: %v", out)
+	}
+	t.Logf("tmux server reads+writes during a silent wait: 0.3 s: %d, 2.7 s: %d, quiet 2.2 s: %d, pattern and quiet 2.2 s: %d", short, long, quiet, both)
+	// A wait may end with one last capture (a read and a write); polling
+	// every 20 ms would be over 100 commands in 2.7 s.
+	for what, n := range map[string]int64{"0.3 s": short, "2.7 s": long, "quiet 2.2 s": quiet, "pattern and quiet 2.2 s": both} {
+		if n > 4 {
+			t.Errorf("pane_wait on a silent pane (%s) sent tmux about %d commands: it polls", what, n/2)
+		}
+	}
+
+	// The measure sees work: the pane prints every 20 ms.
+	st.run(shell, "for i in $(seq 1 60); do echo tick $i; sleep 0.02; done")
+	busy, _ := during("busy", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 1500})
+	t.Logf("tmux server reads+writes during a wait on a printing pane: %d", busy)
+	if busy < 40 {
+		t.Errorf("only %d reads and writes while the pane printed for 1.2 s: the measure cannot tell polling from none", busy)
+	}
 }
