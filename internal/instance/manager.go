@@ -249,6 +249,11 @@ func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason 
 	if _, err := cardstate.Ensure(r.CardPath, plan.Name); err != nil {
 		return UpResult{}, err
 	}
+	// The MCP selection names a container's directory; when it named this
+	// instance's previous container it follows the instance to the new one
+	// (verification then holds the new container to the same checks).
+	cur, _ := selection.Current(m.Layout)
+	follow := strings.HasPrefix(cur, plan.InstanceDir+string(filepath.Separator))
 	m.progress("creating %s from %s", plan.Name, r.Profile.Image)
 	id, err := m.Engine.Create(ctx, plan.Spec)
 	if err != nil {
@@ -302,6 +307,13 @@ func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason 
 	if err != nil {
 		cleanup()
 		return UpResult{}, err
+	}
+	if follow {
+		if err := selection.Select(m.Layout, dir); err != nil {
+			m.progress("warning: the MCP selection still names the old container: %v (run `stemctl mcp select %s`)", err, plan.Name)
+		} else {
+			m.progress("the MCP selection follows %s to its new container", plan.Name)
+		}
 	}
 	return UpResult{Record: rec, Action: action, Reason: reason, Removed: removed}, nil
 }

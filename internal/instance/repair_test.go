@@ -15,6 +15,7 @@ import (
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/probe"
+	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/verify"
 )
@@ -289,5 +290,37 @@ func TestListShowsOrphans(t *testing.T) {
 	other.Workspace = "/nonexistent/other-workspace"
 	if sts, _ := other.List(ctx); len(sts) != 0 {
 		t.Fatalf("another workspace's container listed: %+v", sts)
+	}
+}
+
+// Re-creating the selected instance moves the selection to the new
+// container; another instance's selection is left alone.
+func TestSelectionFollowsRecreatedInstance(t *testing.T) {
+	w := newWorld(t)
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	if err := selection.Select(w.m.Layout, rec.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt\n"), 0o755)
+	re := w.up(r)
+	if re.Action != instance.Recreated {
+		t.Fatalf("%+v", re)
+	}
+	if cur, err := selection.Current(w.m.Layout); err != nil || cur != re.Record.SocketDir {
+		t.Fatalf("selection %q %v, want %s", cur, err, re.Record.SocketDir)
+	}
+	if _, err := w.checker().Selected(context.Background()); err != nil {
+		t.Fatalf("the followed selection does not verify: %v", err)
+	}
+	// Selected elsewhere: a re-creation of this instance does not steal it.
+	other := w.up(w.resolve("hazard3-sim", "inf", "bss", "4", "")).Record
+	if err := selection.Select(w.m.Layout, other.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt again\n"), 0o755)
+	w.up(r)
+	if cur, _ := selection.Current(w.m.Layout); cur != other.SocketDir {
+		t.Fatalf("selection moved to %s", cur)
 	}
 }
