@@ -2,7 +2,9 @@ package gdbmi
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -77,6 +79,19 @@ func ParseLocation(s string) (Location, error) {
 	return Location{s: s}, nil
 }
 
+// Address returns the address of a `*0xADDR` location.
+func (l Location) Address() (uint64, bool) {
+	rest, ok := strings.CutPrefix(l.s, "*")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 0, 64)
+	if err != nil {
+		return 0, false // more than 64 bits: gdb refuses it too
+	}
+	return n, true
+}
+
 // SafeExpr is a C expression that passed ParseSafeExpr. Its text is the
 // canonical token sequence (tokens separated by single spaces), not the
 // agent's original spelling, so what gdb sees is exactly what was checked.
@@ -84,6 +99,32 @@ type SafeExpr struct{ s string }
 
 // String returns the canonical expression text.
 func (e SafeExpr) String() string { return e.s }
+
+// Integers returns the expression's integer constants (decimal, octal or
+// hex, suffixes dropped), in order; one too large for 64 bits is
+// math.MaxUint64. Character and floating constants are not included.
+func (e SafeExpr) Integers() []uint64 {
+	var out []uint64
+	for _, tk := range strings.Fields(e.s) {
+		if tk[0] < '0' || tk[0] > '9' || strings.ContainsAny(tk, ".eE") && !strings.HasPrefix(strings.ToLower(tk), "0x") {
+			continue
+		}
+		digits := strings.TrimRight(tk, "uUlL")
+		base := 10
+		switch {
+		case len(digits) > 1 && (digits[1] == 'x' || digits[1] == 'X'):
+			digits, base = digits[2:], 16
+		case len(digits) > 1 && digits[0] == '0':
+			base = 8
+		}
+		n, err := strconv.ParseUint(digits, base, 64)
+		if err != nil {
+			n = math.MaxUint64
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 type tokKind int
 

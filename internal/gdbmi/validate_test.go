@@ -1,6 +1,8 @@
 package gdbmi
 
 import (
+	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -399,4 +401,47 @@ func FuzzParseLocation(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSafeExprIntegers(t *testing.T) {
+	for expr, want := range map[string][]uint64{
+		"*(uint32_t *) 0x40070000":       {0x40070000},
+		"{int} 0XD0000000UL":             {0xd0000000},
+		"1073741824 + 010 + 0":           {1073741824, 8, 0},
+		"((char *) 0x3fffffff)[1 + 2u]":  {0x3fffffff, 1, 2},
+		"x + 1.5 + 'a' + $1 + sizeof(x)": nil,
+		"arr[0x1e]":                      {0x1e},
+		"*0x40070000@4":                  {0x40070000, 4},
+		"0xffffffffffffffffff":           {math.MaxUint64},
+		"x ? 0x50000000 : 0xdfffffff":    {0x50000000, 0xdfffffff},
+		"(unsigned long) $sp + 0x100LL":  {0x100},
+	} {
+		e, err := ParseSafeExpr(expr)
+		if err != nil {
+			t.Errorf("ParseSafeExpr(%q): %v", expr, err)
+			continue
+		}
+		if got := e.Integers(); !slices.Equal(got, want) {
+			t.Errorf("Integers(%q) = %#x, want %#x", expr, got, want)
+		}
+	}
+}
+
+func TestLocationAddress(t *testing.T) {
+	for loc, want := range map[string]uint64{"*0x40070000": 0x40070000, "*0XD0000000": 0xd0000000, "*0x0": 0} {
+		l, err := ParseLocation(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := l.Address(); !ok || got != want {
+			t.Errorf("Address(%q) = %#x %v, want %#x", loc, got, ok, want)
+		}
+	}
+	for _, loc := range []string{"main", "prog.c:12", "prog.c:main", "*0x12345678901234567"} {
+		if l, err := ParseLocation(loc); err == nil {
+			if a, ok := l.Address(); ok {
+				t.Errorf("Address(%q) = %#x, want none", loc, a)
+			}
+		}
+	}
 }

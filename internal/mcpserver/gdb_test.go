@@ -441,3 +441,73 @@ func TestGDBNeverStartsTheProgram(t *testing.T) {
 		t.Fatalf("the program was started %d times, want once (by the student):\n%s", n, lastLines(st.capture(gp), 20))
 	}
 }
+
+// TestGDBHardwareRegisters: on rp2350 gdb_print of a constant in the
+// peripheral or SIO ranges, and a breakpoint at such an address, are
+// refused before anything reaches gdb (reading a UART's data register pops
+// its FIFO; a breakpoint there is a register write). Other addresses, and
+// the same addresses on another profile, still reach gdb. The debugger is
+// the host's gdb on a host program: the policy follows the instance's
+// profile, not the program.
+func TestGDBHardwareRegisters(t *testing.T) {
+	testenv.Require(t, "gdb")
+	rp := testenv.New(t, testenv.Options{Profile: "rp2350", Series: "demo", Card: "hello", Task: "3"})
+	rp.Select(t)
+	native := testenv.New(t, testenv.Options{Share: rp})
+	for _, in := range []*testenv.Instance{rp, native} {
+		src := filepath.Join(in.Resolved.TaskDir, "spin.c")
+		if err := os.WriteFile(src, []byte(spinC), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("gcc", "-g", "-O0", "-o", filepath.Join(in.Resolved.TaskDir, "spin"), src).CombinedOutput(); err != nil {
+			t.Fatalf("gcc spin.c: %v\n%s", err, out)
+		}
+	}
+	s := connect(t, rp, "assist")
+	st := studentOf(t, rp)
+	gp := startBridge(t, rp, "./spin")
+	st.run(gp, "break main")
+	st.run(gp, "run")
+	st.waitPane(gp, `Breakpoint 1, main`, 15*time.Second)
+	paneBefore := st.capture(gp)
+
+	refused := []string{"*(uint32_t *) 0x40070000", "{int} 0x40070000", "*0x40070000@4", "((char *) 0x5fffffff)[0]", "*(int *) 0xd0000000",
+		"*(unsigned *) 0xDFFFFFFCul", "*(int *) 1073741824", "*(int *) 010000000000", "x & 0x40000000"}
+	for _, e := range refused {
+		msg := s.refused("gdb_print", map[string]any{"expression": e})
+		if !strings.Contains(msg, "refused on rp2350") || !strings.Contains(msg, "hardware registers") {
+			t.Errorf("gdb_print %q on rp2350: %s", e, msg)
+		}
+	}
+	for _, loc := range []string{"*0x40070000", "*0x50000000", "*0xd0000010"} {
+		if msg := s.refused("gdb_break", map[string]any{"location": loc}); !strings.Contains(msg, "refused on rp2350") {
+			t.Errorf("gdb_break %q on rp2350: %s", loc, msg)
+		}
+	}
+	// Outside the ranges the expression reaches gdb (which cannot read
+	// these addresses in a host process).
+	for _, e := range []string{"*(int *) 0x3ffffffc", "*(int *) 0x60000000", "*(int *) 0xe000e010", "{int} 0x20000000"} {
+		msg := s.refused("gdb_print", map[string]any{"expression": e})
+		if strings.Contains(msg, "hardware registers") || !strings.Contains(msg, "Cannot access memory") {
+			t.Errorf("gdb_print %q on rp2350: %s", e, msg)
+		}
+	}
+	if pr := s.ok("gdb_print", map[string]any{"expression": "spins + 1"}); str(pr["value"]) == "" {
+		t.Errorf("gdb_print spins + 1: %v", pr)
+	}
+	if now := st.capture(gp); now != paneBefore {
+		t.Errorf("the student's gdb pane changed:\n%s", lastLines(now, 10))
+	}
+
+	// Another profile: the same address goes to gdb.
+	native.Select(t)
+	waitUntil(t, 10*time.Second, "the server follows to "+native.Name, func() bool {
+		out, _, err := s.call("session_status", nil)
+		return err == nil && str(out["instance"]) == native.Name
+	})
+	studentOf(t, native).waitPrompt(studentOf(t, native).pane("shell"))
+	startBridge(t, native, "./spin")
+	if msg := s.refused("gdb_print", map[string]any{"expression": "*(unsigned *) 0x40070000"}); strings.Contains(msg, "hardware registers") || !strings.Contains(msg, "Cannot access memory") {
+		t.Errorf("gdb_print of 0x40070000 on %s: %s", native.Record.Profile, msg)
+	}
+}

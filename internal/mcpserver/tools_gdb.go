@@ -130,7 +130,18 @@ func gdbAssistTools() []toolDef {
 				if err != nil {
 					return nil, badInput("%v", err)
 				}
-				_, cl, err := s.gdbClient(ctx)
+				c, err := s.target(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if a, ok := loc.Address(); ok {
+					// A breakpoint is written into memory when the program
+					// resumes: into a peripheral register, that is a write.
+					if err := hardwareAddress(c.target.Record.Profile, "a breakpoint at", a); err != nil {
+						return nil, err
+					}
+				}
+				cl, err := c.gdb(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -186,7 +197,16 @@ func gdbAssistTools() []toolDef {
 				if err != nil {
 					return nil, badInput("%v", err)
 				}
-				_, cl, err := s.gdbClient(ctx)
+				c, err := s.target(ctx)
+				if err != nil {
+					return nil, err
+				}
+				for _, n := range e.Integers() {
+					if err := hardwareAddress(c.target.Record.Profile, "the constant", n); err != nil {
+						return nil, err
+					}
+				}
+				cl, err := c.gdb(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -198,6 +218,38 @@ func gdbAssistTools() []toolDef {
 			},
 		},
 	}
+}
+
+// addrRange is an inclusive address range.
+type addrRange struct {
+	lo, hi uint64
+	what   string
+}
+
+// hardwareRanges are, per profile, the address ranges where memory is
+// hardware registers: reading one can change the device (a UART's data
+// register pops its receive FIFO, some status bits clear when read), and a
+// breakpoint written there is a register write. An agent below full may
+// not name such an address; the student still can. This catches addresses
+// written as constants, not ones a pointer variable, a macro or arithmetic
+// leads to (docs/security.md).
+var hardwareRanges = map[string][]addrRange{
+	"rp2350": {
+		{0x40000000, 0x5fffffff, "the APB and AHB peripherals"},
+		{0xd0000000, 0xdfffffff, "the SIO block"},
+	},
+}
+
+// hardwareAddress refuses a as an address in profile's hardware registers.
+func hardwareAddress(profile, doing string, a uint64) error {
+	for _, r := range hardwareRanges[profile] {
+		if a >= r.lo && a <= r.hi {
+			return badInput("%s 0x%x is refused on %s: that address is in %s (0x%08x-0x%08x), hardware registers where a read can change the device "+
+				"(a UART's data register loses a byte) and a breakpoint is a register write; the student can do it in their gdb",
+				doing, a, profile, r.what, r.lo, r.hi)
+		}
+	}
+	return nil
 }
 
 func gdbFullTools() []toolDef {
