@@ -131,7 +131,19 @@ func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpe
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	body, err := json.Marshal(handlers.ExecStartConfig{Tty: spec.Tty})
+	start := handlers.ExecStartConfig{Tty: spec.Tty}
+	if spec.Tty && spec.Resize != nil {
+		// The first size goes with the start request: a resize sent after
+		// it can lose the race with a program that asks for the size at once.
+		select {
+		case sz := <-spec.Resize:
+			if sz.Rows > 0 && sz.Cols > 0 && sz.Rows <= 0xffff && sz.Cols <= 0xffff {
+				start.Height, start.Width = uint16(sz.Rows), uint16(sz.Cols)
+			}
+		default:
+		}
+	}
+	body, err := json.Marshal(start)
 	if err != nil {
 		return err
 	}
