@@ -386,3 +386,25 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 		t.Fatal("exec did not end")
 	}
 }
+
+// Podman missing (no service answering, no podman binary to start one):
+// stemctl says how to install it and creates nothing.
+func TestMissingPodmanExplained(t *testing.T) {
+	a := newAccount(t)
+	dead := filepath.Join(t.TempDir(), "none.sock")
+	env := []string{"CONTAINER_HOST=unix://" + dead, "PATH=" + t.TempDir()}
+	for _, args := range [][]string{{"up", "native-amd64", "demo", "hello", "1"}, {"list"}} {
+		r, err := a.Run(env, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Code == 0 || !strings.Contains(r.Stderr, "apt-get install podman") {
+			t.Fatalf("stemctl %v without podman: exit %d\n%s", args, r.Code, r.Stderr)
+		}
+	}
+	// With podman back nothing was left behind.
+	r := a.must(0, "list", "--json")
+	if strings.TrimSpace(r.Stdout) != "[]" {
+		t.Fatalf("an instance appeared: %s", r.Stdout)
+	}
+}
