@@ -72,8 +72,15 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	if rep.AboveLevel != "gdb_break" || !strings.Contains(rep.AboveLevelErr, "not found") {
 		t.Errorf("an assist tool at observe: %q", rep.AboveLevelErr)
 	}
-	if str(rep.ContextResrc["instance"]) != nativeInst || str(rep.ContextResrc["level"]) != "observe" {
-		t.Errorf("stem://context %v", rep.ContextResrc)
+	cr := rep.ContextResrc
+	cmds, _ := cr["commands"].(map[string]any)
+	socks, _ := cr["sockets"].(map[string]any)
+	lim, _ := cr["limits"].(map[string]any)
+	if str(cr["instance"]) != nativeInst || str(cr["level"]) != "observe" || str(cr["card_path"]) != st.Record.CardPath ||
+		str(cr["task"]) != "1" || cmds == nil || str(cmds["build"]) != "make" || !strings.Contains(str(cmds["debug"]), "gdb") ||
+		socks == nil || str(socks["tmux"]) != filepath.Join(st.Record.SocketDir, "t.sock") || str(socks["nvim"]) != filepath.Join(st.Record.SocketDir, "n.sock") ||
+		lim == nil || str(lim["network"]) != "none" || lim["memory_mib"] == nil {
+		t.Errorf("stem://context %v", cr)
 	}
 	// Starting an agent never takes over the MCP selection.
 	if _, err := os.Lstat(filepath.Join(a.Runtime, "stem", "mcp-selected", "current")); !os.IsNotExist(err) {

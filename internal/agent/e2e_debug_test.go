@@ -129,9 +129,7 @@ func TestHazard3DebugThroughMCP(t *testing.T) {
 	t.Logf("hazard3-sim: student types stepi -> gdb_stopped notification at the MCP client: median %s, max %s (n=%d); published -> received: median %s",
 		median(lat.typed), maxOf(lat.typed), len(lat.typed), median(lat.published))
 	writeFigure(t, "hazard3_stop_to_notification", lat)
-	if m := median(lat.typed); m > 150*time.Millisecond {
-		t.Errorf("stop-to-notification median %s is far over the 50 ms target", m)
-	}
+	checkStopLatency(t, lat)
 }
 
 // sameAddr compares two hex addresses (gdb pads some with zeros).
@@ -144,6 +142,19 @@ func sameAddr(a, b string) bool {
 type latencies struct {
 	typed     []time.Duration // keys sent to the gdb pane -> notification received
 	published []time.Duration // notification's server time -> received
+}
+
+// checkStopLatency holds the figures to the 50 ms target: gdb's stop record
+// published to the client's receipt, and (with slack for the typing, tmux
+// and gdb's own stepping) the student's keystroke to the receipt.
+func checkStopLatency(t *testing.T, lat latencies) {
+	t.Helper()
+	if m := median(lat.published); m > 50*time.Millisecond {
+		t.Errorf("gdb stop published -> notification received: median %s, over the 50 ms target", m)
+	}
+	if m := median(lat.typed); m > 150*time.Millisecond {
+		t.Errorf("stepi typed -> notification received: median %s", m)
+	}
 }
 
 // stopLatency has the student type stepi into the gdb pane n times and
@@ -245,6 +256,7 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	t.Logf("native-amd64: student types stepi -> gdb_stopped notification at the MCP client: median %s, max %s (n=%d); published -> received: median %s",
 		median(lat.typed), maxOf(lat.typed), len(lat.typed), median(lat.published))
 	writeFigure(t, "native_stop_to_notification", lat)
+	checkStopLatency(t, lat)
 
 	fin := s.call("gdb_finish", map[string]any{"wait_ms": 10000})
 	if str(path(fin, "status", "frame", "func")) != "main" {
