@@ -251,6 +251,19 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 		t.Fatalf("gdb_next: %v", next)
 	}
 	frameIn(t, a.waitPane(st, lay.GDBPane, ":"+str(nf["line"])+"\n", 5*time.Second), nf)
+	// gdb_step goes into calls: a few steps reach is_separator, and the
+	// student's gdb pane shows the same frame; gdb_finish comes back.
+	var in map[string]any
+	for i := 0; i < 8 && str(in["func"]) != "is_separator"; i++ {
+		in, _ = path(s.call("gdb_step", map[string]any{"wait_ms": 10000}), "status", "frame").(map[string]any)
+	}
+	if str(in["func"]) != "is_separator" {
+		t.Fatalf("gdb_step never entered is_separator: %v", in)
+	}
+	a.waitPane(st, lay.GDBPane, "is_separator (", 5*time.Second)
+	if f := str(path(s.call("gdb_finish", map[string]any{"wait_ms": 10000}), "status", "frame", "func")); f != "count_words" {
+		t.Fatalf("gdb_finish out of is_separator: %s", f)
+	}
 
 	lat := stopLatency(t, a, st, lay.GDBPane, s, 20)
 	t.Logf("native-amd64: student types stepi -> gdb_stopped notification at the MCP client: median %s, max %s (n=%d); published -> received: median %s",
@@ -258,7 +271,11 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	writeFigure(t, "native_stop_to_notification", lat)
 	checkStopLatency(t, lat)
 
-	fin := s.call("gdb_finish", map[string]any{"wait_ms": 10000})
+	// The stepi run may have entered is_separator: finish up to main.
+	var fin map[string]any
+	for i := 0; i < 3 && str(path(fin, "status", "frame", "func")) != "main"; i++ {
+		fin = s.call("gdb_finish", map[string]any{"wait_ms": 10000})
+	}
 	if str(path(fin, "status", "frame", "func")) != "main" {
 		t.Fatalf("gdb_finish: %v", fin)
 	}
