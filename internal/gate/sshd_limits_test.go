@@ -98,14 +98,16 @@ func TestSSHBareMCPSelectionOutsideGrant(t *testing.T) {
 				start = e
 			}
 		}
-		if start.Result != "error" || !strings.Contains(start.Detail, b.Name+" "+notAllowed) || start.Instance != "" || start.ContainerID != "" ||
+		if start.Result != "refused" || !strings.Contains(start.Detail, b.Name+" "+notAllowed) || !strings.Contains(start.Detail, "mcp "+a.Name) || start.Instance != "" || start.ContainerID != "" ||
 			start.KeyFP != g.KeyFP || start.Level != "assist" || !strings.HasPrefix(start.Client, "127.0.0.1:") {
 			t.Errorf("session_start entry: %+v", start)
 		}
-		// The effectful call is audited with its refusal.
-		open := lastCall(t, s, g, "nvim_open")
-		if open.Result != "error" || !strings.Contains(open.Detail, b.Name+" "+notAllowed) || open.Instance != "" || open.ContainerID != "" {
-			t.Errorf("nvim_open entry: %+v", open)
+		// Every call is audited with its refusal, read-only ones too.
+		for _, tool := range []string{"pane_capture", "session_status", "nvim_open"} {
+			e := lastRefusal(t, s, g, tool)
+			if e.Result != "refused" || !strings.Contains(e.Detail, b.Name+" "+notAllowed) || e.Instance != "" || e.ContainerID != "" {
+				t.Errorf("%s entry: %+v", tool, e)
+			}
 		}
 
 		// The same session serves A once the student selects it: the
@@ -128,16 +130,38 @@ func TestSSHBareMCPSelectionOutsideGrant(t *testing.T) {
 		if text, isErr := callText(t, ctx, c, "pane_capture", capture); isErr || !strings.Contains(text, "I-AM-A") || strings.Contains(text, "I-AM-B") {
 			t.Fatalf("pane_capture with %s selected: error %v, %s", a.Name, isErr, text)
 		}
+		before := len(entries(t, s, audit.Refused))
 		b.Select(t)
-		// The very next call: no grace period in which B is served.
-		if text, isErr := callText(t, ctx, c, "pane_capture", capture); !isErr || !strings.Contains(text, b.Name+" "+notAllowed) || strings.Contains(text, "I-AM-B") {
+		// The very next call: no grace period in which B is served. The
+		// refusal says which instances the grant allows and how to ask
+		// for one.
+		if text, isErr := callText(t, ctx, c, "pane_capture", capture); !isErr || !strings.Contains(text, b.Name+" "+notAllowed) ||
+			!strings.Contains(text, "mcp "+a.Name) || strings.Contains(text, "I-AM-B") {
 			t.Errorf("pane_capture after switching to %s: error %v, %s", b.Name, isErr, text)
+		}
+		// The read-only call's refusal is in the audit log.
+		refusals := entries(t, s, audit.Refused)
+		if len(refusals) != before+1 {
+			t.Fatalf("pane_capture refused mid-session: %d new refused entries, want 1", len(refusals)-before)
+		}
+		if e := refusals[len(refusals)-1]; e.Tool != "pane_capture" || e.Result != "refused" || e.Grant != g.Label() || !strings.Contains(e.Detail, b.Name+" "+notAllowed) ||
+			e.Instance != "" || e.KeyFP != g.KeyFP || !strings.HasPrefix(e.Client, "127.0.0.1:") {
+			t.Errorf("pane_capture entry after the switch: %+v", e)
+		}
+		// A resource read likewise.
+		read := mcp.ReadResourceRequest{}
+		read.Params.URI = "stem://pane/" + strings.TrimPrefix(pane, "%")
+		if r, err := c.ReadResource(ctx, read); err == nil || !strings.Contains(err.Error(), notAllowed) {
+			t.Errorf("resource %s after switching to %s: %v, %v", read.Params.URI, b.Name, r, err)
+		}
+		if e := lastRefusal(t, s, g, "resources/read"); e.Result != "refused" || !strings.Contains(e.Detail, read.Params.URI+": instance "+b.Name+" "+notAllowed) {
+			t.Errorf("resource read entry after the switch: %+v", e)
 		}
 		if text, isErr := callText(t, ctx, c, "nvim_open", map[string]any{"path": "t2/main.c"}); !isErr || !strings.Contains(text, notAllowed) {
 			t.Errorf("nvim_open after switching to %s: error %v, %s", b.Name, isErr, text)
 		}
-		open := lastCall(t, s, g, "nvim_open")
-		if open.Result != "error" || !strings.Contains(open.Detail, b.Name+" "+notAllowed) || open.KeyFP != g.KeyFP || !strings.HasPrefix(open.Client, "127.0.0.1:") {
+		open := lastRefusal(t, s, g, "nvim_open")
+		if open.Result != "refused" || !strings.Contains(open.Detail, b.Name+" "+notAllowed) || open.KeyFP != g.KeyFP || !strings.HasPrefix(open.Client, "127.0.0.1:") {
 			t.Errorf("nvim_open entry after the switch: %+v", open)
 		}
 	})
@@ -279,6 +303,18 @@ func entries(t *testing.T, s *student, event string) []audit.Entry {
 		t.Fatal(err)
 	}
 	return es
+}
+
+// lastRefusal is the newest refused entry of grant g for tool.
+func lastRefusal(t *testing.T, s *student, g access.Grant, tool string) audit.Entry {
+	t.Helper()
+	var last audit.Entry
+	for _, e := range entries(t, s, audit.Refused) {
+		if e.Grant == g.Label() && e.Tool == tool {
+			last = e
+		}
+	}
+	return last
 }
 
 // lastCall is the newest tool_call entry of grant g for tool.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/tmux"
 )
@@ -19,7 +20,7 @@ func (s *Server) registerResources() {
 		mcp.WithResourceDescription("What an agent needs first: card repository path, profile, task, commands, socket paths, this level's rules and limits."),
 		mcp.WithMIMEType("application/json")),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			c, err := s.target(ctx)
+			c, err := s.resourceTarget(ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -51,7 +52,7 @@ func (s *Server) registerSessionResources() {
 			if !ok || !paneNumRE.MatchString(id) {
 				return nil, fmt.Errorf("resource %q: want stem://pane/N", req.Params.URI)
 			}
-			c, err := s.target(ctx)
+			c, err := s.resourceTarget(ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -70,7 +71,7 @@ func (s *Server) registerSessionResources() {
 			if !ok || err != nil || n < 1 || n > 1000000 {
 				return nil, fmt.Errorf("resource %q: want stem://buffer/N", req.Params.URI)
 			}
-			c, err := s.target(ctx)
+			c, err := s.resourceTarget(ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -84,6 +85,27 @@ func (s *Server) registerSessionResources() {
 			}
 			return []mcp.ResourceContents{sessionText(req.Params.URI, text)}, nil
 		})
+}
+
+// resourceTarget is target for a resource read; a refusal (an instance the
+// grant does not cover) is audited as a refused tool call would be.
+func (s *Server) resourceTarget(ctx context.Context, req mcp.ReadResourceRequest) (*conn, error) {
+	// After session_start, as tool calls are.
+	s.begin()
+	select {
+	case <-s.started:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c, err := s.target(ctx)
+	if err != nil && isRefusal(err) {
+		e := s.entry(audit.Refused)
+		e.Tool = "resources/read"
+		e.ArgsDigest = audit.Digest(req.Params.URI)
+		e.Result, e.Detail = "refused", oneLine(req.Params.URI)+": "+err.Error()
+		s.appendAudit(context.WithoutCancel(ctx), e)
+	}
+	return c, err
 }
 
 // sessionText is a resource holding text from the student's session, marked

@@ -24,6 +24,7 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -219,6 +220,9 @@ func (s *Server) begin() {
 			entry := s.entry(audit.SessionStart)
 			if verr != nil {
 				entry.Result, entry.Detail = "error", verr.Error()
+				if isRefusal(verr) {
+					entry.Result = "refused"
+				}
 				s.logf("warning: %v", verr)
 			} else {
 				entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
@@ -307,7 +311,7 @@ func (s *Server) target(ctx context.Context) (*conn, error) {
 	}
 	if s.opt.AllowedInstances != nil && !slices.Contains(s.opt.AllowedInstances, t.Record.Instance) {
 		s.dropLocked()
-		return nil, fmt.Errorf("instance %s is not among the instances this access grant allows", t.Record.Instance)
+		return nil, &notGrantedError{instance: t.Record.Instance, allowed: s.opt.AllowedInstances}
 	}
 	if c != nil && c.target.Record.ContainerID == t.Record.ContainerID && c.target.Dir.Path == t.Dir.Path && c.alive() {
 		c.target = t
@@ -326,6 +330,30 @@ func (s *Server) target(ctx context.Context) (*conn, error) {
 	}
 	s.linkTarget, s.regStamp, s.verifiedAt = link, st, time.Now()
 	return s.conn, nil
+}
+
+// notGrantedError is a selection outside the SSH grant's instance list: a
+// refusal of the client's access, audited as refused whatever the tool (a
+// read-only call included), not a fault of the instance.
+type notGrantedError struct {
+	instance string
+	allowed  []string
+}
+
+func (e *notGrantedError) Error() string {
+	if len(e.allowed) == 0 {
+		return fmt.Sprintf("instance %s is not among the instances this access grant allows (it allows none)", e.instance)
+	}
+	return fmt.Sprintf("instance %s is not among the instances this access grant allows (%s): connect with `mcp INSTANCE` naming one of them (e.g. `mcp %s`), or ask the student to select one",
+		e.instance, strings.Join(e.allowed, ", "), e.allowed[0])
+}
+
+// isRefusal reports whether err is a refusal (the client's input, or an
+// instance its grant does not cover) rather than a failure.
+func isRefusal(err error) bool {
+	var ie *inputError
+	var ng *notGrantedError
+	return errors.As(err, &ie) || errors.As(err, &ng)
 }
 
 func (s *Server) dropLocked() {

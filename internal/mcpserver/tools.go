@@ -110,8 +110,7 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 	if err == nil && d.clean {
 		out, err = cleanJSON(out)
 	}
-	var ie *inputError
-	refused := errors.As(err, &ie)
+	refused := isRefusal(err)
 	if d.effect || refused {
 		e := s.entry(audit.ToolCall)
 		e.Tool = d.tool.Name
@@ -138,9 +137,12 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 
 func toolErrorText(tool string, err error) string {
 	var ie *inputError
+	var ng *notGrantedError
 	switch {
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s refused: %s (nothing was changed)", tool, ie.msg)
+	case errors.As(err, &ng):
+		return fmt.Sprintf("%s refused: %v", tool, ng)
 	case errors.Is(err, nvim.ErrBlocked):
 		return fmt.Sprintf("%s: %v", tool, err)
 	case errors.Is(err, context.DeadlineExceeded):
