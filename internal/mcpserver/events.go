@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/gdbmi"
 	"github.com/stem-edu/stem/internal/tmux"
+	"github.com/stem-edu/stem/internal/workspace"
 )
 
 // Event kinds sent to agents.
@@ -18,7 +20,7 @@ const (
 	EvGDBExited      = "gdb_program_exited"
 	EvProgramExited  = "program_exited"  // a command in a pane finished
 	EvProgramCrashed = "program_crashed" // ... killed by a signal such as SIGSEGV
-	EvBuildFailed    = "build_failed"    // task_action build (or a build in the task pane) failed
+	EvBuildFailed    = "build_failed"    // the task's build command failed (task_action, or typed in any pane)
 	EvTestFailed     = "test_failed"
 )
 
@@ -160,17 +162,23 @@ func (h *eventHub) watchPanes(c *conn, sub *tmux.Subscription, instance string) 
 			m = c.tmux.NewMarks(n.Pane)
 			marks[n.Pane] = m
 		}
-		for _, code := range m.Feed(n.Data) {
-			h.finished(c, n.Pane, instance, code)
+		for _, cmd := range m.FeedCommands(n.Data) {
+			h.finished(c, n.Pane, instance, cmd)
 		}
 	}
 }
 
-func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, code int) {
+func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, cmd tmux.Command) {
+	code := cmd.Status
 	h.mu.Lock()
 	action := h.expects[p]
 	delete(h.expects, p)
 	h.mu.Unlock()
+	if action == "" && cmd.Line != "" {
+		// The student's own `make` in any pane: the command line equals
+		// the task's build, test or run command.
+		action = h.s.manifestAction(c, cmd.Line)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	info, _ := c.tmux.PaneInfo(ctx, p)
 	cancel()
@@ -189,6 +197,22 @@ func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, code int) {
 		}
 	}
 	h.publish(ev)
+}
+
+// manifestAction names the manifest command (build, test or run) that line
+// is, after trimming, or returns "".
+func (s *Server) manifestAction(c *conn, line string) string {
+	tc, err := s.taskContext(c)
+	if err != nil {
+		return ""
+	}
+	cmds, _ := tc["commands"].(workspace.Commands)
+	for _, a := range []struct{ action, cmd string }{{"build", cmds.Build}, {"test", cmds.Test}, {"run", cmds.Run}} {
+		if a.cmd != "" && strings.TrimSpace(a.cmd) == strings.TrimSpace(line) {
+			return a.action
+		}
+	}
+	return ""
 }
 
 var crashSignals = map[syscall.Signal]bool{

@@ -67,6 +67,17 @@ type Marks struct {
 	sc      oscScanner
 	running bool
 	known   func(key string) bool
+	line    cmdLine
+	cmd     string // the line of the running command, "" if unknown
+}
+
+// Command is a command that finished in a pane.
+type Command struct {
+	Status int
+	// Line is the command line the shell accepted, trimmed, as its echo
+	// showed it after the prompt; "" when that could not be read for
+	// certain (see cmdLine). It is the student's text: untrusted.
+	Line string
 }
 
 // NewMarks returns Marks for pane that count only marks with a key the pane
@@ -114,7 +125,19 @@ func (k *keyCache) known(ctx context.Context, key string) bool {
 // it, in order.
 func (m *Marks) Feed(p []byte) []int {
 	var out []int
+	for _, c := range m.FeedCommands(p) {
+		out = append(out, c.Status)
+	}
+	return out
+}
+
+// FeedCommands scans p and returns the commands that finished in it, in
+// order. p must be one whole %output payload (Notification.Data): where
+// the prompt ends is read from the boundaries between them.
+func (m *Marks) FeedCommands(p []byte) []Command {
+	var out []Command
 	for _, b := range p {
+		m.line.byte(b)
 		osc, ok := m.sc.step(b)
 		if !ok {
 			continue
@@ -124,17 +147,23 @@ func (m *Marks) Feed(p []byte) []int {
 			continue
 		}
 		switch {
+		case body == "A":
+			m.line.reset()
+		case body == "A;k=s":
+			m.line.fail() // a continuation line: the command spans lines
 		case body == "C":
 			m.running = true
+			m.cmd, _ = m.line.accepted()
 		case strings.HasPrefix(body, "D;"):
 			if m.running {
 				if n, err := strconv.Atoi(body[len("D;"):]); err == nil {
-					out = append(out, n)
+					out = append(out, Command{Status: n, Line: m.cmd})
 				}
 			}
-			m.running = false
+			m.running, m.cmd = false, ""
 		}
 	}
+	m.line.endChunk()
 	return out
 }
 

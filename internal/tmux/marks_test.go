@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const testKey = "0123456789abcdef"
@@ -86,10 +87,79 @@ func TestParseMarkKeys(t *testing.T) {
 func FuzzMarks(f *testing.F) {
 	f.Add([]byte(mk("C", testKey) + mk("D;1", testKey)))
 	f.Add([]byte("\x1b]133;C\x07\x1b]133;D;1\x07"))
+	f.Add([]byte(mk("A", testKey) + "$ \x00make\r\n" + mk("C", testKey) + mk("D;2", testKey)))
 	f.Fuzz(func(t *testing.T, p []byte) {
+		// Fed whole and in two chunks (the prompt ends at a chunk).
 		m := testMarks()
-		for _, n := range m.Feed(p) {
-			_ = n
+		got := m.FeedCommands(p)
+		m2 := testMarks()
+		half := len(p) / 2
+		got2 := append(m2.FeedCommands(p[:half]), m2.FeedCommands(p[half:])...)
+		if len(got) != len(got2) {
+			t.Fatalf("%d commands whole, %d in two chunks", len(got), len(got2))
+		}
+		for _, c := range append(got, got2...) {
+			if !utf8.ValidString(c.Line) || strings.ContainsAny(c.Line, "\x00\r\n\x1b\b\t") || c.Line != strings.TrimSpace(c.Line) {
+				t.Fatalf("line %q", c.Line)
+			}
 		}
 	})
+}
+
+// TestMarksCommandLine: the command line is read back from the prompt and
+// readline's echo between the marks A and C, chunk by chunk as tmux sends
+// %output; whenever it cannot be read for certain it is "" (never a guess).
+func TestMarksCommandLine(t *testing.T) {
+	k := testKey
+	prompt := mk("D;0", k) + mk("A", k) + "\x1b[?2004h\x1b[1;32mstudent\x1b[0m$ "
+	enter := "\r\n\x1b[?2004l\r" + mk("C", k)
+	done := "cc: error\r\n" + mk("D;2", k) + mk("A", k) + "student$ "
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		want   string
+	}{
+		{"typed key by key", []string{prompt, "m", "a", "k", "e", " ", "t", "e", "s", "t", enter, done}, "make test"},
+		{"prompt and A in separate reads", []string{mk("D;0", k) + mk("A", k), "student$ ", "make", enter, done}, "make"},
+		{"one read from A to C", []string{mk("D;0", k) + mk("A", k) + "student$ make" + enter, done}, ""},
+		{"typed ahead: prompt and line in one read", []string{mk("A", k) + "student$ make", enter, done}, ""},
+		// The rest of the prompt is read as typing: no match for "make".
+		{"prompt split across reads", []string{mk("A", k) + "stu", "dent$ make", enter, done}, "dent$ make"},
+		{"a typo erased", []string{prompt, "makx", "\b\x1b[K", "e", enter, done}, "make"},
+		{"an erased last letter", []string{prompt, "make", "\b\x1b[K", enter, done}, "mak"},
+		{"erase without CSI K", []string{prompt, "make", "\b \b", enter, done}, "mak"},
+		{"insert mode in the middle", []string{prompt, "mke", "\b\b", "\x1b[4ha\x1b[4l", enter, done}, "make"},
+		{"insert characters", []string{prompt, "mke", "\x1b[2D", "\x1b[1@a", enter, done}, "make"},
+		{"delete a character", []string{prompt, "maake", "\x1b[3D", "\x1b[P", enter, done}, "make"},
+		{"history recall redraws", []string{prompt, "ls -l", "\r\x1b[1;32mstudent\x1b[0m$ make\x1b[K", enter, done}, "make"},
+		{"tab expanded", []string{prompt, "make\ttest", enter, done}, "make   test"}, // tab stops from column 0
+		{"continuation line", []string{prompt, "echo 'a", "\r\n" + mk("A;k=s", k) + "> ", "b'", enter, done}, ""},
+		{"cursor up", []string{prompt, "make", "\x1b[A", enter, done}, ""},
+		{"saved cursor", []string{prompt, "\x1b7make", enter, done}, ""},
+		{"output on another line", []string{prompt, "\r\nmake", enter, done}, ""},
+		{"no prompt mark seen", []string{"student$ ", "make", enter, done}, ""},
+		{"a forged prompt mark", []string{prompt, mk("A", "fedcba9876543210") + "$ ", "make", enter, done}, "$ make"},
+		{"past the column bound", []string{prompt, strings.Repeat("x", cmdMaxCols), enter, done}, ""},
+		{"utf-8", []string{prompt, "echo é", enter, done}, "echo é"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testMarks()
+			var got []Command
+			for _, c := range tc.chunks {
+				got = append(got, m.FeedCommands([]byte(c))...)
+			}
+			if len(got) != 1 || got[0].Status != 2 || got[0].Line != tc.want {
+				t.Fatalf("got %+v, want one command with status 2 and line %q", got, tc.want)
+			}
+		})
+	}
+	// Back to back: each command gets its own line.
+	m := testMarks()
+	var got []Command
+	for _, c := range []string{prompt, "make", enter, done, "make test", "\r\n" + mk("C", k) + "ok\r\n" + mk("D;0", k) + mk("A", k) + "student$ "} {
+		got = append(got, m.FeedCommands([]byte(c))...)
+	}
+	if !reflect.DeepEqual(got, []Command{{2, "make"}, {0, "make test"}}) {
+		t.Fatalf("back to back: %+v", got)
+	}
 }
