@@ -511,3 +511,52 @@ func TestGDBHardwareRegisters(t *testing.T) {
 		t.Errorf("gdb_print of 0x40070000 on %s: %s", native.Record.Profile, msg)
 	}
 }
+
+const segvC = `#include <stdio.h>
+static int *nowhere;
+int poke(int v)
+{
+    *nowhere = v;
+    return v;
+}
+int main(void)
+{
+    printf("about to crash\n");
+    fflush(stdout);
+    return poke(42);
+}
+`
+
+// TestGDBStopOnSignal: the debugged program crashes under the student's
+// gdb; the gdb_stopped notification names the signal and the reason.
+func TestGDBStopOnSignal(t *testing.T) {
+	testenv.Require(t, "gdb")
+	in := fixture(t)
+	st := studentOf(t, in)
+	src := filepath.Join(in.Resolved.TaskDir, "segv.c")
+	if err := os.WriteFile(src, []byte(segvC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-g", "-O0", "-o", filepath.Join(in.Resolved.TaskDir, "segv"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc segv.c: %v\n%s", err, out)
+	}
+	s := connect(t, in, "observe")
+	stops := watchStops(s)
+	gp := startBridge(t, in, "./segv")
+	waitUntil(t, 10*time.Second, "gdb_status sees the debugger", func() bool {
+		return str(get(s.ok("gdb_status", nil), "status", "state")) == "not-started"
+	})
+	drain(stops)
+	st.run(gp, "run")
+	n := nextStop(t, stops, "gdb_stopped", 20*time.Second)
+	if str(n.ev["signal"]) != "SIGSEGV" || str(get(n.ev, "gdb", "reason")) != "signal-received" ||
+		str(get(n.ev, "gdb", "frame", "func")) != "poke" {
+		t.Fatalf("gdb_stopped for a crash: %s", mustJSON(n.ev))
+	}
+	// The student's gdb says the same.
+	st.waitPane(gp, `Program received signal SIGSEGV`, 10*time.Second)
+	out := s.ok("gdb_status", nil)
+	if state, fn, _ := statusOf(t, out); state != "stopped" || fn != "poke" {
+		t.Fatalf("gdb_status after the crash: %s", clip(mustJSON(out), 1000))
+	}
+}
