@@ -1,12 +1,12 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
-
-	"errors"
 
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/tmux"
@@ -24,14 +24,29 @@ type conn struct {
 	closed bool
 }
 
-func dial(ctx context.Context, t verify.Target, logf func(string, ...any)) (*conn, error) {
-	tm, err := tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem"})
+// programs names the programs dial starts; the zero value means "tmux"
+// and "podman" from PATH (tests put stand-ins there).
+type programs struct {
+	tmux, podman string
+}
+
+func (p programs) hostTmux() []string {
+	return []string{cmp.Or(p.tmux, "tmux")}
+}
+
+// containerTmux runs the container's own tmux client, which speaks its
+// server's protocol whatever the host has.
+func (p programs) containerTmux(t verify.Target) []string {
+	return []string{cmp.Or(p.podman, "podman"), "exec", "-i", t.Record.ContainerID, "tmux"}
+}
+
+func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
+	tm, err := tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.hostTmux()})
 	if errors.Is(err, tmux.ErrVersionMismatch) {
 		// The host's tmux cannot talk to the container's server: run the
 		// control client inside the container instead.
 		logf("tmux versions differ (%v); using the container's tmux client", err)
-		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem",
-			Command: []string{"podman", "exec", "-i", t.Record.ContainerID, "tmux"}})
+		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.containerTmux(t)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("instance %s: tmux does not answer: %w", t.Record.Instance, err)

@@ -89,6 +89,7 @@ type Server struct {
 	regStamp   stamp
 	verifiedAt time.Time
 
+	progs  programs // the tmux and podman dial runs (tests replace them)
 	events *eventHub
 	// started is closed once the start-up verification and the
 	// session_start audit entry are done; tool calls wait for it, the
@@ -320,7 +321,7 @@ func (s *Server) target(ctx context.Context) (*conn, error) {
 			s.logf("target changed to %s (%.12s)", t.Record.Instance, t.Record.ContainerID)
 			c.close()
 		}
-		nc, err := dial(ctx, t, s.logf)
+		nc, err := dial(ctx, t, s.logf, s.progs)
 		if err != nil {
 			s.conn = nil
 			return nil, err
