@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -558,5 +559,100 @@ func TestGDBStopOnSignal(t *testing.T) {
 	out := s.ok("gdb_status", nil)
 	if state, fn, _ := statusOf(t, out); state != "stopped" || fn != "poke" {
 		t.Fatalf("gdb_status after the crash: %s", clip(mustJSON(out), 1000))
+	}
+}
+
+// TestGDBStatusFromSyncFile: with no debugger to talk to, gdb_status says
+// so and adds what gdb-sync.json last recorded (last_sync): where the
+// program stopped when the bridge died, that gdb exited when the student
+// quit it; the file's text is sanitized like the rest of the result, and a
+// gdb-sync.json that is a symlink is not read.
+func TestGDBStatusFromSyncFile(t *testing.T) {
+	testenv.Require(t, "gdb")
+	in := fixture(t)
+	st := studentOf(t, in)
+	makeTask(t, in)
+	s := connect(t, in, "observe")
+	out := s.ok("gdb_status", nil)
+	if str(out["state"]) != "no-debugger" || out["last_sync"] != nil {
+		t.Fatalf("gdb_status before any debugger: %v", out)
+	}
+	stopped := func() string {
+		t.Helper()
+		gp := startBridge(t, in, "./hello")
+		st.run(gp, "break count_words")
+		st.run(gp, "run")
+		st.waitPane(gp, `Breakpoint 1, count_words`, 20*time.Second)
+		waitUntil(t, 10*time.Second, "gdb_status from the debugger", func() bool {
+			return str(get(s.ok("gdb_status", nil), "status", "state")) == "stopped"
+		})
+		return gp
+	}
+	noDebugger := func(what string) map[string]any {
+		t.Helper()
+		waitUntil(t, 10*time.Second, "gdb_status without a debugger "+what, func() bool {
+			out = s.ok("gdb_status", nil)
+			return str(out["state"]) == "no-debugger"
+		})
+		if !strings.Contains(str(out["message"]), "not running") {
+			t.Fatalf("gdb_status %s: %s", what, mustJSON(out))
+		}
+		m, _ := out["last_sync"].(map[string]any)
+		return m
+	}
+
+	// The bridge killed at a breakpoint: its socket is stale, its file
+	// still says where the program stopped.
+	gp := stopped()
+	pid := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", gp, "#{pane_pid}"))
+	if out, err := exec.Command("kill", "-KILL", pid).CombinedOutput(); err != nil {
+		t.Fatalf("kill the bridge: %v\n%s", err, out)
+	}
+	last := noDebugger("after the bridge was killed")
+	if str(last["state"]) != gdbmi.StateStopped || str(get(last, "frame", "func")) != "count_words" ||
+		str(last["reason"]) != "breakpoint-hit" || num(last["seq"]) == 0 || !strings.Contains(str(out["message"]), "stale socket") {
+		t.Fatalf("gdb_status after the bridge died: %s", mustJSON(out))
+	}
+	os.Remove(in.Dir.GDB()) // as the debug layout's next start does
+
+	// The student quits gdb: the bridge's last word.
+	gp = stopped()
+	st.run(gp, "quit")
+	st.waitPane(gp, `Quit anyway\? \(y or n\)`, 10*time.Second)
+	st.run(gp, "y")
+	waitUntil(t, 15*time.Second, "the bridge records that gdb exited", func() bool {
+		sync, err := gdbmi.ReadSync(in.Dir.Path)
+		return err == nil && sync.State == gdbmi.StateGDBExited
+	})
+	if last := noDebugger("after the student quit gdb"); str(last["state"]) != gdbmi.StateGDBExited || num(last["seq"]) <= 1 {
+		t.Fatalf("gdb_status after the student quit gdb: %s", mustJSON(out))
+	}
+
+	// The file is the student's to write: its text is sanitized.
+	evil := gdbmi.SyncState{State: gdbmi.StateStopped, Reason: "breakpoint-hit\x1b]0;title\x07",
+		Frame: &gdbmi.Frame{Func: "main\x1b[2J\x1b[31m", File: "a\rb.c", Line: 3}, Seq: 9}
+	if err := sockets.WriteJSON(in.Dir.Path, sockets.GDBSync, evil); err != nil {
+		t.Fatal(err)
+	}
+	out = s.ok("gdb_status", nil)
+	if str(get(out, "last_sync", "frame", "func")) != "main" || str(get(out, "last_sync", "reason")) != "breakpoint-hit" ||
+		strings.ContainsAny(mustJSON(out), "\x1b\x07\r") || num(get(out, "last_sync", "seq")) != 9 {
+		t.Fatalf("gdb_status with escapes in gdb-sync.json: %q", mustJSON(out))
+	}
+
+	// A symlink in its place is not followed.
+	elsewhere := filepath.Join(t.TempDir(), "sync.json")
+	if err := os.WriteFile(elsewhere, []byte(`{"state":"stopped","seq":77}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	syncPath := filepath.Join(in.Dir.Path, sockets.GDBSync)
+	if err := os.Remove(syncPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, syncPath); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.ok("gdb_status", nil); str(out["state"]) != "no-debugger" || out["last_sync"] != nil {
+		t.Fatalf("gdb_status with gdb-sync.json a symlink: %s", mustJSON(out))
 	}
 }
