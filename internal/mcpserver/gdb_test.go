@@ -591,8 +591,11 @@ func TestGDBStatusFromSyncFile(t *testing.T) {
 	noDebugger := func(what string) map[string]any {
 		t.Helper()
 		waitUntil(t, 10*time.Second, "gdb_status without a debugger "+what, func() bool {
-			out = s.ok("gdb_status", nil)
-			return str(out["state"]) == "no-debugger"
+			// A call in flight when the bridge dies fails ("connection
+			// to the debugger closed"); the next one finds it gone.
+			o, etext, err := s.call("gdb_status", nil)
+			out = o
+			return err == nil && etext == "" && str(out["state"]) == "no-debugger"
 		})
 		if !strings.Contains(str(out["message"]), "not running") {
 			t.Fatalf("gdb_status %s: %s", what, mustJSON(out))
