@@ -8,6 +8,7 @@ package mcpserver_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,37 @@ func TestFaultTmuxKilled(t *testing.T) {
 		t.Fatalf("pane_capture after the restart: %v", out)
 	}
 	okWithin(t, s, 10*time.Second, "nvim_status", nil)
+}
+
+// TestFaultCursorAfterTmuxRestart: tmux restarted in the same container
+// numbers its panes alike, so a cursor of the old server names a pane that
+// exists again with other lines. It is refused, saying to drop it; a
+// cursor of the new server works.
+func TestFaultCursorAfterTmuxRestart(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	s := connect(t, in, "observe")
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	old := str(s.ok("pane_capture", map[string]any{"pane": shell})["cursor"])
+	in.RestartTmux(t)
+	if np := st.pane("shell"); np != shell {
+		t.Fatalf("the restarted server's shell pane is %s, not %s: the pane check alone would refuse", np, shell)
+	}
+	st.waitPrompt(shell)
+	cur := str(okWithin(t, s, 10*time.Second, "pane_capture", map[string]any{"pane": shell})["cursor"])
+	if strings.Split(cur, ":")[1] != strings.Split(old, ":")[1] {
+		t.Fatalf("cursors %q and %q: the container changed", old, cur)
+	}
+	msg := s.refused("pane_capture", map[string]any{"pane": shell, "since": old})
+	if !strings.Contains(msg, "another tmux server") || !strings.Contains(msg, "drop the cursor") {
+		t.Fatalf("a cursor of the old tmux server: %s", msg)
+	}
+	st.run(shell, "echo AFTER-RESTART")
+	st.waitPane(shell, "(?m)^AFTER-RESTART$", 10*time.Second)
+	if text := str(s.ok("pane_capture", map[string]any{"pane": shell, "since": cur})["text"]); !strings.Contains(text, "AFTER-RESTART") {
+		t.Fatalf("a cursor of the new server: %q", text)
+	}
 }
 
 func TestFaultContainerRemoved(t *testing.T) {
@@ -314,8 +346,8 @@ func TestFaultCursorOfAnotherContainer(t *testing.T) {
 	cursorOf := func(in *testenv.Instance, pane string) string {
 		t.Helper()
 		cur := str(s.ok("pane_capture", map[string]any{"pane": pane})["cursor"])
-		if want := "c2:" + in.Record.ContainerID[:12] + ":" + pane + ":"; !strings.HasPrefix(cur, want) {
-			t.Fatalf("cursor %q does not start with %q", cur, want)
+		if !regexp.MustCompile(`^c3:` + in.Record.ContainerID[:12] + `:[0-9a-f]{8}:` + pane + `:[0-9]+$`).MatchString(cur) {
+			t.Fatalf("cursor %q is not of container %.12s and pane %s", cur, in.Record.ContainerID, pane)
 		}
 		return cur
 	}

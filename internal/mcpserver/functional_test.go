@@ -210,7 +210,7 @@ func TestObserveTools(t *testing.T) {
 		s := s.sub(t)
 		first := s.ok("pane_capture", map[string]any{"pane": shell})
 		cur := str(first["cursor"])
-		if !regexp.MustCompile(`^c2:[0-9a-f]{12}:%[0-9]+:[0-9]+$`).MatchString(cur) {
+		if !regexp.MustCompile(`^c3:[0-9a-f]{12}:[0-9a-f]{8}:%[0-9]+:[0-9]+$`).MatchString(cur) {
 			t.Fatalf("cursor %q", cur)
 		}
 		// Enough new output to push lines from the screen into history.
@@ -240,9 +240,10 @@ func TestObserveTools(t *testing.T) {
 		if got := str(again["text"]); got != "student$" {
 			t.Errorf("since with nothing new: %q", got)
 		}
-		cid := strings.Split(cur, ":")[1]
-		for _, bad := range []string{"c2:" + cid + ":%999:0", "c3:" + cid + ":" + shell + ":0", "c2:" + cid + ":" + shell + ":-1", "nonsense",
-			"c2:" + cid + ":" + shell + ":1:2", "c1:" + shell + ":0", "c2:000000000000:" + shell + ":0", "c2::" + shell + ":0"} {
+		cid, srv := strings.Split(cur, ":")[1], strings.Split(cur, ":")[2]
+		for _, bad := range []string{"c3:" + cid + ":" + srv + ":%999:0", "c4:" + cid + ":" + srv + ":" + shell + ":0", "c3:" + cid + ":" + srv + ":" + shell + ":-1",
+			"nonsense", "c3:" + cid + ":" + srv + ":" + shell + ":1:2", "c1:" + shell + ":0", "c2:" + cid + ":" + shell + ":0",
+			"c3:000000000000:" + srv + ":" + shell + ":0", "c3:" + cid + ":00000000:" + shell + ":0", "c3::" + srv + ":" + shell + ":0", "c3:" + cid + "::" + shell + ":0"} {
 			msg := s.refused("pane_capture", map[string]any{"pane": shell, "since": bad})
 			if !strings.Contains(msg, "cursor") {
 				t.Errorf("since %q: %s", bad, msg)

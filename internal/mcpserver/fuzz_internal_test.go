@@ -157,10 +157,14 @@ func TestProtectedNested(t *testing.T) {
 
 func FuzzParseCursor(f *testing.F) {
 	const cid, other = "0123456789abcdef0123", "fedcba9876543210fedc"
-	for _, s := range []string{"c2:0123456789ab:%1:0", "c2:0123456789ab:%1:12345", "c2:0123456789ab:%1:-1", "c2:0123456789ab:%2:5",
-		"c2:fedcba987654:%1:5", "c2:0123456789abcdef0123:%1:5", "c2::%1:5", "c1:%1:5", "c3:0123456789ab:%1:5", "c2:0123456789ab:%1",
-		"c2:0123456789ab:%1:5:6", "", "c2:::", "c2:0123456789ab:%1:+5", "c2:0123456789ab:%1:99999999999999999999",
-		"c2:0123456789ab:%1:0x10", "c2:0123456789ab:%1: 5", "c2:0123456789ab:%1:5\n", "c2:0123456789ab:%1:\u0665"} {
+	const srv, otherSrv = "4242-1796100052", "4242-1796100099"
+	h := cursorServer(srv)
+	for _, s := range []string{"c3:0123456789ab:" + h + ":%1:0", "c3:0123456789ab:" + h + ":%1:12345", "c3:0123456789ab:" + h + ":%1:-1",
+		"c3:0123456789ab:" + h + ":%2:5", "c3:fedcba987654:" + h + ":%1:5", "c3:0123456789ab:00000000:%1:5", "c3:0123456789ab::%1:5",
+		"c3:0123456789abcdef0123:" + h + ":%1:5", "c3::" + h + ":%1:5", "c2:0123456789ab:%1:5", "c1:%1:5", "c4:0123456789ab:" + h + ":%1:5",
+		"c3:0123456789ab:" + h + ":%1", "c3:0123456789ab:" + h + ":%1:5:6", "", "c3::::", "c3:0123456789ab:" + h + ":%1:+5",
+		"c3:0123456789ab:" + h + ":%1:99999999999999999999", "c3:0123456789ab:" + h + ":%1:0x10", "c3:0123456789ab:" + h + ":%1: 5",
+		"c3:0123456789ab:" + h + ":%1:5\n", "c3:0123456789ab:" + h + ":%1:\u0665"} {
 		f.Add(s, "%1", 0)
 	}
 	f.Fuzz(func(t *testing.T, s, pane string, n int) {
@@ -168,7 +172,7 @@ func FuzzParseCursor(f *testing.F) {
 			pane = "%1" // the server validates pane ids first (paneArg)
 		}
 		p := tmux.PaneID(pane)
-		abs, err := parseCursor(s, cid, p)
+		abs, err := parseCursor(s, cid, srv, p)
 		if err != nil {
 			var ie *inputError
 			if !errors.As(err, &ie) {
@@ -179,17 +183,24 @@ func FuzzParseCursor(f *testing.F) {
 			}
 		} else if abs < 0 {
 			t.Fatalf("parseCursor(%q) = %d", s, abs)
-		} else if !strings.HasPrefix(s, "c2:"+cid[:12]+":"+pane+":") {
-			t.Fatalf("parseCursor(%q) accepted a cursor of another container or pane", s)
+		} else if !strings.HasPrefix(s, "c3:"+cid[:12]+":"+h+":"+pane+":") {
+			t.Fatalf("parseCursor(%q) accepted a cursor of another container, server or pane", s)
 		}
 		if n >= 0 {
-			got, err := parseCursor(makeCursor(cid, p, n), cid, p)
+			got, err := parseCursor(makeCursor(cid, srv, p, n), cid, srv, p)
 			if err != nil || got != n {
 				t.Fatalf("round trip of %d on pane %q: %d %v", n, pane, got, err)
 			}
-			// Another container's cursor is refused, saying to drop it.
-			if _, err := parseCursor(makeCursor(other, p, n), cid, p); err == nil || !strings.Contains(err.Error(), "drop the cursor") {
+			// Another container's cursor, or one of another tmux server
+			// in this container, is refused, saying to drop it.
+			if _, err := parseCursor(makeCursor(other, srv, p, n), cid, srv, p); err == nil || !strings.Contains(err.Error(), "drop the cursor") {
 				t.Fatalf("a cursor of container %s accepted in %s: %v", other, cid, err)
+			}
+			if _, err := parseCursor(makeCursor(cid, otherSrv, p, n), cid, srv, p); err == nil || !strings.Contains(err.Error(), "drop the cursor") {
+				t.Fatalf("a cursor of tmux server %s accepted on %s: %v", otherSrv, srv, err)
+			}
+			if c := makeCursor(cid, srv, p, n); len(c) > 64 {
+				t.Fatalf("cursor %q is longer than since's 64-byte limit", c)
 			}
 		}
 	})

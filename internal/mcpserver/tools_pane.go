@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -96,35 +98,49 @@ func paneObserveTools() []toolDef {
 }
 
 // A cursor is an absolute line position in a pane's history, bound to the
-// container it was read from: "c2:<container id, 12 hex>:<pane>:<line>".
-// Pane ids and line numbers mean nothing in another container (the
-// selection moved, or the instance was re-created), where a cursor would
-// silently select the wrong lines.
-const cursorVersion = "c2"
+// container and the tmux server it was read from:
+// "c3:<container id, 12 hex>:<server, 8 hex>:<pane>:<line>". Pane ids and
+// line numbers mean nothing in another container (the selection moved, or
+// the instance was re-created) nor after tmux restarted in the same one
+// (pane ids are reused), where a cursor would silently select the wrong
+// lines.
+const cursorVersion = "c3"
 
 // cursorCID is the part of a container id a cursor carries.
 func cursorCID(containerID string) string { return containerID[:min(12, len(containerID))] }
 
-func makeCursor(containerID string, p tmux.PaneID, abs int) string {
-	return fmt.Sprintf("%s:%s:%s:%d", cursorVersion, cursorCID(containerID), p, abs)
+// cursorServer is the part of a tmux server's id (tmux.Client.ServerID) a
+// cursor carries.
+func cursorServer(serverID string) string {
+	sum := sha256.Sum256([]byte(serverID))
+	return hex.EncodeToString(sum[:4])
 }
 
-func parseCursor(s, containerID string, p tmux.PaneID) (int, error) {
+func makeCursor(containerID, serverID string, p tmux.PaneID, abs int) string {
+	return fmt.Sprintf("%s:%s:%s:%s:%d", cursorVersion, cursorCID(containerID), cursorServer(serverID), p, abs)
+}
+
+func parseCursor(s, containerID, serverID string, p tmux.PaneID) (int, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) == 3 && parts[0] == "c1" {
+	switch {
+	case len(parts) == 3 && parts[0] == "c1":
 		return 0, badInput("since %q is a cursor of an older stem-mcp that is not tied to a container: drop it and capture without since", oneLine(s))
-	}
-	if len(parts) != 4 || parts[0] != cursorVersion {
+	case len(parts) == 4 && parts[0] == "c2":
+		return 0, badInput("since %q is a cursor of an older stem-mcp that is not tied to the tmux server: drop it and capture without since", oneLine(s))
+	case len(parts) != 5 || parts[0] != cursorVersion:
 		return 0, badInput("since %q is not a cursor from pane_capture", oneLine(s))
 	}
 	if cid := cursorCID(containerID); parts[1] != cid {
 		return 0, badInput("the cursor is from another session (container %s, this one is %s: the selection moved or the instance was re-created): drop the cursor and capture without since",
 			oneLine(parts[1]), cid)
 	}
-	if parts[2] != string(p) {
-		return 0, badInput("the cursor belongs to pane %s, not %s", oneLine(parts[2]), p)
+	if parts[2] != cursorServer(serverID) {
+		return 0, badInput("the cursor is from another tmux server (the student's tmux was restarted since, and pane ids were reused): drop the cursor and capture without since")
 	}
-	n, err := strconv.Atoi(parts[3])
+	if parts[3] != string(p) {
+		return 0, badInput("the cursor belongs to pane %s, not %s", oneLine(parts[3]), p)
+	}
+	n, err := strconv.Atoi(parts[4])
 	if err != nil || n < 0 {
 		return 0, badInput("since %q is not a cursor from pane_capture", oneLine(s))
 	}
@@ -178,7 +194,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	out := map[string]any{"pane": pane, "notice": untrustedNotice}
 	switch {
 	case hasSince:
-		abs, err := parseCursor(since, c.target.Record.ContainerID, pane)
+		abs, err := parseCursor(since, c.target.Record.ContainerID, c.tmux.ServerID(), pane)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +232,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	}
 	out["truncated"] = res.Truncated
 	if p := res.Position; p != nil {
-		out["cursor"] = makeCursor(c.target.Record.ContainerID, pane, p.HistorySize+p.CursorY)
+		out["cursor"] = makeCursor(c.target.Record.ContainerID, c.tmux.ServerID(), pane, p.HistorySize+p.CursorY)
 	}
 	return bodyResult(out, res.Text), nil
 }

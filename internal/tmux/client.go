@@ -54,6 +54,7 @@ type Client struct {
 	opts          Options
 	session       string // the attached session's id, "$N"
 	serverVersion string
+	serverID      string // pid and start time, see ServerID
 
 	cmd    *exec.Cmd
 	stdin  *os.File
@@ -175,7 +176,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		unlock()
 		return nil, fmt.Errorf("tmux: attaching to %s: %w", opts.Socket, ctx.Err())
 	}
-	out, err := c.command(ctx, "display-message -p "+mustQuote("#{version}\t#{session_id}"))
+	out, err := c.command(ctx, "display-message -p "+mustQuote("#{version}\t#{session_id}\t#{pid}\t#{start_time}"))
 	if err != nil {
 		c.Close()
 		if errors.Is(err, ErrClosed) {
@@ -184,15 +185,15 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 		return nil, fmt.Errorf("tmux: attaching to %s: %w", opts.Socket, err)
 	}
-	version, sessionID, ok := strings.Cut(out, "\t")
-	if !ok || !strings.HasPrefix(sessionID, "$") {
+	f := strings.Split(out, "\t")
+	if len(f) != 4 || !strings.HasPrefix(f[1], "$") || f[2] == "" {
 		c.Close()
 		return nil, fmt.Errorf("%w: unexpected handshake answer %q", ErrProtocol, out)
 	}
-	c.serverVersion, c.session = version, sessionID
-	if !opts.AllowVersionMismatch && clientVersion != "tmux "+version {
+	c.serverVersion, c.session, c.serverID = f[0], f[1], f[2]+"-"+f[3]
+	if !opts.AllowVersionMismatch && clientVersion != "tmux "+c.serverVersion {
 		c.Close()
-		return nil, fmt.Errorf("%w: client %q, server %q", ErrVersionMismatch, clientVersion, "tmux "+version)
+		return nil, fmt.Errorf("%w: client %q, server %q", ErrVersionMismatch, clientVersion, "tmux "+c.serverVersion)
 	}
 	return c, nil
 }
@@ -293,6 +294,11 @@ func (c *Client) Err() error {
 
 // ServerVersion is the server's tmux version as read at Dial ("3.3a").
 func (c *Client) ServerVersion() string { return c.serverVersion }
+
+// ServerID identifies the server process as read at Dial: its pid and start
+// time ("1234-1796100052"). A server started again on the same socket (pane
+// ids and history lines then mean other things) has another.
+func (c *Client) ServerID() string { return c.serverID }
 
 // SessionID is the id ("$0") of the attached session.
 func (c *Client) SessionID() string { return c.session }

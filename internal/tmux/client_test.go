@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,20 @@ func TestCommandPrefix(t *testing.T) {
 	}
 	if !strings.HasPrefix(c.SessionID(), "$") {
 		t.Fatalf("SessionID = %q", c.SessionID())
+	}
+}
+
+// TestServerID: clients of one server read the same id, the server's pid
+// and start time; another server has another.
+func TestServerID(t *testing.T) {
+	s := tmuxtest.Start(t)
+	a, b := s.Dial(t), s.Dial(t)
+	want := strings.TrimSpace(s.Tmux(t, "display-message", "-p", "#{pid}-#{start_time}"))
+	if a.ServerID() != want || b.ServerID() != want || !regexp.MustCompile(`^[0-9]+-[0-9]+$`).MatchString(want) {
+		t.Fatalf("ServerID %q and %q, want %q", a.ServerID(), b.ServerID(), want)
+	}
+	if other := tmuxtest.Start(t).Dial(t).ServerID(); other == want {
+		t.Fatalf("two servers, one id %q", other)
 	}
 }
 
