@@ -98,6 +98,11 @@ func (m *Manager) Up(ctx context.Context, r *workspace.Resolved, devices []strin
 	if err != nil {
 		return UpResult{}, err
 	}
+	unlock, err := m.Registry.LockInstance(ctx, plan.Name)
+	if err != nil {
+		return UpResult{}, err
+	}
+	defer unlock()
 	res, err := m.up(ctx, plan)
 	res.Duration = time.Since(start)
 	return res, err

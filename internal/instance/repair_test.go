@@ -324,3 +324,42 @@ func TestSelectionFollowsRecreatedInstance(t *testing.T) {
 		t.Fatalf("selection moved to %s", cur)
 	}
 }
+
+// Several stemctl processes bringing the same instance up at once: one
+// creates it, the others wait and reuse it; nobody fails or re-creates.
+func TestConcurrentUpsOfOneInstance(t *testing.T) {
+	w := newWorld(t)
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	const n = 4
+	type out struct {
+		res instance.UpResult
+		err error
+	}
+	ch := make(chan out, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			// A Manager of its own, as a separate process would have.
+			m := *w.m
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			res, err := m.Up(ctx, r, nil)
+			ch <- out{res, err}
+		}()
+	}
+	created, ids := 0, map[string]bool{}
+	for i := 0; i < n; i++ {
+		o := <-ch
+		if o.err != nil {
+			t.Fatalf("concurrent up: %v", o.err)
+		}
+		if o.res.Action == instance.Created {
+			created++
+		} else if o.res.Action != instance.Reused {
+			t.Errorf("concurrent up: %s (%s)", o.res.Action, o.res.Reason)
+		}
+		ids[o.res.Record.ContainerID] = true
+	}
+	if created != 1 || len(ids) != 1 {
+		t.Fatalf("%d created, %d container ids", created, len(ids))
+	}
+}

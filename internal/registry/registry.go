@@ -73,6 +73,24 @@ func Open(stateDir string) (*Registry, error) {
 // Path is the registry file.
 func (r *Registry) Path() string { return r.path }
 
+// LockInstance serializes work on one instance across stemctl processes
+// (two `up`s of the same task must not both create, or one re-create what
+// the other just started). The lock file is <state>/locks/<instance>.lock.
+func (r *Registry) LockInstance(ctx context.Context, instance string) (func(), error) {
+	if instance == "" || strings.ContainsAny(instance, "/\x00") || instance == "." || instance == ".." {
+		return nil, fmt.Errorf("invalid instance name %q", instance)
+	}
+	dir := filepath.Join(filepath.Dir(r.path), "locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create lock directory %s: %w", dir, err)
+	}
+	unlock, err := filelock.Lock(ctx, filepath.Join(dir, instance+".lock"), filelock.Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("instance %s is busy (another stemctl is bringing it up?): %w", instance, err)
+	}
+	return unlock, nil
+}
+
 // ErrNotFound is returned by Get for an unknown instance.
 var ErrNotFound = errors.New("no such instance in the registry")
 

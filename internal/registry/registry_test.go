@@ -187,3 +187,26 @@ func writer(p string) int {
 	}
 	return 0
 }
+
+func TestLockInstanceRefusesPathNames(t *testing.T) {
+	r, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", ".", "..", "../x", "a/b", "a\x00b"} {
+		if unlock, err := r.LockInstance(context.Background(), bad); err == nil {
+			unlock()
+			t.Errorf("LockInstance(%q) accepted", bad)
+		}
+	}
+	unlock, err := r.LockInstance(context.Background(), "native-amd64-demo-hello-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.LockInstance(ctx, "native-amd64-demo-hello-t1"); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("a held instance lock was taken again: %v", err)
+	}
+}
