@@ -600,6 +600,11 @@ func (m *Manager) Down(ctx context.Context, ref string, timeout time.Duration) (
 	if err != nil {
 		return rec, err
 	}
+	unlock, err := m.Registry.LockInstance(ctx, rec.Instance)
+	if err != nil {
+		return rec, err
+	}
+	defer unlock()
 	if err := m.Engine.Stop(ctx, rec.ContainerID, timeout); err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return rec, fmt.Errorf("stop %s: %w", rec.Instance, err)
 	}
@@ -613,6 +618,11 @@ func (m *Manager) Remove(ctx context.Context, ref string) (registry.Record, erro
 	if err != nil {
 		return rec, err
 	}
+	unlock, err := m.Registry.LockInstance(ctx, rec.Instance)
+	if err != nil {
+		return rec, err
+	}
+	defer unlock()
 	if err := m.Engine.Remove(ctx, rec.ContainerID, true); err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return rec, fmt.Errorf("remove %s: %w", rec.Instance, err)
 	}
