@@ -455,9 +455,10 @@ func (m *Manager) probe(ctx context.Context, dir sockets.Dir, id string) error {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.probe(pctx, s.path)
-		if errors.Is(err, probe.ErrTmuxVersion) {
-			// The host's tmux speaks another protocol version: ask the
-			// container's own tmux instead.
+		if errors.Is(err, probe.ErrTmuxVersion) || errors.Is(err, probe.ErrNoHostTmux) {
+			// The host's tmux speaks another protocol version (or there is
+			// none): ask the container's own tmux instead, rather than
+			// taking a healthy session for a dead one.
 			err = m.tmuxInside(pctx, id, s.path)
 		}
 		cancel()

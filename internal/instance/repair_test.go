@@ -259,6 +259,17 @@ func TestUpProbesTmuxInsideOnVersionMismatch(t *testing.T) {
 	if res.Action != instance.Reused || res.Record.ContainerID != rec.ContainerID {
 		t.Fatalf("up with a mismatched host tmux: %+v", res)
 	}
+	// No tmux on the host at all (the real probe, an empty PATH): the same.
+	mismatch := m.TmuxProbe
+	m.TmuxProbe = probe.Tmux
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", t.TempDir())
+	res = w.up(r)
+	os.Setenv("PATH", path)
+	m.TmuxProbe = mismatch
+	if res.Action != instance.Reused || res.Record.ContainerID != rec.ContainerID {
+		t.Fatalf("up without a host tmux: %+v", res)
+	}
 	// And it still notices a dead server through the container's tmux.
 	tmuxIn(t, rec.Dir().Tmux(), "kill-server")
 	res = w.up(r)

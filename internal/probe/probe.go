@@ -19,6 +19,9 @@ import (
 // client/server protocol is version-specific).
 var ErrTmuxVersion = errors.New("tmux protocol version mismatch between the host client and the container's server")
 
+// ErrNoHostTmux means there is no tmux client on this host to ask with.
+var ErrNoHostTmux = errors.New("tmux is not installed on this host (apt-get install tmux)")
+
 // Tmux asks the server on socket for its sessions with a host tmux client.
 func Tmux(ctx context.Context, socket string) error {
 	ctx, cancel := withDefault(ctx, 2*time.Second)
@@ -27,6 +30,9 @@ func Tmux(ctx context.Context, socket string) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if errors.Is(err, exec.ErrNotFound) {
+		return fmt.Errorf("%w: %v", ErrNoHostTmux, err)
+	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "protocol version mismatch") {
