@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/profiles"
 )
 
 const maxWaitMS = 30000
@@ -220,33 +221,17 @@ func gdbAssistTools() []toolDef {
 	}
 }
 
-// addrRange is an inclusive address range.
-type addrRange struct {
-	lo, hi uint64
-	what   string
-}
-
-// hardwareRanges are, per profile, the address ranges where memory is
-// hardware registers: reading one can change the device (a UART's data
-// register pops its receive FIFO, some status bits clear when read), and a
-// breakpoint written there is a register write. An agent below full may
-// not name such an address; the student still can. This catches addresses
-// written as constants, not ones a pointer variable, a macro or arithmetic
-// leads to (docs/security.md).
-var hardwareRanges = map[string][]addrRange{
-	"rp2350": {
-		{0x40000000, 0x5fffffff, "the APB and AHB peripherals"},
-		{0xd0000000, 0xdfffffff, "the SIO block"},
-	},
-}
-
-// hardwareAddress refuses a as an address in profile's hardware registers.
+// hardwareAddress refuses a as an address in profile's hardware registers
+// (profiles.Profile.Hardware). This catches addresses written as constants,
+// not ones a pointer variable, a macro or arithmetic leads to
+// (docs/security.md); the student can still do it in their gdb.
 func hardwareAddress(profile, doing string, a uint64) error {
-	for _, r := range hardwareRanges[profile] {
-		if a >= r.lo && a <= r.hi {
+	p, _ := profiles.Get(profile)
+	for _, r := range p.Hardware {
+		if a >= r.Lo && a <= r.Hi {
 			return badInput("%s 0x%x is refused on %s: that address is in %s (0x%08x-0x%08x), hardware registers where a read can change the device "+
 				"(a UART's data register loses a byte) and a breakpoint is a register write; the student can do it in their gdb",
-				doing, a, profile, r.what, r.lo, r.hi)
+				doing, a, profile, r.What, r.Lo, r.Hi)
 		}
 	}
 	return nil

@@ -65,7 +65,19 @@ type Profile struct {
 	Commands    Commands     `json:"commands"`
 	Limits      Limits       `json:"limits"`
 	Devices     DevicePolicy `json:"device_policy"`
-	Notes       []string     `json:"notes,omitempty"`
+	// Hardware lists the address ranges where memory is device registers
+	// (simulated or real): reading one can change the device (a UART's data
+	// register pops a byte) and a breakpoint there is a register write, so
+	// an agent below full may not name such an address.
+	Hardware []AddrRange `json:"hardware_ranges,omitempty"`
+	Notes    []string    `json:"notes,omitempty"`
+}
+
+// AddrRange is an inclusive address range.
+type AddrRange struct {
+	Lo   uint64 `json:"lo"`
+	Hi   uint64 `json:"hi"`
+	What string `json:"what"`
 }
 
 // ImagePrefix names the locally built images: localhost/stem-<profile>.
@@ -111,6 +123,13 @@ var all = []Profile{
 		},
 		Limits:  Limits{MemoryMiB: 1024, Pids: 512, CPUs: 1.5, Network: "none"},
 		Devices: NoDevices,
+		// QEMU virt's devices (hw/riscv/virt.c memory map).
+		Hardware: []AddrRange{
+			{0x00100000, 0x00100fff, "the test finisher (a write ends QEMU)"},
+			{0x02000000, 0x0200ffff, "the CLINT (timer and software interrupts)"},
+			{0x0c000000, 0x0fffffff, "the PLIC"},
+			{0x10000000, 0x10000fff, "the UART"},
+		},
 		Notes: []string{
 			"QEMU's virt machine models a generic RV32 core, not Hazard3 itself: CSRs and timing specific to Hazard3 are not simulated.",
 		},
@@ -138,6 +157,11 @@ var all = []Profile{
 		},
 		Limits:  Limits{MemoryMiB: 1024, Pids: 512, CPUs: 1.5, Network: "none"},
 		Devices: ExplicitDevices,
+		// RP2350 datasheet, address map.
+		Hardware: []AddrRange{
+			{0x40000000, 0x5fffffff, "the APB and AHB peripherals"},
+			{0xd0000000, 0xdfffffff, "the SIO block"},
+		},
 		Notes: []string{
 			"Only the USB device named with --device is passed into the container.",
 			"Debian 12's OpenOCD 0.12 has no RP2350 support; build the image with OPENOCD_SOURCE pointing at an RP2350-capable OpenOCD (docs/profiles.md).",

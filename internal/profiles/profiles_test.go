@@ -53,3 +53,18 @@ func TestAllReturnsCopies(t *testing.T) {
 		t.Fatal("All exposes shared state")
 	}
 }
+
+func TestHardwareRangesAreSane(t *testing.T) {
+	for _, p := range All() {
+		for i, r := range p.Hardware {
+			if r.Lo > r.Hi || r.What == "" {
+				t.Errorf("%s: range %d %+v", p.Name, i, r)
+			}
+			for _, o := range p.Hardware[i+1:] {
+				if r.Lo <= o.Hi && o.Lo <= r.Hi {
+					t.Errorf("%s: %q and %q overlap", p.Name, r.What, o.What)
+				}
+			}
+		}
+	}
+}
