@@ -32,9 +32,15 @@ func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Long: `Resolve the task in the workspace ($STEM_WORKSPACE, default ~/dev/workspace/stem),
 start its container with the card repository and the socket directory mounted at
 the same paths, and wait until tmux and nvim answer. A healthy instance is reused;
-one whose configuration or schema changed is re-created (new container id, new
-socket directory, the old one removed). Creating an instance never changes which
-instance MCP providers are talking to unless you pass --select.`,
+one whose configuration or schema changed, or whose tmux server is gone, is
+re-created (new container id, new socket directory, the old one removed). If only
+nvim is gone (the student quit it), nvim is started again in a new tmux window and
+the session is kept. Devices given once with --device stay with the instance.
+
+Creating an instance never changes which instance MCP providers are talking to
+unless you pass --select; re-creating the selected instance moves the selection to
+its new container. Several stemctl processes bringing up the same instance take
+turns.`,
 		Example: `  stemctl up native-amd64 demo hello 1
   stemctl up hazard3-sim inf bss 4 --select
   stemctl up rp2350 demo hello 3 --target rp2350-arm --device /dev/ttyACM0`,
