@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -42,10 +44,16 @@ func (p programs) containerTmux(t verify.Target) []string {
 
 func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
 	tm, err := tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.hostTmux()})
-	if errors.Is(err, tmux.ErrVersionMismatch) {
+	switch {
+	case errors.Is(err, tmux.ErrVersionMismatch):
 		// The host's tmux cannot talk to the container's server: run the
 		// control client inside the container instead.
 		logf("tmux versions differ (%v); using the container's tmux client", err)
+		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.containerTmux(t)})
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+		// No tmux on the host (it is a dependency, but the container
+		// always has one).
+		logf("no tmux client on this host (%v); using the container's tmux client", err)
 		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.containerTmux(t)})
 	}
 	if err != nil {
