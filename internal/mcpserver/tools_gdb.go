@@ -30,24 +30,42 @@ func gdbObserveTools() []toolDef {
 			if err != nil {
 				return nil, err
 			}
-			cl, err := c.gdb(ctx)
-			if errors.Is(err, gdbmi.ErrNotRunning) {
-				out := map[string]any{"state": "no-debugger", "message": err.Error()}
-				if sync, serr := gdbmi.ReadSync(c.target.Dir.Path); serr == nil {
-					out["last_sync"] = sync
+			for attempt := 0; ; attempt++ {
+				cl, err := c.gdb(ctx)
+				if errors.Is(err, gdbmi.ErrNotRunning) {
+					out := map[string]any{"state": "no-debugger", "message": err.Error()}
+					if sync, serr := gdbmi.ReadSync(c.target.Dir.Path); serr == nil {
+						out["last_sync"] = sync
+					}
+					return out, nil
 				}
-				return out, nil
+				if err != nil {
+					return nil, err
+				}
+				st, err := cl.Status(ctx, regs)
+				if err != nil && attempt == 0 && endedSoon(cl) {
+					// The bridge went away during the call (gdb quit): ask
+					// again, which reports that and the last synced state.
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"status": st, "notice": untrustedNotice}, nil
 			}
-			if err != nil {
-				return nil, err
-			}
-			st, err := cl.Status(ctx, regs)
-			if err != nil {
-				return nil, err
-			}
-			return map[string]any{"status": st, "notice": untrustedNotice}, nil
 		},
 	}}
+}
+
+// endedSoon reports whether cl's connection has ended or ends within a
+// moment (a failed call can return just before Done is closed).
+func endedSoon(cl *gdbmi.Client) bool {
+	select {
+	case <-cl.Done():
+		return true
+	case <-time.After(200 * time.Millisecond):
+		return false
+	}
 }
 
 // execTool defines a run-control tool that waits for the program to stop.
