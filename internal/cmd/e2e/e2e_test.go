@@ -408,3 +408,29 @@ func TestMissingPodmanExplained(t *testing.T) {
 		t.Fatalf("an instance appeared: %s", r.Stdout)
 	}
 }
+
+// Shell completion of flag values the way a shell asks for them.
+func TestFlagCompletion(t *testing.T) {
+	a := newAccount(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"up", "rp2350", "demo", "hello", "3", "--target", ""}, []string{"rp2350-rv\t", "rp2350-arm\t"}},
+		{[]string{"agent", "start", "codex", "rp2350", "demo", "hello", "3", "--target", ""}, []string{"rp2350-arm\t"}},
+		{[]string{"build", "hazard3-sim", "inf", "bss", "4", "--target", ""}, []string{"rv32\t"}},
+		{[]string{"teacher", "config", "--provider", ""}, []string{"codex\n", "claude\n", "gemini\n"}},
+		{[]string{"access", "grant", "--level", ""}, []string{"observe\n", "assist\n", "full\n"}},
+		{[]string{"mcp", "call", "--level", ""}, []string{"full\n"}},
+	} {
+		r := a.must(0, append([]string{"__complete"}, c.args...)...)
+		for _, w := range c.want {
+			if !strings.Contains(r.Stdout, w) {
+				t.Errorf("completion of %q lacks %q:\n%s", c.args, w, r.Stdout)
+			}
+		}
+		if !strings.Contains(r.Stdout, ":4") {
+			t.Errorf("completion of %q offers file names:\n%s", c.args, r.Stdout)
+		}
+	}
+}

@@ -164,6 +164,7 @@ The student's host key must already be in known_hosts (BatchMode cannot ask).`,
 	}
 	opts.Target.add(cmd)
 	cmd.Flags().StringVar(&opts.Provider, "provider", "", "codex, claude or gemini (required)")
+	cmd.RegisterFlagCompletionFunc("provider", cmdutil.Fixed("codex", "claude", "gemini"))
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the student's instance (default: the one the student selected)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "entry name (default stem-USER from --host)")
 	cmd.Flags().BoolVar(&opts.Write, "write", false, "merge the entry into the provider's configuration file")

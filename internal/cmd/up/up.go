@@ -56,6 +56,8 @@ turns.`,
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")
 	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "host device to pass in (rp2350 only; repeatable)")
+	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
+	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
 	cmd.Flags().BoolVar(&opts.Select, "select", false, "also make this the instance MCP providers talk to")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

@@ -82,6 +82,8 @@ Arguments after -- go to the provider's CLI.`,
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")
 	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
+	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(1))
+	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
 	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
 	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
 	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")

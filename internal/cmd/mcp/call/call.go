@@ -60,6 +60,7 @@ reads a resource instead.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Level, "level", "observe", "access level of the stem-mcp started for the call")
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "a fixed instance instead of the selection")
 	cmd.Flags().StringVar(&opts.RawJSON, "args", "", "the tool's arguments as one JSON object")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "give up after this long")
