@@ -32,7 +32,12 @@ func TestExclusiveWaitsAndTimesOut(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// The waiter must still be waiting while the exclusive lock is held.
+	select {
+	case err := <-done:
+		t.Fatalf("a second exclusive lock was granted under the first: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
 	unlock()
 	if err := <-done; err != nil {
 		t.Fatalf("the waiter did not get the lock after release: %v", err)
