@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -138,9 +139,17 @@ func TestHostileInputIsLinear(t *testing.T) {
 		"invalid":     bytes.Repeat([]byte{0xe2, 0x82}, 1<<19),
 	}
 	for name, in := range inputs {
+		start := time.Now()
 		out, _ := Sanitize(in, Options{KeepSGR: true, Overstrike: true})
+		d := time.Since(start)
 		check(t, in, Options{KeepSGR: true}, out)
-		t.Logf("%s: %d bytes in, %d out", name, len(in), len(out))
+		t.Logf("%s: %d bytes in, %d out, %v", name, len(in), len(out), d)
+		// A linear pass over 1 MiB takes milliseconds; a rescan per
+		// introducer would take hours. The bound leaves room for a loaded
+		// machine and the race detector.
+		if d > 3*time.Second {
+			t.Errorf("%s: %v for %d bytes: not linear", name, d, len(in))
+		}
 	}
 }
 
