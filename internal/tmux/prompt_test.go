@@ -26,17 +26,22 @@ func TestPromptFileMatchesConstant(t *testing.T) {
 // non-interactive bash or from sh does nothing and fails nothing.
 func TestPromptSnippetInertOutsideInteractiveBash(t *testing.T) {
 	path, _ := filepath.Abs(filepath.Join("..", "..", "containers", "files", "shell", "stem-prompt.sh"))
-	for _, sh := range [][]string{
-		{"bash", "-c", `. "$0"; echo "rc=$? pc=${PROMPT_COMMAND-unset} ps0=${PS0-unset}"`, path},
-		{"sh", "-c", `. "$0"; echo "rc=$?"`, path},
-		{"bash", "-n", path},
+	// Each shell must print exactly its line: an empty output would mean
+	// the snippet ended the shell before the echo.
+	for _, c := range []struct {
+		sh   []string
+		want string
+	}{
+		{[]string{"bash", "-c", `. "$0"; echo "rc=$? pc=${PROMPT_COMMAND-unset} ps0=${PS0-unset}"`, path}, "rc=0 pc=unset ps0=unset\n"},
+		{[]string{"sh", "-c", `. "$0"; echo "rc=$?"`, path}, "rc=0\n"},
+		{[]string{"bash", "-n", path}, ""},
 	} {
-		out, err := exec.Command(sh[0], sh[1:]...).CombinedOutput()
+		out, err := exec.Command(c.sh[0], c.sh[1:]...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("%q: %v: %s", sh, err, out)
+			t.Fatalf("%q: %v: %s", c.sh, err, out)
 		}
-		if s := string(out); s != "" && s != "rc=0 pc=unset ps0=unset\n" && s != "rc=0\n" {
-			t.Errorf("%q printed %q", sh, s)
+		if string(out) != c.want {
+			t.Errorf("%q printed %q, want %q", c.sh, out, c.want)
 		}
 	}
 }
