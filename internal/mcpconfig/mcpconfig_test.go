@@ -274,7 +274,10 @@ func TestGeminiKeepsCommentsAndCompactFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decodeJSONFile(t, empty)
+	es, _ := decodeJSONFile(t, empty)["mcpServers"].(map[string]any)
+	if e, _ := es["stem-anna"].(map[string]any); len(es) != 1 || e["command"] != "ssh" || !reflect.DeepEqual(e["args"], toAny(anna.Args)) {
+		t.Fatalf("merge into no file: %s", empty)
+	}
 }
 
 func TestJSONRefusals(t *testing.T) {
