@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ int main(void) {
   return a + b;
 }
 `
+
+// isInt reports whether s is a decimal integer, as gdb prints an int.
+func isInt(s string) bool { return regexp.MustCompile(`^-?[0-9]+$`).MatchString(s) }
 
 // freePort asks the kernel for a free loopback port. Another process could
 // take it before QEMU binds it; the test then fails to connect and says so.
@@ -179,14 +183,19 @@ func TestRISCVQemu(t *testing.T) {
 		"$sp":           func(s string) bool { return hexValue(t, s) == hexValue(t, vals[1].Str("value")) },
 		"$a0 == $x10":   func(s string) bool { return s == "1" },
 		"$t0 == $x5":    func(s string) bool { return s == "1" },
-		"*(int *) $sp":  func(s string) bool { return s != "" },
-		"{int} $sp":     func(s string) bool { return s != "" },
+		"*(int *) $sp":  func(s string) bool { return isInt(s) },
+		"{int} $sp":     func(s string) bool { return isInt(s) },
 		"sizeof(void*)": func(s string) bool { return s == "4" },
 	} {
 		r := exe(t, b, DataEvaluate(mustExpr(t, expr)))
 		if !check(r.Console) {
 			t.Errorf("print %s = %q", expr, r.Console)
 		}
+	}
+
+	// Both spellings read the same word at the stack pointer.
+	if x, y := exe(t, b, DataEvaluate(mustExpr(t, "*(int *) $sp"))).Console, exe(t, b, DataEvaluate(mustExpr(t, "{int} $sp"))).Console; x != y {
+		t.Errorf("*(int *) $sp = %q but {int} $sp = %q", x, y)
 	}
 
 	// Step into square and look at the stack.
