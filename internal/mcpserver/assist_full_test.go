@@ -393,7 +393,13 @@ func TestFullTools(t *testing.T) {
 	t.Run("nvim_buffer_edit at full", func(t *testing.T) {
 		s := s.sub(t)
 		s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
+		// At full any file in the card is editable, with no mark needed.
+		hello := filepath.Join(in.Resolved.TaskDir, "hello.c")
+		disk := mustRead(t, hello)
 		s.ok("nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"// teacher"}})
+		if text, _ := st.bufferText(hello); !strings.HasPrefix(text, "// teacher\n") || text[strings.Index(text, "\n"):] != disk[strings.Index(disk, "\n"):len(disk)-1] {
+			t.Fatalf("the edit at full did not replace line 1 only:\n%s", text)
+		}
 		os.MkdirAll(filepath.Join(in.Resolved.CardPath, ".git"), 0o755)
 		os.WriteFile(filepath.Join(in.Resolved.CardPath, ".git", "config"), []byte("x\n"), 0o644)
 		os.MkdirAll(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks"), 0o755)

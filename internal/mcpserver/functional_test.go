@@ -183,10 +183,16 @@ func TestObserveTools(t *testing.T) {
 				t.Errorf("lines %d..%d:\n got %q\nwant %q", r[0], r[1], out["text"], want)
 			}
 		}
-		// The newest scrollback lines are the end of seq's output.
+		// The newest scrollback lines (just above the screen) are three
+		// consecutive lines of seq's output: it printed more than a screen.
 		out := s.ok("pane_capture", map[string]any{"pane": shell, "start": -3, "end": -1})
-		if strings.Contains(str(out["text"]), "student$") && !strings.Contains(str(out["text"]), "1") {
-			t.Errorf("scrollback lines -3..-1: %q", out["text"])
+		hist := strings.Split(str(out["text"]), "\n")
+		first, err := strconv.Atoi(hist[0])
+		if len(hist) != 3 || err != nil || hist[1] != strconv.Itoa(first+1) || hist[2] != strconv.Itoa(first+2) || first+2 >= 150 {
+			t.Errorf("scrollback lines -3..-1: %q, want three consecutive numbers of seq's output", out["text"])
+		}
+		if want := tmuxOracle(t, in, shell, "-S", "-3", "-E", "-1"); str(out["text"]) != want {
+			t.Errorf("scrollback lines -3..-1:\n got %q\nwant %q", out["text"], want)
 		}
 		// Only start: to the bottom of the screen.
 		out = s.ok("pane_capture", map[string]any{"pane": shell, "start": 5})

@@ -197,8 +197,9 @@ func TestGDBTools(t *testing.T) {
 		if !strings.Contains(str(pr["value"]), `116 't'`) {
 			t.Fatalf("gdb_print *s: %v", pr)
 		}
+		// words is still 0 on entry.
 		pr = as.ok("gdb_print", map[string]any{"expression": "words + 40"})
-		if !strings.Contains(str(pr["value"]), "40") {
+		if strings.TrimSpace(str(pr["value"])) != "40" {
 			t.Fatalf("gdb_print words + 40: %v", pr)
 		}
 		for _, bad := range []string{"count_words(s)", "words = 5", "words++", "$_shell(\"touch /tmp/x\")", "is_separator(' ')", "s; shell touch x"} {
@@ -207,7 +208,7 @@ func TestGDBTools(t *testing.T) {
 				t.Errorf("gdb_print %q: %s", bad, msg)
 			}
 		}
-		if pr := as.ok("gdb_print", map[string]any{"expression": "words"}); !strings.Contains(str(pr["value"]), "0") {
+		if pr := as.ok("gdb_print", map[string]any{"expression": "words"}); strings.TrimSpace(str(pr["value"])) != "0" {
 			t.Fatalf("a refused assignment changed words: %v", pr)
 		}
 
@@ -493,7 +494,8 @@ func TestGDBHardwareRegisters(t *testing.T) {
 			t.Errorf("gdb_print %q on rp2350: %s", e, msg)
 		}
 	}
-	if pr := s.ok("gdb_print", map[string]any{"expression": "spins + 1"}); str(pr["value"]) == "" {
+	// Stopped at main, before the loop: spins is 0.
+	if pr := s.ok("gdb_print", map[string]any{"expression": "spins + 1"}); strings.TrimSpace(str(pr["value"])) != "1" {
 		t.Errorf("gdb_print spins + 1: %v", pr)
 	}
 	if now := st.capture(gp); now != paneBefore {
