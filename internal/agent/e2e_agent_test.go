@@ -381,9 +381,14 @@ func startToFirstCall(tb testing.TB, a *account) time.Duration {
 	var rec agent.Record
 	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 	rep := a.waitReport(rec.ID, 20*time.Second)
-	d := time.Unix(0, rep.FirstCall).Sub(t0)
+	// A report without the call's time would give a negative figure that
+	// passes any bound.
+	first := time.Unix(0, rep.FirstCall)
+	if rep.FirstCall == 0 || first.Before(t0) {
+		tb.Fatalf("agent %s reports its first MCP call at %v, before agent start at %v", rec.ID, first, t0)
+	}
 	a.must("agent", "stop", rec.ID)
-	return d
+	return first.Sub(t0)
 }
 
 // Benchmark figure: `agent start` to the agent's first successful MCP call,
