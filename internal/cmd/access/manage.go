@@ -109,9 +109,9 @@ func NewCmdRevoke(f *cmdutil.Factory, runF func(context.Context, *RevokeOptions)
 		Use:   "revoke NAME|ID",
 		Short: "Remove a grant and its authorized_keys line",
 		Long: `Remove the grant and the authorized_keys line that forces it; every other line
-stays byte for byte. New connections with the key are refused at once. A
-session already open keeps running until it ends: end it with
-"stemctl audit show" to find it and by stopping that stem-mcp process.`,
+stays byte for byte. New connections with the key are refused at once, and a
+session already open ends within about 2 seconds (the gate re-reads its grant
+while it serves).`,
 		Example: `  stemctl access revoke kowalski
   stemctl access revoke g3f9a0c1d2e4b5a67`,
 		Args: cmdutil.ExactArgs(1, "NAME|ID"),

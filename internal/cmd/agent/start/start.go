@@ -40,7 +40,7 @@ host, next to the session:
     build/test/run/debug commands, socket paths) as a file its CLI reads and as the
     resource stem://context;
   - its environment has STEM_AGENT, STEM_MCP=1, STEM_INSTANCE, STEM_AGENT_ID,
-    STEM_AGENT_CONTEXT and STEM_MCP_CONFIG;
+    STEM_AGENT_LEVEL, STEM_AGENT_CONTEXT and STEM_MCP_CONFIG;
   - its terminal opens in a new window of the student's tmux (named after the
     provider), so the student sees it and can type to it; closing that window ends
     the agent. With --here it runs in this terminal instead.
