@@ -118,8 +118,8 @@ func TestLifecycleThroughTheCLI(t *testing.T) {
 	a.must(0, "build", inst)
 	r = a.must(0, "test", inst)
 	r = a.must(0, "run", "native-amd64", "demo", "hello", "1")
-	if r.Stdout == "" {
-		t.Fatal("run printed nothing")
+	if !strings.Contains(r.Stdout, "Hello, stem!") || !strings.Contains(r.Stdout, `"the quick brown fox" has 4 words`) {
+		t.Fatalf("run did not show the program's output: %q", r.Stdout)
 	}
 	r = a.must(0, "build", inst, "--print")
 	if strings.TrimSpace(r.Stdout) != "make" {
@@ -243,10 +243,17 @@ func TestAttachThroughAPseudoTerminal(t *testing.T) {
 	done = make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("relayed attach exit: %v", err)
+		}
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("relayed attach did not end after detach")
+	}
+	// Wait has copied all of stdout: the relay carried tmux's screen.
+	if !strings.Contains(out.String(), "detached") {
+		t.Fatalf("the relayed attach did not pass tmux's output on: %q", out.String())
 	}
 }
 
