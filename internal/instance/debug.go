@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,10 +34,11 @@ type DebugResult struct {
 }
 
 // DialTmux opens a control client to an instance's tmux, running the
-// client inside the container when the host's tmux cannot talk to it.
+// client inside the container when the host's tmux cannot talk to it (or
+// the host has none).
 func DialTmux(ctx context.Context, rec registry.Record) (*tmux.Client, error) {
 	c, err := tmux.Dial(ctx, tmux.Options{Socket: rec.Dir().Tmux(), Session: SessionName})
-	if errors.Is(err, tmux.ErrVersionMismatch) {
+	if errors.Is(err, tmux.ErrVersionMismatch) || errors.Is(err, exec.ErrNotFound) {
 		c, err = tmux.Dial(ctx, tmux.Options{Socket: rec.Dir().Tmux(), Session: SessionName,
 			Command: []string{"podman", "exec", "-i", rec.ContainerID, "tmux"}})
 	}

@@ -412,8 +412,21 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 
 // tmuxInside asks the container's tmux whether its server has a session.
 func (m *Manager) tmuxInside(ctx context.Context, id, sock string) error {
+	return TmuxInside(m.Engine)(ctx, id, sock)
+}
+
+// TmuxInside returns a probe that asks container id's own tmux (through
+// exec) whether the server on sock has a session: for when the host's tmux
+// speaks another protocol version or there is none (verify.Checker).
+func TmuxInside(e engine.Engine) func(ctx context.Context, id, sock string) error {
+	return func(ctx context.Context, id, sock string) error {
+		return tmuxInside(ctx, e, id, sock)
+	}
+}
+
+func tmuxInside(ctx context.Context, e engine.Engine, id, sock string) error {
 	var out strings.Builder
-	code, err := m.Engine.Exec(ctx, id, engine.ExecSpec{Cmd: []string{"tmux", "-S", sock, "list-sessions", "-F", "#{session_name}"}, Stdout: &out, Stderr: &out})
+	code, err := e.Exec(ctx, id, engine.ExecSpec{Cmd: []string{"tmux", "-S", sock, "list-sessions", "-F", "#{session_name}"}, Stdout: &out, Stderr: &out})
 	if err != nil {
 		return fmt.Errorf("tmux in the container: %w", err)
 	}

@@ -374,3 +374,27 @@ func TestConcurrentUpsOfOneInstance(t *testing.T) {
 		t.Fatalf("%d created, %d container ids", created, len(ids))
 	}
 }
+
+// Verification (mcp select and status, agent start) falls back to the
+// container's tmux like up does.
+func TestVerifyAsksContainerTmuxOnMismatch(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rec := w.up(w.resolve("native-amd64", "demo", "hello", "1", "")).Record
+	c := w.checker()
+	c.Tmux = func(ctx context.Context, sock string) error {
+		return fmt.Errorf("%w: protocol version mismatch", probe.ErrTmuxVersion)
+	}
+	if _, err := c.Record(ctx, rec); err == nil {
+		t.Fatal("without a fallback a mismatched host tmux must fail the check (else this test proves nothing)")
+	}
+	c.TmuxInside = instance.TmuxInside(w.m.Engine)
+	if _, err := c.Record(ctx, rec); err != nil {
+		t.Fatalf("verify through the container's tmux: %v", err)
+	}
+	tmuxIn(t, rec.Dir().Tmux(), "kill-server")
+	var verr *verify.Error
+	if _, err := c.Record(ctx, rec); !errors.As(err, &verr) || verr.Check != "tmux" {
+		t.Fatalf("a dead server through the container's tmux: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -42,6 +43,9 @@ type Checker struct {
 	Inspector Inspector
 	Tmux      Probe // nil: not probed (the caller connects itself)
 	Nvim      Probe
+	// TmuxInside asks the container's own tmux, for when Tmux fails with
+	// probe.ErrTmuxVersion or probe.ErrNoHostTmux (nil: no fallback).
+	TmuxInside func(ctx context.Context, containerID, socket string) error
 }
 
 // Target is a verified instance.
@@ -118,7 +122,11 @@ func (c *Checker) Record(ctx context.Context, rec registry.Record) (Target, erro
 		return fail("container", fmt.Errorf("container %.12s is %s, not running: run `stemctl up` to start it", ctr.ID, ctr.State))
 	}
 	if c.Tmux != nil {
-		if err := c.Tmux(ctx, want.Tmux()); err != nil {
+		err := c.Tmux(ctx, want.Tmux())
+		if c.TmuxInside != nil && (errors.Is(err, probe.ErrTmuxVersion) || errors.Is(err, probe.ErrNoHostTmux)) {
+			err = c.TmuxInside(ctx, ctr.ID, want.Tmux())
+		}
+		if err != nil {
 			return fail("tmux", err)
 		}
 	}

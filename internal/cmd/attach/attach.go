@@ -72,10 +72,11 @@ func Run(ctx context.Context, opts *Options) error {
 		args = append(args, "-r")
 	}
 	if err := probe.Tmux(ctx, sock); err != nil {
-		if !errors.Is(err, probe.ErrTmuxVersion) {
+		if !errors.Is(err, probe.ErrTmuxVersion) && !errors.Is(err, probe.ErrNoHostTmux) {
 			return fmt.Errorf("attach %s: %w", rec.Instance, err)
 		}
-		// Different tmux versions: run the client inside the container.
+		// Different tmux versions (or none on the host): run the client
+		// inside the container.
 		code, err := cmdutil.ExecInteractive(ctx, opts.F, m, rec.Instance, engine.ExecSpec{Cmd: append([]string{"tmux"}, args...)}, "always")
 		if err != nil {
 			return err

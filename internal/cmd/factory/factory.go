@@ -106,7 +106,7 @@ func New() *cmdutil.Factory {
 		if err != nil {
 			return nil, err
 		}
-		return &verify.Checker{Layout: l, Registry: reg, Inspector: e, Tmux: probe.Tmux, Nvim: probe.Nvim}, nil
+		return &verify.Checker{Layout: l, Registry: reg, Inspector: e, Tmux: probe.Tmux, Nvim: probe.Nvim, TmuxInside: instance.TmuxInside(e)}, nil
 	}
 	return f
 }
