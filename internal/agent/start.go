@@ -379,23 +379,39 @@ func (e *Env) RunHere(p *Prepared, stdin, stdout, stderr *os.File) (int, error) 
 	}
 }
 
+// StopResult is what stopping one agent found and did.
+type StopResult struct {
+	// AlreadyEnded: its process was gone before the stop (the window was
+	// closed, the container stopped, removed or re-created, or it exited).
+	AlreadyEnded bool
+	// Reason is why its supervisor was ending it before the stop, if it
+	// was (for example its container was removed).
+	Reason   string
+	Warnings []string
+}
+
 // Stop ends an agent: its process (the supervisor or the --here stemctl)
 // gets SIGTERM and, after timeout, SIGKILL; its window is closed when it
 // is still there and still the agent's; its directory is removed. The
 // student's session is otherwise untouched.
-func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), timeout time.Duration) (warnings []string, err error) {
-	if Alive(r.PID, r.PIDStart) {
+func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), timeout time.Duration) (res StopResult, err error) {
+	// Read before the stop: the supervisor then records the stop itself.
+	if st, err := e.Store.ReadState(r.ID); err == nil {
+		res.Reason = st.Stopping
+	}
+	res.AlreadyEnded = !Alive(r.PID, r.PIDStart)
+	if !res.AlreadyEnded {
 		syscall.Kill(r.PID, syscall.SIGTERM)
 		deadline := time.Now().Add(timeout)
 		for Alive(r.PID, r.PIDStart) && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
-				return warnings, ctx.Err()
+				return res, ctx.Err()
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 		if Alive(r.PID, r.PIDStart) {
-			warnings = append(warnings, fmt.Sprintf("agent %s did not end within %s: killed", r.ID, timeout))
+			res.Warnings = append(res.Warnings, fmt.Sprintf("agent %s did not end within %s: killed", r.ID, timeout))
 			if r.ProviderPID > 0 {
 				syscall.Kill(-r.ProviderPID, syscall.SIGKILL)
 			}
@@ -404,13 +420,13 @@ func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDi
 	}
 	if r.Mode == ModeWindow && r.Pane != "" {
 		if w := e.closePane(ctx, r, reg, tmuxDial); w != "" {
-			warnings = append(warnings, w)
+			res.Warnings = append(res.Warnings, w)
 		}
 	}
 	if err := e.Store.Remove(r.ID); err != nil {
-		return warnings, err
+		return res, err
 	}
-	return warnings, nil
+	return res, nil
 }
 
 // closePane kills the agent's pane when the instance is the same container
@@ -424,6 +440,9 @@ func (e *Env) closePane(ctx context.Context, r Record, reg *registry.Registry, t
 	defer cancel()
 	tc, err := tmuxDial(ctx, rec)
 	if err != nil {
+		if tmuxGone(rec.Dir().Tmux()) {
+			return "" // its container is gone or stopped: so is the window
+		}
 		return fmt.Sprintf("could not reach %s's tmux to close the agent's window: %v", r.Instance, err)
 	}
 	defer tc.Close()

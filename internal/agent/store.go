@@ -156,6 +156,23 @@ func (s Store) Read(id string) (Record, error) {
 	return rec, nil
 }
 
+// ReadState loads the supervisor's state of an agent (absent for --here
+// agents and before the agent started).
+func (s Store) ReadState(id string) (State, error) {
+	var st State
+	if !ValidID(id) {
+		return st, fmt.Errorf("invalid agent id %q", id)
+	}
+	data, err := os.ReadFile(filepath.Join(s.Dir(id), StateFile))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("agent %s: %s: %w", id, StateFile, err)
+	}
+	return st, nil
+}
+
 // Remove deletes an agent's directory.
 func (s Store) Remove(id string) error {
 	if !ValidID(id) {
@@ -199,6 +216,20 @@ func (s Store) List(prune bool) ([]Status, error) {
 				continue
 			}
 			st.Problem = "its process is gone"
+			if ss, err := s.ReadState(rec.ID); err == nil && ss.Stopping != "" {
+				st.Problem = "it ended: " + ss.Stopping
+			}
+		} else if rec.Mode == ModeWindow {
+			// The supervisor knows before its process ends that the agent
+			// is going: say so rather than show a window that is gone.
+			if ss, err := s.ReadState(rec.ID); err == nil {
+				switch {
+				case ss.Stopping != "":
+					st.Problem = "ending: " + ss.Stopping
+				case ss.Windows == 0:
+					st.Problem = "ending: its window was closed (it gets a few seconds in case one comes back)"
+				}
+			}
 		}
 		out = append(out, st)
 	}

@@ -120,3 +120,53 @@ func TestSocketPathLimit(t *testing.T) {
 		t.Fatalf("long path: %v", err)
 	}
 }
+
+// What a window agent's supervisor wrote shows in the list: an agent
+// whose window is gone or that is being stopped is ending, not live in its
+// window; one whose process ended says why.
+func TestStoreListShowsTheSupervisorsState(t *testing.T) {
+	st := NewStore(sockets.Layout{Runtime: t.TempDir()}, t.TempDir())
+	self, err := ProcStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	dead.Run()
+	cases := []struct {
+		pid   int
+		start uint64
+		state *State
+		want  string
+	}{
+		{os.Getpid(), self, nil, ""},
+		{os.Getpid(), self, &State{Windows: 1}, ""},
+		{os.Getpid(), self, &State{Windows: 0}, "ending: its window was closed"},
+		{os.Getpid(), self, &State{Windows: 1, Stopping: "the instance's tmux server is gone"}, "ending: the instance's tmux server is gone"},
+		{dead.Process.Pid, 0, &State{Stopping: "its window was closed"}, "it ended: its window was closed"},
+	}
+	ids := map[string]string{}
+	for _, c := range cases {
+		id, dir, err := st.Create()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Write(Record{ID: id, Mode: ModeWindow, PID: c.pid, PIDStart: c.start, Started: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if c.state != nil {
+			if err := writeState(dir, *c.state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids[id] = c.want
+	}
+	all, err := st.List(false)
+	if err != nil || len(all) != len(cases) {
+		t.Fatalf("list: %+v %v", all, err)
+	}
+	for _, s := range all {
+		if want := ids[s.ID]; (want == "") != (s.Problem == "") || !strings.HasPrefix(s.Problem, want) {
+			t.Errorf("%s: problem %q, want %q", s.ID, s.Problem, want)
+		}
+	}
+}

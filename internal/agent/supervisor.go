@@ -21,6 +21,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/sockets"
 )
 
 // Spec is what the supervisor (`stemctl agent run`) runs: written by
@@ -160,6 +161,13 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 
 	pid := cmd.Process.Pid
 	stopping := ""
+	saveState := func() {
+		st := State{Windows: h.count(), Since: time.Now().UTC(), Stopping: stopping}
+		if err := writeState(dir, st); err != nil {
+			lg.Printf("write %s: %v", StateFile, err)
+		}
+	}
+	saveState()
 	var escalate <-chan time.Time
 	var escalations int
 	stop := func(why string) {
@@ -168,6 +176,7 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 		}
 		stopping = why
 		lg.Printf("stopping the agent: %s", why)
+		saveState()
 		// A closed terminal first: interactive CLIs save their state on
 		// SIGHUP; then SIGTERM, then SIGKILL.
 		syscall.Kill(-pid, syscall.SIGHUP)
@@ -175,7 +184,8 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 	}
 	watch := time.NewTicker(time.Second)
 	defer watch.Stop()
-	var alone <-chan time.Time
+	tmuxSock := filepath.Join(filepath.Dir(spec.Socket), sockets.TmuxSocket)
+	var alone, probe <-chan time.Time
 	var waitErr error
 wait:
 	for {
@@ -188,9 +198,28 @@ wait:
 			stop("cancelled")
 		case <-h.change:
 			if h.count() == 0 {
+				// A closed window leaves the student's tmux running: the
+				// agent gets the grace period. A stopped or removed
+				// container takes its tmux server along: no window can
+				// come back, so the agent ends at once (probed until
+				// then, as the relay may die a moment before the server).
 				alone = time.After(spec.Grace)
+				probe = time.After(0)
 			} else {
-				alone = nil
+				alone, probe = nil, nil
+			}
+			if stopping == "" {
+				saveState()
+			}
+		case <-probe:
+			probe = nil
+			if h.count() > 0 {
+				break
+			}
+			if tmuxGone(tmuxSock) {
+				stop("the instance's tmux server is gone (its container was stopped, removed or re-created)")
+			} else {
+				probe = time.After(200 * time.Millisecond)
 			}
 		case <-alone:
 			if h.count() == 0 {
@@ -233,6 +262,41 @@ wait:
 	lg.Printf("the agent ended: code %d signal %q (%s)", ex.Code, ex.Signal, stopping)
 	h.closeAll(ex)
 	return nil
+}
+
+// State is what a supervisor says about its running agent, for `agent
+// list` and `agent stop`: StateFile in the agent's directory, rewritten when
+// the number of connected windows changes and when the agent is stopped.
+type State struct {
+	// Windows is how many relays (tmux windows) are connected.
+	Windows int       `json:"windows"`
+	Since   time.Time `json:"since"`
+	// Stopping says why the supervisor is ending the agent.
+	Stopping string `json:"stopping,omitempty"`
+}
+
+// StateFile is the supervisor's state in the agent directory.
+const StateFile = "state.json"
+
+func writeState(dir string, st State) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return sockets.WriteFileAtomic(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
+}
+
+// tmuxGone reports whether nothing can listen on the tmux socket any more:
+// the path is gone (the socket directory was removed) or refuses
+// connections (the server died with its container). Any other outcome,
+// a server that answers included, counts as present.
+func tmuxGone(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOTDIR)
 }
 
 func signalName(s syscall.Signal) string {

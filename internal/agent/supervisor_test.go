@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/sockets"
 )
 
 // pane is a terminal standing in for a tmux pane: the relay gets the tty,
@@ -183,6 +184,12 @@ func TestClosedWindowHangsUpTheAgent(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "hup")
 	script := fmt.Sprintf(`trap 'echo HUP > %s; exit 0' HUP; echo up; while :; do sleep 0.05; done`, mark)
 	s, logs := startSupervisor(t, ctx, Spec{ID: "d4e5f6", Provider: "test", Argv: []string{"bash", "--norc", "-c", script}, Grace: 200 * time.Millisecond})
+	// The student's tmux lives on: only the window was closed.
+	tl, err := net.Listen("unix", filepath.Join(filepath.Dir(s.sock), sockets.TmuxSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
 	p := newPane(t, 24, 80)
 	rctx, rcancel := context.WithCancel(ctx)
 	go ptyproto.Relay(rctx, ptyproto.RelayOptions{Socket: s.sock, In: p.tty, Out: p.tty, NoWait: true})
@@ -202,6 +209,58 @@ func TestClosedWindowHangsUpTheAgent(t *testing.T) {
 	if !strings.Contains(logs.String(), "its window was closed") {
 		t.Fatalf("log:\n%s", logs.String())
 	}
+}
+
+// A window lost with the whole tmux server (the container stopped: its
+// t.sock is left refusing connections) ends the agent at once, without the
+// grace a closed window gets, and says why in its state file.
+func TestGoneTmuxEndsTheAgentAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, logs := startSupervisor(t, ctx, Spec{ID: "a0b1c2", Provider: "test",
+		Argv: []string{"bash", "--norc", "-c", `echo up; while :; do sleep 0.05; done`}, Grace: time.Minute})
+	tl, err := net.Listen("unix", filepath.Join(filepath.Dir(s.sock), sockets.TmuxSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.(*net.UnixListener).SetUnlinkOnClose(false)
+	p := newPane(t, 24, 80)
+	rctx, rcancel := context.WithCancel(ctx)
+	go ptyproto.Relay(rctx, ptyproto.RelayOptions{Socket: s.sock, In: p.tty, Out: p.tty, NoWait: true})
+	p.waitFor("up", 10*time.Second)
+	if st := readStateFile(t, s.dir); st.Windows != 1 || st.Stopping != "" {
+		t.Fatalf("state with the window open: %+v", st)
+	}
+	tl.Close() // the server dies, its socket stays
+	rcancel()  // and so does the window
+	t0 := time.Now()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the agent outlived its tmux server\n%s", logs.String())
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Fatalf("the agent ended %s after its tmux server", d)
+	}
+	if st := readStateFile(t, s.dir); !strings.Contains(st.Stopping, "tmux server is gone") || st.Windows != 0 {
+		t.Fatalf("state after: %+v\n%s", st, logs.String())
+	}
+}
+
+func readStateFile(t *testing.T, dir string) State {
+	t.Helper()
+	var st State
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // A removed socket directory (container removed or re-created) ends the

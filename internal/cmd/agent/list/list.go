@@ -31,7 +31,9 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Long: `List the agents started with ` + "`stemctl agent start`" + ` or ` + "`attach`" + ` that are still running,
 per instance: the provider, the access level of its stem-mcp, where its terminal is
 (a window of the student's tmux, or the terminal that ran --here), and since when.
-Agents whose process has ended are cleaned up on the way.`,
+An agent that is ending (its window was closed, its container stopped, removed or
+re-created) says so instead of where it is; agents whose process has ended are
+cleaned up on the way.`,
 		Example: `  stemctl agent list
   stemctl agent list --instance hazard3-sim-inf-bss-t4 --json`,
 		Args: cobra.NoArgs,
@@ -78,6 +80,9 @@ func Run(ctx context.Context, opts *Options) error {
 		where := fmt.Sprintf("here (pid %d)", s.PID)
 		if s.Mode == agent.ModeWindow {
 			where = fmt.Sprintf("tmux window %s (%s)", s.Window, s.Pane)
+		}
+		if s.Problem != "" {
+			where = s.Problem
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Instance, s.Provider, s.Level, where, agentutil.Since(s.Started, opts.Now()))
 	}

@@ -36,7 +36,10 @@ func NewCmdStop(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 (--instance, optionally only one --provider), or all of them (--all). The agent gets
 a hangup as from a closed terminal, then SIGTERM, then SIGKILL after --timeout; its
 window in the student's tmux is closed. Nothing else in the session changes: nvim,
-the debugger, other windows and the container keep running.`,
+the debugger, other windows and the container keep running. An agent that had
+already ended (its window closed, its container stopped, removed or re-created) is
+reported as such and its record removed; a window is closed only in the container
+the agent was started in.`,
 		Example: `  stemctl agent stop 3fa2c1
   stemctl agent stop --instance hazard3-sim-inf-bss-t4 --provider codex
   stemctl agent stop --all`,
@@ -74,9 +77,14 @@ the debugger, other windows and the container keep running.`,
 
 // Stopped reports one stopped agent.
 type Stopped struct {
-	ID       string   `json:"id"`
-	Provider string   `json:"provider"`
-	Instance string   `json:"instance"`
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
+	Instance string `json:"instance"`
+	// AlreadyEnded: the agent had ended before (its window closed, its
+	// container stopped, removed or re-created); only its record went.
+	AlreadyEnded bool `json:"already_ended,omitempty"`
+	// Reason is why it had ended or was ending, when its supervisor said.
+	Reason   string   `json:"reason,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -118,12 +126,13 @@ func Run(ctx context.Context, opts *Options) error {
 		if slices.ContainsFunc(done, func(s Stopped) bool { return s.ID == r.ID }) {
 			continue
 		}
-		warns, err := env.Stop(ctx, r, reg, instance.DialTmux, opts.Timeout)
+		res, err := env.Stop(ctx, r, reg, instance.DialTmux, opts.Timeout)
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", r.ID, err))
 			continue
 		}
-		done = append(done, Stopped{ID: r.ID, Provider: r.Provider, Instance: r.Instance, Warnings: warns})
+		done = append(done, Stopped{ID: r.ID, Provider: r.Provider, Instance: r.Instance,
+			AlreadyEnded: res.AlreadyEnded, Reason: res.Reason, Warnings: res.Warnings})
 	}
 	if opts.JSON {
 		if err := cmdutil.WriteJSON(opts.F.IOStreams.Out, done); err != nil {
@@ -131,7 +140,16 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 	} else {
 		for _, s := range done {
-			fmt.Fprintf(opts.F.IOStreams.Out, "stopped agent %s (%s on %s)\n", s.ID, s.Provider, s.Instance)
+			switch {
+			case s.AlreadyEnded && s.Reason != "":
+				fmt.Fprintf(opts.F.IOStreams.Out, "agent %s (%s on %s) had already ended: %s; its record is removed\n", s.ID, s.Provider, s.Instance, s.Reason)
+			case s.AlreadyEnded:
+				fmt.Fprintf(opts.F.IOStreams.Out, "agent %s (%s on %s) had already ended; its record is removed\n", s.ID, s.Provider, s.Instance)
+			case s.Reason != "":
+				fmt.Fprintf(opts.F.IOStreams.Out, "stopped agent %s (%s on %s), which was ending: %s\n", s.ID, s.Provider, s.Instance, s.Reason)
+			default:
+				fmt.Fprintf(opts.F.IOStreams.Out, "stopped agent %s (%s on %s)\n", s.ID, s.Provider, s.Instance)
+			}
 			for _, w := range s.Warnings {
 				fmt.Fprintf(opts.F.IOStreams.ErrOut, "  warning: %s\n", w)
 			}
