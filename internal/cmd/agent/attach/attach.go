@@ -4,11 +4,16 @@ package attach
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
@@ -91,6 +96,15 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	rec, err := m.Running(ctx, opts.Instance)
 	if err != nil {
+		// attach never starts anything; agent start does both.
+		if errors.Is(err, registry.ErrNotFound) {
+			return fmt.Errorf("agent attach: %w; to start a task's instance together with the agent run `stemctl agent start %s %s`", err, opts.Provider, cmdutil.TaskArgs)
+		}
+		// Stopped, or its container removed: the error names `stemctl up`.
+		if rec.Instance != "" && strings.Contains(err.Error(), instance.UpCommand(rec)) {
+			start := strings.Replace(instance.UpCommand(rec), "stemctl up ", "stemctl agent start "+opts.Provider+" ", 1)
+			return fmt.Errorf("agent attach: %w, or `%s` to start it together with the agent", err, start)
+		}
 		return err
 	}
 	ws, err := workspace.Open(rec.Workspace)
