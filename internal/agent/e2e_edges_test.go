@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/mcpserver"
@@ -365,5 +368,42 @@ command = ["`+broken+`"]
 	}
 	if left, _ := filepath.Glob(filepath.Join(st.Record.SocketDir, "a-*")); len(left) != 0 {
 		t.Fatalf("refused agents left sockets: %v", left)
+	}
+}
+
+// `stemctl rm` stops the instance's agents itself, a --here agent too
+// (it has no window whose closing would end it).
+func TestAgentEdgeRmStopsHereAgent(t *testing.T) {
+	a := newAccount(t)
+	a.must("up", "native-amd64", "demo", "hello", "1")
+	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "agent", "attach", "helper", "--instance", nativeInst, "--here")
+	cmd.Env = a.Env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	go io.Copy(io.Discard, f)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if sts := a.agents(); len(sts) == 1 && sts[0].Mode == agent.ModeHere {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the --here agent never showed in agent list: %+v", a.agents())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := a.must("rm", nativeInst)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("the --here agent still runs after rm (rm said %q)", out)
+	}
+	if sts := a.agents(); len(sts) != 0 {
+		t.Fatalf("agent list after rm: %+v", sts)
 	}
 }

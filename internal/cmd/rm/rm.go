@@ -4,10 +4,13 @@ package rm
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/instance"
 )
 
 // Options are rm's inputs.
@@ -24,8 +27,9 @@ func NewCmdRm(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Use:   "rm INSTANCE...",
 		Short: "Remove instances: container, socket directories and registry record",
 		Long: `Remove each instance's container, its socket directories and its registry
-record, and clear the MCP selection if it pointed there. The card repository and
-the student's work in it are never touched.`,
+record, and clear the MCP selection if it pointed there. Agents on the instance
+(stemctl agent list) are stopped first, those started with --here too. The card
+repository and the student's work in it are never touched.`,
 		Example:           `  stemctl rm native-amd64-demo-hello-t1`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
@@ -39,6 +43,39 @@ the student's work in it are never touched.`,
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
+}
+
+// stopAgents stops the agents on the instance ref names before it goes, so
+// none is left running against a removed container (a --here agent has no
+// window whose closing would end it). Failures are warnings: the removal
+// itself must not depend on them.
+func stopAgents(ctx context.Context, opts *Options, ref string) {
+	env, err := agentutil.NewEnv(opts.F)
+	if err != nil {
+		return
+	}
+	reg, err := opts.F.Registry()
+	if err != nil {
+		return
+	}
+	rec, err := reg.Find(ctx, ref)
+	if err != nil {
+		return
+	}
+	sts, err := env.Store.List(false)
+	if err != nil {
+		return
+	}
+	for _, s := range sts {
+		if s.Instance != rec.Instance {
+			continue
+		}
+		if _, err := env.Stop(ctx, s.Record, reg, instance.DialTmux, 5*time.Second); err != nil {
+			fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s: stopping agent %s: %v\n", rec.Instance, s.ID, err)
+		} else if !opts.JSON {
+			fmt.Fprintf(opts.F.IOStreams.ErrOut, "%s: stopped agent %s (%s)\n", rec.Instance, s.ID, s.Provider)
+		}
+	}
 }
 
 // Run removes the instances; it goes on after a failure and reports all.
@@ -55,6 +92,7 @@ func Run(ctx context.Context, opts *Options) error {
 	var results []result
 	failed := 0
 	for _, ref := range opts.Instances {
+		stopAgents(ctx, opts, ref)
 		rec, err := m.Remove(ctx, ref)
 		name := rec.Instance
 		if name == "" {
