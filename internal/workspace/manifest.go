@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 
@@ -100,11 +101,20 @@ func ValidTaskID(s string) bool { return taskRE.MatchString(s) }
 // LoadManifest reads and validates the manifest of the card at dir.
 func LoadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
-	f, err := os.Open(path)
+	// Non-blocking: a FIFO planted as stem.toml must not hang stemctl
+	// (nor shell completion) waiting for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read card manifest: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read card manifest: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("card manifest %s is not a regular file (%s): make it a plain TOML file (see docs/manifest.md)", path, fileKind(fi.Mode()))
+	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(ioLimit(f, maxManifestBytes+1)); err != nil {
 		return nil, fmt.Errorf("read card manifest %s: %w", path, err)
@@ -113,6 +123,20 @@ func LoadManifest(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("card manifest %s is larger than %d bytes", path, maxManifestBytes)
 	}
 	return ParseManifest(path, buf.Bytes())
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }
 
 // ParseManifest parses manifest bytes; name is used in error messages.

@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
+	"unicode/utf8"
 
 	"github.com/stem-edu/stem/internal/profiles"
 )
@@ -36,8 +39,13 @@ func Open(root string) (*Workspace, error) {
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("workspace %s does not exist: set STEM_WORKSPACE or create it (make demo installs the example workspace)", abs)
+		case errors.Is(err, syscall.ENOTDIR):
+			return nil, fmt.Errorf("workspace %s is not a directory (a file is in its path): set STEM_WORKSPACE to the directory holding your series", abs)
+		case strings.Contains(err.Error(), "too many links") || errors.Is(err, syscall.ELOOP):
+			return nil, fmt.Errorf("workspace %s is a symlink loop: point STEM_WORKSPACE at a real directory", abs)
 		}
 		return nil, fmt.Errorf("workspace %s: %w", abs, err)
 	}
@@ -46,7 +54,7 @@ func Open(root string) (*Workspace, error) {
 		return nil, fmt.Errorf("workspace %s: %w", real, err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("workspace %s is not a directory", real)
+		return nil, fmt.Errorf("workspace %s is not a directory: set STEM_WORKSPACE to the directory holding your series", real)
 	}
 	return &Workspace{Root: real}, nil
 }
@@ -59,9 +67,26 @@ type NotFoundError struct {
 	Candidates []string `json:"candidates"`
 }
 
+// maxEcho bounds how much of a bad name an error repeats: a pasted file or
+// a runaway variable must not turn a one-line error into a screenful.
+const maxEcho = 64
+
+// echo quotes s for an error message, cut to maxEcho bytes on a rune
+// boundary.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "unknown %s %q", e.Kind, e.Name)
+	fmt.Fprintf(&b, "unknown %s %s", e.Kind, echo(e.Name))
 	if e.Where != "" {
 		fmt.Fprintf(&b, " in %s", e.Where)
 	}
@@ -130,6 +155,9 @@ func (w *Workspace) CardPath(series, card string) (string, error) {
 		return "", err
 	}
 	if !ValidName(series) || !contains(all, series) {
+		if err := symlinked("series", w.Root, series, series); err != nil {
+			return "", err
+		}
 		return "", &NotFoundError{Kind: "series", Name: series, Where: w.Root, Candidates: all}
 	}
 	cards, err := w.Cards(series)
@@ -137,9 +165,28 @@ func (w *Workspace) CardPath(series, card string) (string, error) {
 		return "", err
 	}
 	if !ValidName(card) || !contains(cards, card) {
+		if err := symlinked("card", filepath.Join(w.Root, series), card, series+"/"+card); err != nil {
+			return "", err
+		}
 		return "", &NotFoundError{Kind: "card", Name: card, Where: "series " + series, Candidates: cards}
 	}
 	return filepath.Join(w.Root, series, card), nil
+}
+
+// symlinked explains a series or card that is not listed because it is a
+// symlink: the container mounts the card at its path, and a link would let
+// a workspace reach (and the container write) anywhere on the host.
+func symlinked(kind, parent, name, display string) error {
+	if !ValidName(name) { // never look up a path given as a name
+		return nil
+	}
+	path := filepath.Join(parent, name)
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return nil
+	}
+	to, _ := os.Readlink(path)
+	return fmt.Errorf("%s %s is a symlink (to %s); stem uses only real directories inside the workspace: move or copy it into %s", kind, display, strconv.Quote(to), parent)
 }
 
 // Resolved is a fully resolved (profile, series, card, task, target).
@@ -206,6 +253,9 @@ func (w *Workspace) Resolve(profile, series, card, task, target string) (*Resolv
 	taskDir := cardPath
 	if t.Dir != "" {
 		taskDir = filepath.Join(cardPath, filepath.FromSlash(t.Dir))
+		if err := checkTaskDir(cardPath, taskDir, t, series+"/"+card); err != nil {
+			return nil, err
+		}
 	}
 	pd := p.Commands
 	return &Resolved{
@@ -224,6 +274,31 @@ func (w *Workspace) Resolve(profile, series, card, task, target string) (*Resolv
 		Editable: t.Editable,
 		Manifest: m,
 	}, nil
+}
+
+// checkTaskDir requires the task's working directory to be a directory
+// inside the card. The container sees the card at the same path, so a
+// symlink out of it would make the task run (and podman create missing
+// directories) outside the student's repository.
+func checkTaskDir(cardPath, taskDir string, t *Task, where string) error {
+	real, err := filepath.EvalSymlinks(taskDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("task %s of %s: its dir %q does not exist in %s: create it or fix dir in stem.toml", t.ID, where, t.Dir, cardPath)
+		}
+		return fmt.Errorf("task %s of %s: dir %q: %w", t.ID, where, t.Dir, err)
+	}
+	if real != cardPath && !strings.HasPrefix(real, cardPath+string(filepath.Separator)) {
+		return fmt.Errorf("task %s of %s: dir %q leads out of the card (to %s) through a symlink: a task works inside its card; replace the link with a directory", t.ID, where, t.Dir, real)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("task %s of %s: dir %q: %w", t.ID, where, t.Dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("task %s of %s: dir %q is not a directory: fix dir in stem.toml", t.ID, where, t.Dir)
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {
