@@ -14,6 +14,12 @@ const TaskArgs = "PROFILE SERIES CARD TASK"
 
 // ResolveTask resolves PROFILE SERIES CARD TASK [--target] in the workspace.
 func ResolveTask(f *Factory, args []string, target string) (*workspace.Resolved, error) {
+	// The workspace resolver reads an empty profile as "the task's own";
+	// on the command line an empty PROFILE is a mistake (an unset shell
+	// variable), not a request for the default.
+	if args[0] == "" {
+		return nil, &workspace.NotFoundError{Kind: "profile", Name: "", Candidates: profiles.Names()}
+	}
 	ws, err := f.Workspace()
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -164,6 +165,11 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		Network:   lim.Network,
 		Init:      true,
 	}
+	// Before anything is created (the runtime directory, .git/hooks, the
+	// container): the card must not redirect stem's state writes.
+	if err := checkCardState(r.CardPath, name); err != nil {
+		return nil, err
+	}
 	gitMounts, err := gitProtection(r.CardPath)
 	if err != nil {
 		return nil, err
@@ -237,8 +243,11 @@ func checkDevices(p profiles.Profile, devs []string) ([]string, error) {
 			return nil, fmt.Errorf("--device %q: give an absolute path such as /dev/ttyACM0", d)
 		}
 		real, err := filepath.EvalSymlinks(d)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("--device %s does not exist: is the board plugged in? (its nodes appear as /dev/ttyACM*, /dev/serial/by-id/* and /dev/bus/usb/BUS/DEV)", d)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("--device %s: %w (is the board plugged in?)", d, err)
+			return nil, fmt.Errorf("--device %s cannot be resolved (%v): name the device node itself, e.g. /dev/ttyACM0", d, err)
 		}
 		if !strings.HasPrefix(real, "/dev/") {
 			return nil, fmt.Errorf("--device %s resolves to %s, which is not under /dev", d, real)
@@ -257,6 +266,27 @@ func checkDevices(p profiles.Profile, devs []string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// checkCardState refuses a card whose .stem/instances/<name> path holds a
+// symlink or a non-directory where stem writes the instance's state.
+// cardstate refuses it too, but only once the runtime directory exists.
+func checkCardState(card, name string) error {
+	cur := card
+	for _, part := range []string{".stem", "instances", name} {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // created later, as a real directory
+		}
+		if err != nil {
+			return fmt.Errorf("card state %s: %w", cur, err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+			return fmt.Errorf("refusing card %s: %s is a symlink or not a directory, and stem keeps the instance's state there; remove it (stem re-creates it as a directory)", card, cur)
+		}
+	}
+	return nil
 }
 
 // gitProtection returns read-only mounts over the card's .git/hooks and

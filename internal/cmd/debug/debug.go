@@ -70,17 +70,21 @@ debug_program (what runs in the program pane).`,
 
 // Run opens the layout.
 func Run(ctx context.Context, opts *Options) error {
+	var rec registry.Record
+	var r *workspace.Resolved
+	var err error
+	if len(opts.Args) == 4 {
+		// Resolve before connecting to Podman: bad names and manifests are
+		// reported without the service and before anything is created.
+		if r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target); err != nil {
+			return err
+		}
+	}
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err
 	}
-	var rec registry.Record
-	var r *workspace.Resolved
-	if len(opts.Args) == 4 {
-		r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
-		if err != nil {
-			return err
-		}
+	if r != nil {
 		res, err := m.Up(ctx, r, opts.Devices)
 		if err != nil {
 			return err

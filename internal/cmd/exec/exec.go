@@ -3,6 +3,7 @@ package exec
 
 import (
 	"context"
+	"path"
 
 	"github.com/spf13/cobra"
 
@@ -33,8 +34,16 @@ stdout are terminals (override with --tty).`,
   stemctl exec hazard3-sim-inf-bss-t4 -- bash
   stemctl exec native-amd64-demo-hello-t1 --tty never -- ls -la`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-				return cmdutil.FlagErrorf("usage: stemctl exec INSTANCE -- COMMAND [ARG...]")
+			switch dash := cmd.ArgsLenAtDash(); {
+			case dash < 0:
+				return cmdutil.FlagErrorf("exec needs -- between the instance and the command: stemctl exec INSTANCE -- COMMAND [ARG...]")
+			case dash != 1:
+				return cmdutil.FlagErrorf("exec takes one INSTANCE before -- (got %d)", dash)
+			case len(args) < 2:
+				return cmdutil.FlagErrorf("exec: no command after --: give the program to run, e.g. stemctl exec INSTANCE -- bash")
+			}
+			if args[1] == "" {
+				return cmdutil.FlagErrorf("exec: COMMAND is empty: give the program to run after --")
 			}
 			return nil
 		},
@@ -55,11 +64,16 @@ stdout are terminals (override with --tty).`,
 
 // Run executes the command and returns its exit status as an ExitError.
 func Run(ctx context.Context, opts *Options) error {
-	m, err := opts.F.Manager(ctx)
+	// Check the inputs before connecting to Podman: a typo should not wait
+	// for (or start) the service.
+	if opts.WorkDir != "" && !path.IsAbs(opts.WorkDir) {
+		return cmdutil.FlagErrorf("--workdir %q: give an absolute path inside the container (the default is the task's directory)", opts.WorkDir)
+	}
+	env, err := cmdutil.ParseEnv(opts.Env)
 	if err != nil {
 		return err
 	}
-	env, err := cmdutil.ParseEnv(opts.Env)
+	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@
 package root
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
@@ -47,6 +49,9 @@ that same session through stem-mcp.`,
 	cmd.SetOut(f.IOStreams.Out)
 	cmd.SetErr(f.IOStreams.ErrOut)
 	cmd.CompletionOptions.HiddenDefaultCmd = false
+	// Flag parsing mistakes are usage errors (exit 2, usage line) like
+	// wrong arguments; subcommands inherit this.
+	cmd.SetFlagErrorFunc(flagError)
 	// One line per top-level command.
 	cmd.AddCommand(
 		up.NewCmdUp(f, nil),
@@ -68,4 +73,22 @@ that same session through stem-mcp.`,
 		agentcmd.NewCmdAgent(f),
 	)
 	return cmd
+}
+
+// flagError turns pflag's error into a usage error. An unknown flag is most
+// often a positional value that starts with '-': say how to pass one.
+func flagError(_ *cobra.Command, err error) error {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand flag") {
+		return cmdutil.FlagErrorf("%s (see --help; an argument that starts with '-' goes after --)", msg)
+	}
+	// strconv's wording is Go's, not the user's: say what the flag wants.
+	msg = strings.NewReplacer(
+		"strconv.ParseBool: parsing", "want true or false, not",
+		"strconv.ParseInt: parsing", "want a whole number, not",
+		"strconv.ParseUint: parsing", "want a whole number, not",
+		"strconv.ParseFloat: parsing", "want a number, not",
+		": invalid syntax", "",
+	).Replace(msg)
+	return cmdutil.FlagErrorf("%s", msg)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -109,26 +110,45 @@ func Command(c workspace.Commands, v Verb) string {
 
 // RunVerb runs the verb.
 func RunVerb(ctx context.Context, opts *Options) error {
-	m, err := opts.F.Manager(ctx)
-	if err != nil {
-		return err
-	}
-	var r *workspace.Resolved
-	var instance string
-	var devices []string
+	var (
+		r       *workspace.Resolved
+		name    string
+		devices []string
+		m       *instance.Manager
+		err     error
+	)
 	if len(opts.Args) == 4 {
-		r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
+		// Resolve first: a bad name or manifest is reported without
+		// connecting to (or starting) Podman, and nothing is created for a
+		// command the task does not have.
+		if r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target); err != nil {
+			return err
+		}
+		name = instance.Name(r)
+		if err := hasCommand(r, opts.Verb); err != nil || opts.Print {
+			return printOr(opts, r, err)
+		}
+		if m, err = opts.F.Manager(ctx); err != nil {
+			return err
+		}
+		if opts.Verb == Deploy && len(opts.Devices) == 0 {
+			// Up keeps recorded devices; without any, deploy would make an
+			// instance only to refuse.
+			if rec, gerr := m.Registry.Get(ctx, name); gerr != nil || rec.Workspace != r.Workspace || len(rec.Devices) == 0 {
+				if err := needsDevice(r, name, nil); err != nil {
+					return err
+				}
+			}
+		}
+		res, err := m.Up(ctx, r, opts.Devices)
 		if err != nil {
 			return err
 		}
-		if !opts.Print {
-			res, err := m.Up(ctx, r, opts.Devices)
-			if err != nil {
-				return err
-			}
-			instance, devices = res.Record.Instance, res.Record.Devices
-		}
+		name, devices = res.Record.Instance, res.Record.Devices
 	} else {
+		if m, err = opts.F.Manager(ctx); err != nil {
+			return err
+		}
 		rec, err := m.Registry.Find(ctx, opts.Args[0])
 		if err != nil {
 			return err
@@ -141,21 +161,19 @@ func RunVerb(ctx context.Context, opts *Options) error {
 		if err != nil {
 			return err
 		}
-		instance, devices = rec.Instance, rec.Devices
+		name, devices = rec.Instance, rec.Devices
+		if err := hasCommand(r, opts.Verb); err != nil || opts.Print {
+			return printOr(opts, r, err)
+		}
+	}
+	if opts.Verb == Deploy {
+		if err := needsDevice(r, name, devices); err != nil {
+			return err
+		}
 	}
 	command := Command(r.Commands, opts.Verb)
-	if command == "" {
-		return fmt.Errorf("task %s of %s/%s declares no %s command (add `%s = \"...\"` to its [[tasks]] entry in stem.toml)", r.TaskID, r.Series, r.Card, opts.Verb, opts.Verb)
-	}
-	if opts.Print {
-		fmt.Fprintln(opts.F.IOStreams.Out, command)
-		return nil
-	}
-	if opts.Verb == Deploy && r.Profile.Devices == profiles.ExplicitDevices && len(devices) == 0 {
-		return fmt.Errorf("deploy needs the board: no device was passed into %s. Plug in the debug probe (and the Pico 2) and re-create the instance with the probe's USB node, e.g. `stemctl up %s %s %s %s --target %s --device /dev/bus/usb/001/005` (find BUS/DEV with lsusb); add --device /dev/ttyACM0 too for the serial console", instance, r.Profile.Name, r.Series, r.Card, r.TaskID, r.Target.Name)
-	}
-	fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s in %s: %s\n", opts.Verb, instance, command)
-	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, instance, engine.ExecSpec{
+	fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s in %s: %s\n", opts.Verb, name, command)
+	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, name, engine.ExecSpec{
 		Cmd:     []string{"bash", "-c", command},
 		WorkDir: r.TaskDir,
 	}, opts.TTY)
@@ -167,4 +185,30 @@ func RunVerb(ctx context.Context, opts *Options) error {
 		return &cmdutil.ExitError{Code: code}
 	}
 	return nil
+}
+
+// hasCommand says when the task declares no command for verb.
+func hasCommand(r *workspace.Resolved, v Verb) error {
+	if Command(r.Commands, v) == "" {
+		return fmt.Errorf("task %s of %s/%s declares no %s command (add `%s = \"...\"` to its [[tasks]] entry in stem.toml)", r.TaskID, r.Series, r.Card, v, v)
+	}
+	return nil
+}
+
+// printOr returns err, or (for --print) prints the command.
+func printOr(opts *Options, r *workspace.Resolved, err error) error {
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.F.IOStreams.Out, Command(r.Commands, opts.Verb))
+	return nil
+}
+
+// needsDevice refuses deploy on a profile with explicit devices when the
+// instance has none.
+func needsDevice(r *workspace.Resolved, name string, devices []string) error {
+	if r.Profile.Devices != profiles.ExplicitDevices || len(devices) > 0 {
+		return nil
+	}
+	return fmt.Errorf("deploy needs the board: no device was passed into %s. Plug in the debug probe (and the Pico 2) and re-create the instance with the probe's USB node, e.g. `stemctl up %s %s %s %s --target %s --device /dev/bus/usb/001/005` (find BUS/DEV with lsusb); add --device /dev/ttyACM0 too for the serial console", name, r.Profile.Name, r.Series, r.Card, r.TaskID, r.Target.Name)
 }
