@@ -205,23 +205,31 @@ func TestUpKeepsRecordedDevices(t *testing.T) {
 	r := w.resolve("rp2350", "demo", "hello", "3", "")
 	uctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	// /dev/null passes the device policy (a character device under /dev).
-	first, err := w.m.Up(uctx, r, []string{"/dev/null"})
+	// A node with the CDC ACM major stands in for a plugged-in board.
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes a device node under /dev and needs root (CI runs as root)")
+	}
+	dev := fmt.Sprintf("/dev/stemtest-acm-r%d", os.Getpid())
+	if out, err := exec.Command("mknod", "-m", "0600", dev, "c", "166", "251").CombinedOutput(); err != nil {
+		t.Fatalf("mknod: %v %s", err, out)
+	}
+	t.Cleanup(func() { os.Remove(dev) })
+	first, err := w.m.Up(uctx, r, []string{dev})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := w.up(r)
-	if res.Action != instance.Reused || strings.Join(res.Record.Devices, ",") != "/dev/null" {
+	if res.Action != instance.Reused || strings.Join(res.Record.Devices, ",") != dev {
 		t.Fatalf("up without --device: %+v", res)
 	}
 	// A configuration change re-creates it with the device.
 	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt\n"), 0o755)
 	re := w.up(r)
-	if re.Action != instance.Recreated || re.Record.ContainerID == first.Record.ContainerID || strings.Join(re.Record.Devices, ",") != "/dev/null" {
+	if re.Action != instance.Recreated || re.Record.ContainerID == first.Record.ContainerID || strings.Join(re.Record.Devices, ",") != dev {
 		t.Fatalf("re-create without --device: %+v", re)
 	}
 	var out strings.Builder
-	if code, err := w.m.Exec(ctx, re.Record.Instance, engine.ExecSpec{Cmd: []string{"sh", "-c", "echo $STEM_DEVICE"}, Stdout: &out}); err != nil || code != 0 || strings.TrimSpace(out.String()) != "/dev/null" {
+	if code, err := w.m.Exec(ctx, re.Record.Instance, engine.ExecSpec{Cmd: []string{"sh", "-c", "echo $STEM_DEVICE"}, Stdout: &out}); err != nil || code != 0 || strings.TrimSpace(out.String()) != dev {
 		t.Fatalf("STEM_DEVICE in the re-created container: %q %d %v", out.String(), code, err)
 	}
 }

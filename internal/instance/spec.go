@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/profiles"
@@ -259,6 +261,9 @@ func checkDevices(p profiles.Profile, devs []string) ([]string, error) {
 		if fi.Mode()&os.ModeCharDevice == 0 {
 			return nil, fmt.Errorf("--device %s (%s) is not a character device", d, real)
 		}
+		if !usbDevice(fi) {
+			return nil, fmt.Errorf("--device %s (%s) is not a USB device: only the debug probe's or the board's USB nodes may go into the container (/dev/ttyACM*, /dev/ttyUSB*, /dev/bus/usb/BUS/DEV, /dev/serial/by-id/*)", d, real)
+		}
 		if !seen[real] {
 			seen[real] = true
 			out = append(out, real)
@@ -287,6 +292,33 @@ func checkCardState(card, name string) error {
 		}
 	}
 	return nil
+}
+
+// USB character-device majors (Linux devices.txt): CDC ACM serial ports
+// (the Pico's and the Debug Probe's UARTs), USB serial adapters, and raw USB
+// devices (/dev/bus/usb/BUS/DEV, which OpenOCD's CMSIS-DAP driver opens).
+const (
+	majorACM       = 166
+	majorUSBSerial = 188
+	majorUSBDevice = 189
+)
+
+// usbDevice reports whether the character device fi is a USB device: one of
+// the USB majors, or a node whose sysfs device sits on a USB bus (hidraw and
+// other dynamically numbered drivers). /dev/mem, /dev/kmsg, a disk or a
+// terminal never pass.
+func usbDevice(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	major, minor := unix.Major(st.Rdev), unix.Minor(st.Rdev)
+	switch major {
+	case majorACM, majorUSBSerial, majorUSBDevice:
+		return true
+	}
+	link, err := filepath.EvalSymlinks(fmt.Sprintf("/sys/dev/char/%d:%d", major, minor))
+	return err == nil && strings.Contains(link, "/usb")
 }
 
 // gitProtection returns read-only mounts over the card's .git/hooks and

@@ -1,10 +1,14 @@
 package instance
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/profiles"
@@ -99,9 +103,19 @@ func TestDevicePolicy(t *testing.T) {
 		t.Fatal("native-amd64 accepted a device")
 	}
 	rp := resolved(t, "rp2350", "rp2350-rv", "d", "h", "3")
-	p, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{"/dev/null"}})
-	if err != nil || len(p.Spec.Devices) != 1 || p.Spec.Env["STEM_DEVICE"] != "/dev/null" {
+	acm := usbNode(t)
+	p, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{acm}})
+	if err != nil || len(p.Spec.Devices) != 1 || p.Spec.Env["STEM_DEVICE"] != acm {
 		t.Fatalf("rp2350 device: %+v %v", p, err)
+	}
+	// Character devices that are not USB never go in.
+	for _, bad := range []string{"/dev/null", "/dev/mem", "/dev/kmsg", "/dev/tty", "/dev/zero"} {
+		if _, err := os.Stat(bad); err != nil {
+			continue
+		}
+		if _, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{bad}}); err == nil || !strings.Contains(err.Error(), "not a USB device") {
+			t.Errorf("device %s: %v", bad, err)
+		}
 	}
 	for _, bad := range []string{"ttyACM0", "/dev/does-not-exist", "/etc/passwd", "/tmp"} {
 		if _, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{bad}}); err == nil {
@@ -110,8 +124,8 @@ func TestDevicePolicy(t *testing.T) {
 	}
 	// A symlink into /dev resolves to the real node; one out of /dev is refused.
 	link := filepath.Join(t.TempDir(), "board")
-	os.Symlink("/dev/null", link)
-	if p, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{link}}); err != nil || p.Spec.Devices[0] != "/dev/null" {
+	os.Symlink(acm, link)
+	if p, err := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin, Devices: []string{link}}); err != nil || p.Spec.Devices[0] != acm {
 		t.Fatalf("symlinked device: %v", err)
 	}
 	p0, _ := NewPlan(rp, PlanOptions{Layout: l, MCPBinary: bin})
@@ -161,4 +175,20 @@ func TestGitInternalsMountedReadOnly(t *testing.T) {
 	if _, err := NewPlan(r, PlanOptions{Layout: l, MCPBinary: mcpBinary(t)}); err == nil {
 		t.Fatal("a symlinked .git/hooks was accepted")
 	}
+}
+
+// usbNode makes a character device node with the CDC ACM major (what a Pico
+// or a Debug Probe's UART is) under /dev, as a stand-in for a plugged-in
+// board; it needs root (CI runs as root).
+func usbNode(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes a device node under /dev and needs root (CI runs as root)")
+	}
+	node := fmt.Sprintf("/dev/stemtest-acm-%d", os.Getpid())
+	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(166, 250))); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatalf("mknod %s: %v", node, err)
+	}
+	t.Cleanup(func() { os.Remove(node) })
+	return node
 }

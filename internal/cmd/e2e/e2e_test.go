@@ -317,11 +317,22 @@ func TestDevicePolicy(t *testing.T) {
 		t.Fatal("this test makes a device node under /dev and needs root (CI runs as root)")
 	}
 	a := newAccount(t)
+	// A node with the CDC ACM major (a Pico's or a Debug Probe's UART)
+	// stands in for a plugged-in board.
 	node := fmt.Sprintf("/dev/stemtest%d", os.Getpid())
-	if out, err := exec.Command("mknod", "-m", "0666", node, "c", "1", "3").CombinedOutput(); err != nil {
+	if out, err := exec.Command("mknod", "-m", "0666", node, "c", "166", "252").CombinedOutput(); err != nil {
 		t.Fatalf("mknod: %v %s", err, out)
 	}
 	defer os.Remove(node)
+	// A character device that is not USB (here /dev/null's numbers) stays out.
+	other := fmt.Sprintf("/dev/stemtest-null%d", os.Getpid())
+	if out, err := exec.Command("mknod", "-m", "0666", other, "c", "1", "3").CombinedOutput(); err != nil {
+		t.Fatalf("mknod: %v %s", err, out)
+	}
+	defer os.Remove(other)
+	if r := a.must(1, "up", "rp2350", "demo", "hello", "3", "--device", other); !strings.Contains(r.Stderr, "not a USB device") {
+		t.Fatalf("a non-USB device: %s", r.Stderr)
+	}
 
 	r := a.must(1, "deploy", "rp2350", "demo", "hello", "3", "--target", "rp2350-rv")
 	for _, w := range []string{"no device was passed", "--device"} {
