@@ -234,6 +234,9 @@ func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container
 	if err := plan.checkRecordedDevices(); err != nil {
 		return UpResult{}, fmt.Errorf("%s must be re-created (%s), but %w", plan.Name, reason, err)
 	}
+	if _, err := cardstate.Ensure(plan.Resolved.CardPath, plan.Name); err != nil {
+		return UpResult{}, fmt.Errorf("%s must be re-created (%s), but %w (nothing was changed)", plan.Name, reason, err)
+	}
 	m.progress("re-creating %s: %s", plan.Name, reason)
 	if err := m.Engine.Remove(ctx, old.ID, true); err != nil {
 		return UpResult{}, fmt.Errorf("remove old container %.12s: %w", old.ID, err)

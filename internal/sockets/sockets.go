@@ -145,7 +145,11 @@ func (e *NotOursError) Error() string {
 // CheckRuntime verifies the runtime directory itself: a real directory (not
 // a symlink) owned by us and not accessible to group or others.
 func CheckRuntime(runtime string) error {
-	return checkDir(runtime, true)
+	err := checkDir(runtime, true)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s does not exist: it is XDG_RUNTIME_DIR, which a login session (systemd-logind) creates; log in again, or set XDG_RUNTIME_DIR to a directory of yours with mode 0700: %w", runtime, os.ErrNotExist)
+	}
+	return err
 }
 
 // checkDir Lstats path: it must be a directory, not a symlink, owned by the

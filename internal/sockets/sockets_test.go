@@ -260,3 +260,10 @@ func TestCheckSocketsRefusesNonSockets(t *testing.T) {
 		}
 	}
 }
+
+func TestMissingRuntimeSaysWhatToDo(t *testing.T) {
+	err := CheckRuntime(filepath.Join(t.TempDir(), "gone"))
+	if err == nil || !strings.Contains(err.Error(), "XDG_RUNTIME_DIR") || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing runtime dir: %v", err)
+	}
+}
