@@ -50,7 +50,9 @@ func ExecInteractive(ctx context.Context, f *Factory, m *instance.Manager, ref s
 			defer restore()
 			sizes, stop := WatchSize(in)
 			defer stop()
-			spec.Resize = sizes
+			if sizes != nil {
+				spec.Resize = sizes
+			}
 		}
 	}
 	return m.Exec(ctx, ref, spec)

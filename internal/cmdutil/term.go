@@ -25,13 +25,13 @@ func RawTerminal(in *os.File) (restore func(), err error) {
 }
 
 // WatchSize reports f's terminal size now and after every SIGWINCH until
-// stop is called. For a file that is not a terminal the channel stays silent.
+// stop is called. For a file that is not a terminal it returns nil.
 func WatchSize(f *os.File) (<-chan engine.TermSize, func()) {
-	out := make(chan engine.TermSize, 1)
 	fd := int(f.Fd())
 	if !term.IsTerminal(fd) {
-		return out, func() {}
+		return nil, func() {}
 	}
+	out := make(chan engine.TermSize, 1)
 	send := func() {
 		w, h, err := term.GetSize(fd)
 		if err != nil {

@@ -4,20 +4,15 @@ package attach
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
+	"strings"
 
-	"github.com/creack/pty"
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
-	"github.com/stem-edu/stem/internal/probe"
 )
 
 // Options are attach's inputs.
@@ -36,9 +31,11 @@ func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long: `Attach your terminal to the student's tmux session in the instance. Detach with
 the tmux prefix followed by d (C-b d by default); the session keeps running.
 
-The host's tmux talks to the container's server directly when both are the same
-version; otherwise stemctl runs the tmux client inside the container. When stdin is
-not a terminal, stemctl gives tmux a pseudo-terminal and relays the streams.
+The tmux client runs inside the container (through Podman), never on the host:
+an attached tmux client does what its server tells it, including running a
+command when it detaches, and the server is the container's. When stdin is not a
+terminal, the client gets a pseudo-terminal of COLUMNS x LINES and the streams
+are relayed.
 --read-only is a courtesy (tmux's read-only mode), not a security boundary.`,
 		Example: `  stemctl attach native-amd64-demo-hello-t1
   stemctl attach hazard3-sim-inf-bss-t4 --read-only`,
@@ -56,7 +53,11 @@ not a terminal, stemctl gives tmux a pseudo-terminal and relays the streams.
 	return cmd
 }
 
-// Run attaches.
+// Run attaches. The tmux client always runs inside the container: an
+// attached tmux client obeys its server (detach-client -E and lock-command
+// make it run a shell command in its own process), and the server is the
+// container's, so a client on the host would let anything in the container
+// run commands on the host.
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
@@ -66,64 +67,42 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	sock := rec.Dir().Tmux()
-	args := []string{"-S", sock, "attach-session", "-t", instance.SessionName}
+	args := []string{"tmux", "-S", rec.Dir().Tmux(), "attach-session", "-t", instance.SessionName}
 	if opts.ReadOnly {
 		args = append(args, "-r")
 	}
-	if err := probe.Tmux(ctx, sock); err != nil {
-		if !errors.Is(err, probe.ErrTmuxVersion) && !errors.Is(err, probe.ErrNoHostTmux) {
-			return fmt.Errorf("attach %s: %w", rec.Instance, err)
-		}
-		// Different tmux versions (or none on the host): run the client
-		// inside the container.
-		code, err := cmdutil.ExecInteractive(ctx, opts.F, m, rec.Instance, engine.ExecSpec{Cmd: append([]string{"tmux"}, args...)}, "always")
-		if err != nil {
-			return err
-		}
-		return exitCode(code)
-	}
-	cmd := exec.CommandContext(ctx, "tmux", args...)
-	cmd.Env = append(os.Environ(), "TMUX=") // allow attaching from inside another tmux
+	spec := engine.ExecSpec{Cmd: args, Env: map[string]string{"TERM": containerTerm(opts.F.Getenv("TERM"))}}
 	ios := opts.F.IOStreams
-	if ios.IsStdinTTY() && ios.IsStdoutTTY() {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = ios.In, ios.Out, ios.ErrOut
-		return clientResult(cmd.Run())
+	if !(ios.IsStdinTTY() && ios.IsStdoutTTY()) {
+		// Not a terminal (a script, a test, a web terminal): the exec
+		// session's pseudo-terminal gets COLUMNS x LINES.
+		sizes := make(chan engine.TermSize, 1)
+		sizes <- engine.TermSize{Rows: envSize(opts.F.Getenv, "LINES", 40), Cols: envSize(opts.F.Getenv, "COLUMNS", 120)}
+		spec.Resize = sizes
 	}
-	return attachPTY(cmd, ios.In, ios.Out)
-}
-
-// attachPTY runs the tmux client on a new pseudo-terminal and relays it to
-// non-terminal streams (scripts, tests, a web terminal).
-func attachPTY(cmd *exec.Cmd, in io.Reader, out io.Writer) error {
-	cols, rows := envSize("COLUMNS", 120), envSize("LINES", 40)
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, rec.Instance, spec, "always")
 	if err != nil {
-		return fmt.Errorf("start tmux on a pseudo-terminal: %w", err)
+		return fmt.Errorf("attach %s: %w", rec.Instance, err)
 	}
-	defer f.Close()
-	go io.Copy(f, in)
-	io.Copy(out, f) // returns when the client exits and the pty closes
-	return clientResult(cmd.Wait())
+	return exitCode(code)
 }
 
-func envSize(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 && n < 1000 {
+// containerTerm is the TERM the container's tmux client gets: the caller's
+// when the image surely has its terminfo entry, else xterm-256color.
+func containerTerm(t string) string {
+	for _, p := range []string{"xterm", "screen", "tmux", "linux", "vt100", "vt220", "rxvt", "dumb"} {
+		if t == p || strings.HasPrefix(t, p+"-") {
+			return t
+		}
+	}
+	return "xterm-256color"
+}
+
+func envSize(getenv func(string) string, name string, def int) int {
+	if n, err := strconv.Atoi(getenv(name)); err == nil && n > 0 && n < 1000 {
 		return n
 	}
 	return def
-}
-
-// clientResult maps the tmux client's exit to ours.
-func clientResult(err error) error {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return exitCode(ee.ExitCode())
-	}
-	if err != nil {
-		return fmt.Errorf("tmux attach: %w", err)
-	}
-	return nil
 }
 
 func exitCode(code int) error {

@@ -5,6 +5,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/testenv"
 )
@@ -450,5 +453,92 @@ func TestFlagCompletion(t *testing.T) {
 		if !strings.Contains(r.Stdout, ":4") {
 			t.Errorf("completion of %q offers file names:\n%s", c.args, r.Stdout)
 		}
+	}
+}
+
+// An attached tmux client does what its server says: detach-client -E and
+// lock-command make it run a shell command in its own process. The server is
+// the container's, so stemctl attach must never put that client on the host.
+// Here the container (as any program in it could) tells the student's
+// attached client to create a file; the file must not appear on the host.
+func TestAttachedClientCannotRunHostCommands(t *testing.T) {
+	a := newAccount(t)
+	const inst = "native-amd64-demo-hello-t1"
+	a.must(0, "up", "native-amd64", "demo", "hello", "1")
+	r := a.must(0, "status", inst, "--json")
+	var st struct {
+		Record struct {
+			SocketDir string `json:"socket_dir"`
+		} `json:"record"`
+	}
+	json.Unmarshal([]byte(r.Stdout), &st)
+	sock := filepath.Join(st.Record.SocketDir, "t.sock")
+	hostDir := t.TempDir() // exists on the host only
+
+	for _, attack := range []struct{ name, script string }{
+		{"detach-client -E", `tmux -S "$1" detach-client -t "$2" -E "touch $3/detach"`},
+		{"lock-command", `tmux -S "$1" set -g lock-command "touch $3/lock" \; lock-client -t "$2"`},
+	} {
+		cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
+		cmd.Env = a.Env
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go io.Copy(io.Discard, f)
+		var client string
+		waitFor(t, 10*time.Second, "a terminal client attached", func() bool {
+			out, _ := exec.Command("tmux", "-S", sock, "list-clients", "-F", "#{client_control_mode} #{client_name}").Output()
+			for _, l := range strings.Split(string(out), "\n") {
+				if c, ok := strings.CutPrefix(l, "0 "); ok {
+					client = c
+					return true
+				}
+			}
+			return false
+		})
+		a.must(0, "exec", inst, "--", "sh", "-c", attack.script, "sh", sock, client, hostDir)
+		time.Sleep(500 * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		f.Close()
+		if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
+			t.Fatalf("%s: the container ran a command on the host through the attached client (%s appeared)", attack.name, ents[0].Name())
+		}
+		exec.Command("tmux", "-S", sock, "set", "-gu", "lock-command").Run()
+		exec.Command("tmux", "-S", sock, "detach-client", "-a").Run()
+	}
+
+	// stem-mcp's control-mode client on the host is told the same.
+	a.must(0, "mcp", "select", inst)
+	c, err := client.NewStdioMCPClient(filepath.Join(bins(t), "stem-mcp"), a.Env, "serve", "--level", "observe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	mcpCall(t, c, "pane_list", nil) // connects the control client
+	var ctl string
+	waitFor(t, 10*time.Second, "stem-mcp's control client", func() bool {
+		out, _ := exec.Command("tmux", "-S", sock, "list-clients", "-F", "#{client_control_mode} #{client_name}").Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			if c, ok := strings.CutPrefix(l, "1 "); ok {
+				ctl = c
+				return true
+			}
+		}
+		return false
+	})
+	a.must(0, "exec", inst, "--", "sh", "-c", `tmux -S "$1" set -g lock-command "touch $3/ctl-lock" \; lock-client -t "$2"; tmux -S "$1" detach-client -t "$2" -E "touch $3/ctl-detach"`, "sh", sock, ctl, hostDir)
+	time.Sleep(500 * time.Millisecond)
+	if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
+		t.Fatalf("the container ran a command on the host through stem-mcp's control client (%s appeared)", ents[0].Name())
 	}
 }
