@@ -571,6 +571,10 @@ func TestContentIsSanitized(t *testing.T) {
 			t.Errorf("pane_capture lost the text: %q", lastLines(text, 10))
 		}
 	}
+	// Strings tmux passes through as they are: a pane title with a bidi
+	// override (select-pane -T keeps it) and @stem_ options with escapes.
+	in.Tmux(t, "select-pane", "-t", shell, "-T", "title\u202eevil")
+	in.Tmux(t, "set", "-p", "-t", shell, "@stem_role", "x\x1b]0;evil\x07\u202eabc")
 	pl := s.ok("pane_list", nil)
 	checkNotice(t, "pane_list", pl)
 	checkSanitized(t, "pane_list", mustJSONDecoded(pl))

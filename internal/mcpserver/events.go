@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -67,6 +68,9 @@ func (h *eventHub) run(ctx context.Context) {
 }
 
 func (h *eventHub) publish(ev Event) {
+	// Role is a pane option anything in the container can set; the gdb
+	// part is cleaned where it is built (eventJSON).
+	ev.Role, ev.Pane, ev.Signal = termtext.String(ev.Role), termtext.String(ev.Pane), termtext.String(ev.Signal)
 	h.mu.Lock()
 	h.seq++
 	ev.Seq = h.seq
@@ -260,7 +264,7 @@ func (h *eventHub) watchGDB(c *conn) {
 
 func eventTools() []toolDef {
 	return []toolDef{{
-		min: Observe, timeout: 65 * time.Second,
+		min: Observe, clean: true, timeout: 65 * time.Second,
 		tool: mcp.NewTool("session_events",
 			mcp.WithDescription("Events in the session since a sequence number: gdb stops, programs exiting or crashing in a pane, failed builds and tests. Waits up to wait_ms for the next one when there is none yet. The same events are sent as MCP logging notifications (logger stem.events) as they happen."),
 			mcp.WithInteger("since", mcp.Description("return events with a larger seq (default 0: everything kept)"), mcp.Min(0)),

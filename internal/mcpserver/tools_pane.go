@@ -52,7 +52,9 @@ func withPane() mcp.ToolOption {
 func paneObserveTools() []toolDef {
 	return []toolDef{
 		{
-			min: Observe,
+			// Titles, window names, commands and @stem_ options are set
+			// by programs in the container.
+			min: Observe, clean: true,
 			tool: mcp.NewTool("pane_list",
 				mcp.WithDescription("The panes of the student's tmux: id, window, title, running command, size, cursor, whether the student allows assist-level keys (@stem_allow) and the pane's role. Titles and names are content from the student's session."),
 				readOnly()),

@@ -13,7 +13,8 @@ import (
 func observeTools() []toolDef {
 	out := []toolDef{
 		{
-			min: Observe,
+			// tmux client names and pane strings come from the container.
+			min: Observe, clean: true,
 			tool: mcp.NewTool("session_status",
 				mcp.WithDescription("Which session this server talks to: instance, profile, task, target, container id, this server's access level, and the other clients attached to the student's tmux."),
 				readOnly()),
