@@ -173,13 +173,13 @@ local path = ...
 local api, fn = vim.api, vim.fn
 if fn.isdirectory(path) == 1 then return {err = 'directory'} end
 local existed = vim.loop.fs_stat(path) ~= nil
--- Leaving a modified buffer that is shown nowhere else needs 'hidden' (or
--- 'autowrite', which saves it, as :buffer would). Refuse before touching
--- anything rather than fail half-way.
+-- Leaving a modified buffer that is shown nowhere else needs 'hidden'.
+-- With 'autowrite' Neovim would save it instead, and its changes may be an
+-- agent's unsaved edit: saving is the student's decision, so refuse (before
+-- touching anything) whatever 'autowrite' says.
 local cur = api.nvim_get_current_buf()
 if api.nvim_buf_get_name(cur) ~= path and vim.bo[cur].modified and not vim.o.hidden
-    and vim.bo[cur].bufhidden ~= 'hide' and #fn.win_findbuf(cur) <= 1
-    and not vim.o.autowrite and not vim.o.autowriteall then
+    and vim.bo[cur].bufhidden ~= 'hide' and #fn.win_findbuf(cur) <= 1 then
   return {err = 'modified'}
 end
 local buf = fn.bufadd(path)

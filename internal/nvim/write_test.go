@@ -152,6 +152,16 @@ func TestOpenCases(t *testing.T) {
 	if nbufs2 != nbufs {
 		t.Errorf("refused Open still added a buffer (%d -> %d)", nbufs, nbufs2)
 	}
+	// 'autowrite' would save the (maybe an agent's) edit to disk on the
+	// switch: saving is the student's decision, so Open refuses the same.
+	n.Exec(t, "set autowrite autowriteall")
+	if _, err := c.Open(ctx, other); err == nil || !strings.Contains(err.Error(), "unsaved changes") {
+		t.Errorf("Open with a modified current buffer and 'autowrite': %v", err)
+	}
+	if data, _ := os.ReadFile(p); string(data) != "a\nb\n" {
+		t.Errorf("Open saved the unsaved edit to disk: %q", data)
+	}
+	n.Exec(t, "set noautowrite noautowriteall")
 	// With 'hidden' the modified buffer is kept, hidden, as :buffer would.
 	n.Exec(t, "set hidden")
 	if _, err := c.Open(ctx, other); err != nil {
