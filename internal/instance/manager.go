@@ -28,6 +28,16 @@ type Manager struct {
 	Registry  *registry.Registry
 	Layout    sockets.Layout
 	MCPBinary string
+	// KeepRunning makes Up refuse to re-create a running container (it
+	// ends the student's shells, programs and editor): commands that only
+	// use an instance (build, debug, agent start) set it and name the
+	// `stemctl up` that would do it.
+	KeepRunning bool
+	// Force lets Up re-create a running container whose nvim has unsaved
+	// buffers (NvimModified); without it Up refuses and lists them.
+	Force bool
+	// NvimModified lists an nvim's unsaved buffers (nil: not checked).
+	NvimModified func(ctx context.Context, socket string) ([]string, error)
 	// Workspace is the user's workspace root; List also shows containers
 	// stem made for it that no record names. Empty: records only.
 	Workspace string
@@ -237,11 +247,42 @@ func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container
 	if _, err := cardstate.Ensure(plan.Resolved.CardPath, plan.Name); err != nil {
 		return UpResult{}, fmt.Errorf("%s must be re-created (%s), but %w (nothing was changed)", plan.Name, reason, err)
 	}
+	if old.Running {
+		if err := m.mayEndSession(ctx, plan, old, reason); err != nil {
+			return UpResult{}, err
+		}
+	}
 	m.progress("re-creating %s: %s", plan.Name, reason)
 	if err := m.Engine.Remove(ctx, old.ID, true); err != nil {
 		return UpResult{}, fmt.Errorf("remove old container %.12s: %w", old.ID, err)
 	}
 	return m.create(ctx, plan, Recreated, reason)
+}
+
+// mayEndSession decides whether a running container may be re-created:
+// that ends the student's shells and programs and loses nvim's unsaved
+// buffers, so it never happens as a side effect of a command that only
+// uses the instance, nor over unsaved work without --force.
+func (m *Manager) mayEndSession(ctx context.Context, plan *Plan, old engine.Container, reason string) error {
+	up := UpCommand(registry.Record{Profile: plan.Resolved.Profile.Name, Series: plan.Resolved.Series, Card: plan.Resolved.Card, Task: plan.Resolved.TaskID, Target: plan.Resolved.Target.Name})
+	if m.KeepRunning {
+		return fmt.Errorf("%s must be re-created (%s), which ends the student's session (shells, running programs, unsaved editor buffers); nothing was changed: run `%s` to re-create it", plan.Name, reason, up)
+	}
+	if m.Force || m.NvimModified == nil {
+		return nil
+	}
+	dir, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, old.ID)
+	if err != nil {
+		return err
+	}
+	names, err := m.NvimModified(ctx, dir.Nvim())
+	if err != nil {
+		return fmt.Errorf("%s must be re-created (%s), but %v; nothing was changed: if nothing in the editor needs saving, run `%s --force`", plan.Name, reason, err, up)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("%s must be re-created (%s), but its editor has unsaved changes in %s; nothing was changed: save them (:wa in nvim), or run `%s --force` to discard them", plan.Name, reason, strings.Join(names, ", "), up)
+	}
+	return nil
 }
 
 func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason string) (UpResult, error) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/neovim/go-client/nvim"
+
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
@@ -404,5 +406,51 @@ func TestVerifyAsksContainerTmuxOnMismatch(t *testing.T) {
 	var verr *verify.Error
 	if _, err := c.Record(ctx, rec); !errors.As(err, &verr) || verr.Check != "tmux" {
 		t.Fatalf("a dead server through the container's tmux: %v", err)
+	}
+}
+
+// Re-creating a running instance ends the student's session: commands that
+// only use the instance never do it, and up refuses over unsaved editor
+// buffers unless forced.
+func TestRecreateGuardsTheSession(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	r := w.resolve("native-amd64", "demo", "hello", "1", "")
+	rec := w.up(r).Record
+	w.m.NvimModified = probe.NvimModified
+	// The student edits a file and does not save it.
+	v, err := nvim.Dial(rec.Dir().Nvim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(r.TaskDir, "hello.c")
+	if err := v.Command("edit " + file); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetBufferLines(0, 0, 0, true, [][]byte{[]byte("/* unsaved */")}); err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt\n"), 0o755) // the config changes
+
+	same := func(what string) {
+		t.Helper()
+		if c, err := w.m.Engine.Inspect(ctx, rec.ContainerID); err != nil || !c.Running {
+			t.Fatalf("%s: the running container did not survive: %v", what, err)
+		}
+	}
+	m := *w.m
+	m.KeepRunning = true
+	if _, err := m.Up(ctx, r, nil); err == nil || !strings.Contains(err.Error(), "run `stemctl up native-amd64 demo hello 1") {
+		t.Fatalf("up from build/debug/agent start over a changed config: %v", err)
+	}
+	same("KeepRunning")
+	if _, err := w.m.Up(ctx, r, nil); err == nil || !strings.Contains(err.Error(), "unsaved changes in "+file) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("up over unsaved work: %v", err)
+	}
+	same("unsaved buffer")
+	w.m.Force = true
+	if res := w.up(r); res.Action != instance.Recreated || res.Record.ContainerID == rec.ContainerID {
+		t.Fatalf("up --force: %+v", res)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/neovim/go-client/nvim"
@@ -89,4 +91,57 @@ func withDefault(ctx context.Context, d time.Duration) (context.Context, context
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, d)
+}
+
+// modifiedLua lists the buffers with unsaved changes (name, or "[buffer N]"
+// for an unnamed one). getbufinfo is not a "fast" function: nvim answers
+// only when it is not blocked waiting for input, so callers bound the wait.
+const modifiedLua = `local r = {}
+for _, b in ipairs(vim.fn.getbufinfo({bufmodified = 1})) do
+  r[#r + 1] = (b.name ~= '' and b.name) or ('[buffer ' .. b.bufnr .. ']')
+end
+return r`
+
+// NvimModified returns the buffers with unsaved changes in the nvim on
+// socket. An nvim that is gone (no socket, nobody listening) has none; one
+// that does not answer in time (blocked mid-command) is an error, since its
+// buffers cannot be vouched for.
+func NvimModified(ctx context.Context, socket string) ([]string, error) {
+	ctx, cancel := withDefault(ctx, 2*time.Second)
+	defer cancel()
+	type result struct {
+		names []string
+		err   error
+	}
+	done := make(chan result, 1)
+	var v *nvim.Nvim
+	go func() {
+		var r result
+		v, r.err = nvim.Dial(socket, nvim.DialContext(ctx), nvim.DialServe(true))
+		if r.err == nil {
+			r.err = v.ExecLua(modifiedLua, &r.names)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if v != nil {
+			v.Close()
+		}
+		if r.err != nil && (errors.Is(r.err, os.ErrNotExist) || errors.Is(r.err, syscall.ECONNREFUSED)) {
+			return nil, nil
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("ask nvim on %s for unsaved buffers: %w", socket, r.err)
+		}
+		return r.names, nil
+	case <-ctx.Done():
+		go func() {
+			<-done
+			if v != nil {
+				v.Close()
+			}
+		}()
+		return nil, fmt.Errorf("nvim on %s did not say whether buffers are unsaved (is it waiting for input?): %w", socket, ctx.Err())
+	}
 }

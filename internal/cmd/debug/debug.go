@@ -85,6 +85,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if r != nil {
+		m.KeepRunning = true // only `stemctl up` ends a live session
 		res, err := m.Up(ctx, r, opts.Devices)
 		if err != nil {
 			return err

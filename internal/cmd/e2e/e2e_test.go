@@ -542,3 +542,64 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 		t.Fatalf("the container ran a command on the host through stem-mcp's control client (%s appeared)", ents[0].Name())
 	}
 }
+
+// After stem-mcp is rebuilt an instance's configuration differs. build (or
+// debug, agent start) must not end the student's session over it; up asks
+// before losing unsaved editor buffers; up --force re-creates.
+func TestRebuildNeverEndsASessionBehindTheStudentsBack(t *testing.T) {
+	a := newAccount(t)
+	const inst = "native-amd64-demo-hello-t1"
+	// This account's own stem-mcp, so rebuilding it touches no other test.
+	own := filepath.Join(t.TempDir(), "stem-mcp")
+	data, err := os.ReadFile(filepath.Join(bins(t), "stem-mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(own, data, 0o755)
+	env := []string{"STEM_MCP_BIN=" + own}
+	run := func(code int, args ...string) result {
+		t.Helper()
+		r, err := a.Run(env, args...)
+		if err != nil || r.Code != code {
+			t.Fatalf("stemctl %v: exit %d (want %d) %v\n%s%s", args, r.Code, code, err, r.Stdout, r.Stderr)
+		}
+		return r
+	}
+	run(0, "up", "native-amd64", "demo", "hello", "1")
+	r := run(0, "status", inst, "--json")
+	var st struct {
+		Record struct {
+			ContainerID string `json:"container_id"`
+			SocketDir   string `json:"socket_dir"`
+			CardPath    string `json:"card_path"`
+		} `json:"record"`
+	}
+	json.Unmarshal([]byte(r.Stdout), &st)
+	// The student has an unsaved edit.
+	file := filepath.Join(st.Record.CardPath, "t1", "hello.c")
+	nv := exec.Command("nvim", "--server", filepath.Join(st.Record.SocketDir, "n.sock"), "--remote-send", "<C-\\><C-n>:e "+file+"<CR>ggO/* unsaved */<Esc>")
+	if out, err := nv.CombinedOutput(); err != nil {
+		t.Fatalf("nvim --remote-send: %v %s", err, out)
+	}
+	// stem-mcp is rebuilt.
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(own, append(data, 0), 0o755)
+
+	r = run(1, "build", "native-amd64", "demo", "hello", "1")
+	if !strings.Contains(r.Stderr, "run `stemctl up native-amd64 demo hello 1") {
+		t.Fatalf("build over a changed config: %s", r.Stderr)
+	}
+	r = run(1, "up", "native-amd64", "demo", "hello", "1")
+	if !strings.Contains(r.Stderr, "unsaved changes in "+file) || !strings.Contains(r.Stderr, "--force") {
+		t.Fatalf("up over an unsaved buffer: %s", r.Stderr)
+	}
+	r = run(0, "status", inst, "--json")
+	if !strings.Contains(r.Stdout, st.Record.ContainerID) {
+		t.Fatal("a refused up still replaced the container")
+	}
+	run(0, "up", "native-amd64", "demo", "hello", "1", "--force")
+	r = run(0, "status", inst, "--json")
+	if strings.Contains(r.Stdout, st.Record.ContainerID) {
+		t.Fatal("up --force did not re-create the instance")
+	}
+}

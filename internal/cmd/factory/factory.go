@@ -97,7 +97,7 @@ func New() *cmdutil.Factory {
 		}
 		return &instance.Manager{
 			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr, Workspace: wsRoot,
-			TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim,
+			TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim, NvimModified: probe.NvimModified,
 			Progress: f.IOStreams.ErrOut,
 		}, nil
 	}

@@ -140,6 +140,7 @@ func RunVerb(ctx context.Context, opts *Options) error {
 				}
 			}
 		}
+		m.KeepRunning = true // only `stemctl up` ends a live session
 		res, err := m.Up(ctx, r, opts.Devices)
 		if err != nil {
 			return err

@@ -20,6 +20,7 @@ type Options struct {
 	Target  string
 	Devices []string
 	Select  bool
+	Force   bool
 	JSON    bool
 }
 
@@ -36,6 +37,11 @@ one whose configuration or schema changed, or whose tmux server is gone, is
 re-created (new container id, new socket directory, the old one removed). If only
 nvim is gone (the student quit it), nvim is started again in a new tmux window and
 the session is kept. Devices given once with --device stay with the instance.
+
+Re-creating a running instance ends the student's session; up refuses while its
+nvim has unsaved changes (save them, or pass --force to discard them). build,
+test, run, deploy, debug and agent start never re-create a running instance:
+they ask you to run up.
 
 Creating an instance never changes which instance MCP providers are talking to
 unless you pass --select; re-creating the selected instance moves the selection to
@@ -59,6 +65,7 @@ turns.`,
 	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
 	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
 	cmd.Flags().BoolVar(&opts.Select, "select", false, "also make this the instance MCP providers talk to")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "re-create the instance even if its editor has unsaved changes (they are lost)")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
@@ -73,6 +80,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	m.Force = opts.Force
 	res, err := m.Up(ctx, r, opts.Devices)
 	if err != nil {
 		return err

@@ -109,6 +109,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	m.KeepRunning = true // only `stemctl up` ends a live session
 	res, err := m.Up(ctx, r, opts.Devices)
 	if err != nil {
 		return err
