@@ -152,8 +152,10 @@ func checkStopLatency(t *testing.T, lat latencies) {
 	if m := median(lat.published); m > 50*time.Millisecond {
 		t.Errorf("gdb stop published -> notification received: median %s, over the 50 ms target", m)
 	}
-	if m := median(lat.typed); m > 150*time.Millisecond {
-		t.Errorf("stepi typed -> notification received: median %s", m)
+	// The keystroke to the receipt includes tmux, gdb's step and the
+	// bridge; it too must meet the target (measured 3-14 ms).
+	if m := median(lat.typed); m > 50*time.Millisecond {
+		t.Errorf("stepi typed -> notification received: median %s, over the 50 ms target", m)
 	}
 }
 

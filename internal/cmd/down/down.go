@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/instance"
 )
 
 // Options are down's inputs.
@@ -55,6 +56,6 @@ func Run(ctx context.Context, opts *Options) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.F.IOStreams.Out, map[string]any{"instance": rec.Instance, "container_id": rec.ContainerID, "state": "stopped"})
 	}
-	fmt.Fprintf(opts.F.IOStreams.Out, "%s: stopped (start it again with `stemctl up %s %s %s %s`)\n", rec.Instance, rec.Profile, rec.Series, rec.Card, rec.Task)
+	fmt.Fprintf(opts.F.IOStreams.Out, "%s: stopped (start it again with `%s`)\n", rec.Instance, instance.UpCommand(rec))
 	return nil
 }
