@@ -132,6 +132,16 @@ func TestLifecycleThroughTheCLI(t *testing.T) {
 	if r.Stdout != "out\n" || r.Stderr != "err\n" {
 		t.Fatalf("exec streams: %q %q", r.Stdout, r.Stderr)
 	}
+	// A command that is not there: the shell's status and one plain line,
+	// not the OCI runtime's errors.
+	r = a.must(127, "exec", inst, "--", "no-such-command", "x")
+	if strings.TrimSpace(r.Stderr) != "stemctl exec: no-such-command: command not found in the instance" {
+		t.Fatalf("exec of a missing command: %q", r.Stderr)
+	}
+	r = a.must(0, "exec", inst, "--", "sh", "-c", `printf '%s|' "$0" "$@"`, "zero", "a b", "")
+	if r.Stdout != "zero|a b||" {
+		t.Fatalf("exec arguments: %q", r.Stdout)
+	}
 	a.must(1, "deploy", inst) // no deploy command for a native task
 	// MCP selection.
 	a.must(0, "mcp", "select", inst)

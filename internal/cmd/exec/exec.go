@@ -62,6 +62,18 @@ stdout are terminals (override with --tty).`,
 	return cmd
 }
 
+// lookupScript runs its arguments after checking that a bare command name
+// exists: for one that does not, the OCI runtime's own failure is two
+// "Error: runc: exec failed ..." lines from Podman; this says it plainly,
+// with the shell's exit status for "not found" (127).
+const lookupScript = `case $1 in */*) ;; *) command -v -- "$1" >/dev/null 2>&1 || { printf 'stemctl exec: %s: command not found in the instance\n' "$1" >&2; exit 127; } ;; esac
+exec "$@"`
+
+// withLookup wraps cmd in lookupScript (sh is in every stem image).
+func withLookup(cmd []string) []string {
+	return append([]string{"/bin/sh", "-c", lookupScript, "stemctl-exec"}, cmd...)
+}
+
 // Run executes the command and returns its exit status as an ExitError.
 func Run(ctx context.Context, opts *Options) error {
 	// Check the inputs before connecting to Podman: a typo should not wait
@@ -77,7 +89,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, opts.Instance, engine.ExecSpec{Cmd: opts.Command, Env: env, WorkDir: opts.WorkDir}, opts.TTY)
+	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, opts.Instance, engine.ExecSpec{Cmd: withLookup(opts.Command), Env: env, WorkDir: opts.WorkDir}, opts.TTY)
 	if err != nil {
 		return err
 	}
