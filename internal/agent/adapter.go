@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,8 +58,9 @@ type Launch struct {
 // account before anything is created.
 type adapter struct {
 	launch func(Session) (Launch, error)
-	// precheck (may be nil) looks at the directory agents' files go to.
-	precheck func(agentsRoot string) error
+	// precheck (may be nil) looks at the provider's configuration and the
+	// directory agents' files go to, before anything exists.
+	precheck func(p Provider, agentsRoot string) error
 }
 
 func adapterFor(name string) (adapter, bool) {
@@ -68,18 +70,22 @@ func adapterFor(name string) (adapter, bool) {
 	case AdapterClaude:
 		return adapter{launch: claudeLaunch}, true
 	case AdapterGemini:
-		return adapter{launch: geminiLaunch, precheck: CheckSettingsDir}, true
+		return adapter{launch: geminiLaunch, precheck: func(_ Provider, root string) error { return CheckSettingsDir(root) }}, true
 	case AdapterCustom:
-		return adapter{launch: customLaunch}, true
+		return adapter{launch: customLaunch, precheck: checkPlaceholders}, true
 	}
 	return adapter{}, false
 }
 
-// Precheck runs the provider's adapter checks on the directory that will
-// hold the agent's files.
+// Precheck runs the provider's adapter checks on its configuration and on
+// the directory that will hold the agent's files.
 func Precheck(p Provider, agentsRoot string) error {
-	if ad, ok := adapterFor(p.Adapter); ok && ad.precheck != nil {
-		if err := ad.precheck(agentsRoot); err != nil {
+	ad, ok := adapterFor(p.Adapter)
+	if !ok {
+		return fmt.Errorf("provider %s: unknown adapter %q", p.Name, p.Adapter)
+	}
+	if ad.precheck != nil {
+		if err := ad.precheck(p, agentsRoot); err != nil {
 			return fmt.Errorf("provider %s: %w", p.Name, err)
 		}
 	}
@@ -253,15 +259,11 @@ func customLaunch(s Session) (Launch, error) {
 		"{instance}": s.Instance, "{level}": s.Level, "{agent_id}": s.ID,
 		"{card}": s.CardPath, "{task_dir}": s.TaskDir, "{stem_mcp}": s.Server.Command,
 	}
-	var bad []string
+	if err := checkPlaceholders(s.Provider, ""); err != nil {
+		return Launch{}, fmt.Errorf("provider %s: %w", s.Provider.Name, err)
+	}
 	expand := func(a string) string {
-		return placeholderRE.ReplaceAllStringFunc(a, func(m string) string {
-			if v, ok := vals[m]; ok {
-				return v
-			}
-			bad = append(bad, m)
-			return m
-		})
+		return placeholderRE.ReplaceAllStringFunc(a, func(m string) string { return vals[m] })
 	}
 	argv := []string{s.Binary}
 	for _, a := range s.Provider.Command[1:] {
@@ -270,10 +272,24 @@ func customLaunch(s Session) (Launch, error) {
 	for _, a := range s.Provider.Args {
 		argv = append(argv, expand(a))
 	}
-	if len(bad) > 0 {
-		return Launch{}, fmt.Errorf("provider %s: unknown placeholder %s in its command (known: %s)", s.Provider.Name, strings.Join(bad, ", "), strings.Join(Placeholders, " "))
-	}
 	return Launch{Argv: append(argv, s.Extra...)}, nil
+}
+
+// checkPlaceholders refuses a custom command or args naming a placeholder
+// stem does not know (a typo would reach the program verbatim).
+func checkPlaceholders(p Provider, _ string) error {
+	var bad []string
+	for _, a := range append(append([]string{}, p.Command[min(1, len(p.Command)):]...), p.Args...) {
+		for _, m := range placeholderRE.FindAllString(a, -1) {
+			if !slices.Contains(Placeholders, m) {
+				bad = append(bad, m)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("unknown placeholder %s in its command (known: %s)", strings.Join(bad, ", "), strings.Join(Placeholders, " "))
+	}
+	return nil
 }
 
 // CheckSettingsDir refuses a directory with a group- or other-writable

@@ -288,6 +288,38 @@ func TestInvalidServerRefused(t *testing.T) {
 	}
 }
 
+// Precheck makes, from the configuration alone, the refusals Plan would
+// make later: agent start runs it before it starts a container.
+func TestPrecheckRefusesWhatPlanWould(t *testing.T) {
+	private := t.TempDir()
+	os.Chmod(private, 0o700)
+	worldWritable := "/tmp/stem/agents" // /tmp is 1777
+	for _, c := range []struct {
+		p    Provider
+		root string
+		want string
+	}{
+		{Provider{Name: "c", Adapter: AdapterCustom, Command: []string{"x", "--cfg", "{mcp_config}"}, Args: []string{"{level}"}}, worldWritable, ""},
+		{Provider{Name: "c", Adapter: AdapterCustom, Command: []string{"x", "--cfg={mcp_cfg}"}}, private, "unknown placeholder {mcp_cfg}"},
+		{Provider{Name: "c", Adapter: AdapterCustom, Command: []string{"x"}, Args: []string{"{nope}"}}, private, "unknown placeholder {nope}"},
+		{Provider{Name: "g", Adapter: AdapterGemini, Command: []string{"gemini"}}, worldWritable, "Gemini CLI ignores settings files there"},
+		{Provider{Name: "x", Adapter: AdapterCodex, Command: []string{"codex", "{not_custom}"}}, worldWritable, ""},
+		{Provider{Name: "a", Adapter: "aider", Command: []string{"aider"}}, private, `unknown adapter "aider"`},
+	} {
+		err := Precheck(c.p, c.root)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v under %s: %v, want %q", c.p, c.root, err, c.want)
+		}
+		if c.p.Adapter == AdapterCustom {
+			s := testSession("custom", "agent")
+			s.Provider = c.p
+			if _, perr := Plan(s); (perr == nil) != (err == nil) {
+				t.Errorf("%+v: Precheck says %v, Plan %v", c.p, err, perr)
+			}
+		}
+	}
+}
+
 func TestCheckSettingsDir(t *testing.T) {
 	tmp := t.TempDir() // under /tmp: world-writable
 	err := CheckSettingsDir(filepath.Join(tmp, "stem", "agents"))

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -14,7 +15,9 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/sockets"
 )
 
 // Lifecycle edges of agents in a window, with the real stemctl, stem-mcp,
@@ -235,7 +238,8 @@ func TestAgentEdgeDownUp(t *testing.T) {
 }
 
 // Two agents on one instance at different levels each get their level's
-// tools; stopping one (by provider) leaves the other running, with its
+// tools; `--instance` takes the container id for attach, list and stop;
+// stopping one (by provider) leaves the other running, with its
 // window and a working MCP session. Then the student closes that window:
 // `agent list` says at once that it is ending, and the agent ends.
 func TestAgentEdgeTwoLevelsAndClosedWindow(t *testing.T) {
@@ -244,7 +248,16 @@ func TestAgentEdgeTwoLevelsAndClosedWindow(t *testing.T) {
 	st := a.status(nativeInst)
 	var obs, asst agent.Record
 	a.mustJSON(&obs, "agent", "attach", "custom", "--instance", nativeInst, "--level", "observe", "--background")
-	a.mustJSON(&asst, "agent", "attach", "helper", "--instance", nativeInst, "--level", "assist", "--background")
+	// --instance takes a container id (prefix) for attach, list and stop.
+	cid := st.Record.ContainerID
+	a.mustJSON(&asst, "agent", "attach", "helper", "--instance", cid[:12], "--level", "assist", "--background")
+	for _, ref := range []string{nativeInst, cid, cid[:12]} {
+		var sts []agent.Status
+		a.mustJSON(&sts, "agent", "list", "--instance", ref)
+		if len(sts) != 2 || sts[0].Instance != nativeInst || sts[1].Instance != nativeInst {
+			t.Fatalf("agent list --instance %s: %+v", ref, sts)
+		}
+	}
 	for _, c := range []struct {
 		rec   agent.Record
 		level mcpserver.Level
@@ -261,7 +274,7 @@ func TestAgentEdgeTwoLevelsAndClosedWindow(t *testing.T) {
 		t.Fatal("observe and assist have the same tools: the check above proves nothing")
 	}
 
-	out := a.must("agent", "stop", "--instance", nativeInst, "--provider", "custom")
+	out := a.must("agent", "stop", "--instance", cid[:12], "--provider", "custom")
 	if !strings.Contains(out, "stopped agent "+obs.ID) || strings.Contains(out, asst.ID) {
 		t.Fatalf("agent stop --provider custom:\n%s", out)
 	}
@@ -368,6 +381,101 @@ command = ["`+broken+`"]
 	}
 	if left, _ := filepath.Glob(filepath.Join(st.Record.SocketDir, "a-*")); len(left) != 0 {
 		t.Fatalf("refused agents left sockets: %v", left)
+	}
+}
+
+// `agent start` on an instance that is not up refuses before it starts a
+// container: Gemini's settings directory under a world-writable parent
+// (/tmp, which `up` accepts), an unknown placeholder in a custom provider's
+// command, and a runtime directory where t.sock fits but the agent's
+// a-<id>.sock does not. Each leaves no container, no registry record and no
+// agent record or directory.
+func TestAgentEdgeStartRefusalsBeforeUp(t *testing.T) {
+	a := newAccount(t)
+	cfgPath := filepath.Join(a.Base, "config", agent.ConfigFile)
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := filepath.Join(bins(t), "mcpclient")
+	cfg = append(cfg, []byte(`
+[providers.gem]
+adapter = "gemini"
+command = ["`+client+`"]
+
+[providers.typo]
+command = ["`+client+`", "--mcp-config", "{mcp_cfg}"]
+`)...)
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// 50 bytes: t.sock's path is 95 bytes, a-<id>.sock's 102 (limit 100).
+	long, err := os.MkdirTemp("/tmp", "sl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(long) })
+	longRT := filepath.Join(long, strings.Repeat("r", 50-len(long)-1))
+	if err := os.Mkdir(longRT, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(filepath.Join(longRT, "stem/abcdef12/abcdef1234/0123456789ab", sockets.TmuxSocket)); n >= sockets.MaxPath {
+		t.Fatalf("t.sock would not fit either (%d bytes): the case proves nothing", n)
+	}
+
+	task := []string{"native-amd64", "demo", "hello", "1"}
+	for _, c := range []struct {
+		name     string
+		provider string
+		rt       string
+		want     []string
+	}{
+		{"gemini settings under /tmp", "gem", a.Runtime, []string{"Gemini CLI ignores settings files there"}},
+		{"unknown placeholder", "typo", a.Runtime, []string{"unknown placeholder {mcp_cfg}"}},
+		{"agent socket too long", "custom", longRT, []string{"a-", ".sock is", "over the 100-byte limit", "XDG_RUNTIME_DIR"}},
+	} {
+		env := []string{"XDG_RUNTIME_DIR=" + c.rt}
+		r, _ := a.runEnv(env, append([]string{"agent", "start", c.provider}, task...)...)
+		if r.Code == 0 {
+			t.Fatalf("%s: agent start succeeded:\n%s", c.name, r.Stdout)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.Stderr, w) {
+				t.Fatalf("%s: stderr lacks %q:\n%s", c.name, w, r.Stderr)
+			}
+		}
+		a.nothingLeft(c.name, env, c.rt)
+	}
+}
+
+// nothingLeft asserts that the account has no container (by its workspace
+// label), no registry record, and no agent record or directory under rt.
+func (a *account) nothingLeft(what string, env []string, rt string) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", "ps", "-a", "-q", "--filter", "label="+labels.Workspace+"="+a.WS).CombinedOutput()
+	if err != nil {
+		a.t.Fatalf("%s: podman ps: %v\n%s", what, err, out)
+	}
+	if ids := strings.TrimSpace(string(out)); ids != "" {
+		a.t.Fatalf("%s: containers left: %s", what, ids)
+	}
+	r, err := a.runEnv(env, "list", "--json")
+	var recs []json.RawMessage
+	if err != nil || r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &recs) != nil {
+		a.t.Fatalf("%s: stemctl list --json: %d %v\n%s%s", what, r.Code, err, r.Stdout, r.Stderr)
+	}
+	if len(recs) != 0 {
+		a.t.Fatalf("%s: registry records left: %s", what, r.Stdout)
+	}
+	r, err = a.runEnv(env, "agent", "list", "--json")
+	var sts []agent.Status
+	if err != nil || r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &sts) != nil || len(sts) != 0 {
+		a.t.Fatalf("%s: agent list --json: %d %v\n%s%s", what, r.Code, err, r.Stdout, r.Stderr)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(rt, "stem", "agents")); len(ents) != 0 {
+		a.t.Fatalf("%s: agent directories left: %v", what, ents)
 	}
 }
 

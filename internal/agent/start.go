@@ -105,25 +105,39 @@ func (e *Env) ServerEntry(inst string, level mcpserver.Level, agentID string) mc
 // SocketPath is the agent terminal's socket in the container's socket
 // directory, checked against the AF_UNIX length limit.
 func SocketPath(dir sockets.Dir, id string) (string, error) {
-	p := filepath.Join(dir.Path, "a-"+id+".sock")
+	p := filepath.Join(dir.Path, sockets.AgentSocket(id))
 	if len(p) >= sockets.MaxPath {
 		return "", &sockets.PathTooLongError{Path: p, Len: len(p)}
 	}
 	return p, nil
 }
 
-// Prepare creates the agent's directory and files. mode is ModeWindow or
-// ModeHere. On error nothing is left behind.
-func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
-	p, err := e.Providers.Get(req.Provider)
+// Check makes every refusal of Prepare that does not need the instance:
+// an unknown provider, a missing program, and the adapter's checks (the
+// directory agents' files go to, a custom command's placeholders). Callers
+// run it before they start a container, so that a refusal leaves nothing
+// behind; the agent socket's length is covered by sockets.CheckLengths,
+// which `up` runs. It returns the provider and its program's path.
+func (e *Env) Check(name string) (Provider, string, error) {
+	p, err := e.Providers.Get(name)
 	if err != nil {
-		return nil, err
+		return Provider{}, "", err
 	}
 	bin, err := p.Binary(e.getenv("PATH"))
 	if err != nil {
-		return nil, err
+		return Provider{}, "", err
 	}
 	if err := Precheck(p, e.Store.Root); err != nil {
+		return Provider{}, "", err
+	}
+	return p, bin, nil
+}
+
+// Prepare creates the agent's directory and files. mode is ModeWindow or
+// ModeHere. On error nothing is left behind.
+func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
+	p, bin, err := e.Check(req.Provider)
+	if err != nil {
 		return nil, err
 	}
 	rec := req.Target.Record

@@ -90,7 +90,7 @@ func (s Store) Create() (string, string, error) {
 		return "", "", err
 	}
 	for range 16 {
-		var b [3]byte
+		var b [sockets.AgentIDLen / 2]byte
 		rand.Read(b[:])
 		id := hex.EncodeToString(b[:])
 		d := s.Dir(id)
@@ -209,7 +209,7 @@ func (s Store) List(prune bool) ([]Status, error) {
 		if !st.Running {
 			if prune {
 				// A killed supervisor leaves its socket behind.
-				if fi, err := os.Lstat(rec.Socket); rec.Socket != "" && err == nil && fi.Mode()&os.ModeSocket != 0 && strings.HasPrefix(filepath.Base(rec.Socket), "a-"+rec.ID) {
+				if fi, err := os.Lstat(rec.Socket); rec.Socket != "" && err == nil && fi.Mode()&os.ModeSocket != 0 && filepath.Base(rec.Socket) == sockets.AgentSocket(rec.ID) {
 					os.Remove(rec.Socket)
 				}
 				s.Remove(rec.ID)

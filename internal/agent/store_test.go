@@ -119,6 +119,27 @@ func TestSocketPathLimit(t *testing.T) {
 	if _, err := SocketPath(long, "a1b2c3"); err == nil || !strings.Contains(err.Error(), "shorter XDG_RUNTIME_DIR") {
 		t.Fatalf("long path: %v", err)
 	}
+	// Every socket directory `up` accepts (sockets.CheckLengths) takes the
+	// socket of an agent with an id the store hands out, at every length.
+	st := NewStore(sockets.Layout{Runtime: t.TempDir()}, t.TempDir())
+	id, _, err := st.Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for n := 1; n < sockets.MaxPath; n++ {
+		d := sockets.Dir{Path: "/" + strings.Repeat("d", n)}
+		if sockets.CheckLengths(d.Path) != nil {
+			continue
+		}
+		accepted++
+		if _, err := SocketPath(d, id); err != nil {
+			t.Fatalf("a %d-byte directory passes sockets.CheckLengths but not agent %s's socket: %v", len(d.Path), id, err)
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("no directory length accepted: the check proves nothing")
+	}
 }
 
 // What a window agent's supervisor wrote shows in the list: an agent

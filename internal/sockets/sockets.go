@@ -1,6 +1,6 @@
 // Package sockets owns the runtime socket layout:
 //
-//	$XDG_RUNTIME_DIR/stem/<thread-key>/<instance-key>/<cid12>/{t.sock,n.sock,g.sock,gdb-sync.json,container.json}
+//	$XDG_RUNTIME_DIR/stem/<thread-key>/<instance-key>/<cid12>/{t.sock,n.sock,g.sock,a-<agent-id>.sock,gdb-sync.json,container.json}
 //
 // Every directory is 0700 and owned by the current user; no symlink is
 // followed while creating or checking it; every socket path is asserted to be
@@ -34,8 +34,16 @@ const (
 	ContainerJSON = "container.json"
 )
 
-// SocketNames are the sockets whose full paths must fit MaxPath.
-var socketNames = []string{TmuxSocket, NvimSocket, GDBSocket}
+// AgentIDLen is the length of an agent id (hex digits): its terminal's
+// socket, AgentSocket(id), is the longest name in a socket directory.
+const AgentIDLen = 6
+
+// AgentSocket is the name of agent id's terminal socket.
+func AgentSocket(id string) string { return "a-" + id + ".sock" }
+
+// socketNames are the sockets whose full paths must fit MaxPath. The agent
+// socket is included so a directory that `up` accepts also takes agents.
+var socketNames = []string{TmuxSocket, NvimSocket, GDBSocket, AgentSocket(strings.Repeat("0", AgentIDLen))}
 
 // SelectedDir is the directory holding the `current` selection symlink.
 const SelectedDir = "mcp-selected"

@@ -54,14 +54,24 @@ func TestForContainerPathLengths(t *testing.T) {
 		rt := "/" + strings.Repeat("r", n)
 		d, err := Layout{Runtime: rt}.ForContainer("abcdef12", "abcdef1234", cid)
 		if err == nil {
-			for _, p := range []string{d.Tmux(), d.Nvim(), d.GDB()} {
+			for _, p := range []string{d.Tmux(), d.Nvim(), d.GDB(), filepath.Join(d.Path, AgentSocket("abcdef"))} {
 				if len(p) >= MaxPath {
 					t.Fatalf("accepted %d-byte socket path %s", len(p), p)
 				}
 			}
-		} else if len(filepath.Join(rt, "stem/abcdef12/abcdef1234", cid[:12], "t.sock")) < MaxPath {
+		} else if len(filepath.Join(rt, "stem/abcdef12/abcdef1234", cid[:12], AgentSocket("abcdef"))) < MaxPath {
 			t.Fatalf("refused a path that fits: %v", err)
 		}
+	}
+	// Where t.sock fits but an agent's socket does not, the directory is
+	// refused: `up` must not make an instance no agent can join.
+	rt := "/" + strings.Repeat("r", MaxPath-1-len("/")-len("/stem/abcdef12/abcdef1234/")-12-len("/"+TmuxSocket))
+	if p := filepath.Join(rt, "stem/abcdef12/abcdef1234", cid[:12], TmuxSocket); len(p) != MaxPath-1 {
+		t.Fatalf("t.sock path is %d bytes, want %d", len(p), MaxPath-1)
+	}
+	_, err = Layout{Runtime: rt}.ForContainer("abcdef12", "abcdef1234", cid)
+	if !errors.As(err, &tl) || !strings.HasSuffix(tl.Path, ".sock") || !strings.Contains(tl.Path, "/a-") {
+		t.Fatalf("runtime where only t.sock fits: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ package agentutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
@@ -48,19 +50,59 @@ func NewEnv(f *cmdutil.Factory) (*agent.Env, error) {
 		Progress: nil}, nil
 }
 
-// CheckProvider fails early (before any container starts) when the
-// provider is unknown or its program is missing.
-func CheckProvider(f *cmdutil.Factory, name string) error {
-	ps, err := Providers(f)
+// CheckProvider fails early (before any container starts) with every
+// refusal that does not need the instance: an unknown provider, a missing
+// program, the adapter's checks (Gemini's settings directory, a custom
+// command's placeholders), and --here without terminal files. The agent
+// socket's length is checked by `up` itself (sockets.CheckLengths).
+func CheckProvider(f *cmdutil.Factory, name string, here bool) error {
+	env, err := NewEnv(f)
 	if err != nil {
 		return err
 	}
-	p, err := ps.Get(name)
-	if err != nil {
+	if _, _, err := env.Check(name); err != nil {
 		return err
 	}
-	_, err = p.Binary(os.Getenv("PATH"))
-	return err
+	if here {
+		if _, _, _, err := hereFiles(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hereFiles are the files a --here agent runs on.
+func hereFiles(f *cmdutil.Factory) (in, out, errOut *os.File, err error) {
+	ios := f.IOStreams
+	in, ok1 := ios.InFile()
+	out, ok2 := ios.Out.(*os.File)
+	errOut, ok3 := ios.ErrOut.(*os.File)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, nil, nil, fmt.Errorf("--here needs a terminal (or at least real standard files); without one start the agent in the student's tmux (drop --here)")
+	}
+	return in, out, errOut, nil
+}
+
+// InstanceName resolves an --instance value (a name, or a container id or
+// id prefix as for attach) to the instance name through the registry. A
+// value the registry does not know is returned as given: agent records
+// may name an instance whose record is gone.
+func InstanceName(ctx context.Context, f *cmdutil.Factory, ref string) (string, error) {
+	if ref == "" {
+		return "", nil
+	}
+	reg, err := f.Registry()
+	if err != nil {
+		return "", err
+	}
+	rec, err := reg.Find(ctx, ref)
+	if errors.Is(err, registry.ErrNotFound) {
+		return ref, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("--instance %s: %w", ref, err)
+	}
+	return rec.Instance, nil
 }
 
 // ParseLevel reads --level.
@@ -117,12 +159,10 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 	}
 	ios := f.IOStreams
 	if o.Here {
-		in, ok1 := ios.InFile()
-		out, ok2 := ios.Out.(*os.File)
-		errOut, ok3 := ios.ErrOut.(*os.File)
-		if !ok1 || !ok2 || !ok3 {
+		in, out, errOut, err := hereFiles(f)
+		if err != nil {
 			env.Store.Remove(p.Record.ID)
-			return fmt.Errorf("--here needs a terminal (or at least real standard files); without one start the agent in the student's tmux (drop --here)")
+			return err
 		}
 		fmt.Fprintf(ios.ErrOut, "stemctl: agent %s: %s on %s at level %s, here (MCP server %q: %s)\n",
 			p.Record.ID, p.Record.Provider, p.Record.Instance, p.Record.Level, agent.ServerName, serverLine(p.Record.MCP))

@@ -87,7 +87,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := agentutil.CheckProvider(opts.F, opts.Provider); err != nil {
+	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
 	}
 	m, err := opts.F.Manager(ctx)

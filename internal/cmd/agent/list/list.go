@@ -44,7 +44,7 @@ cleaned up on the way.`,
 			return Run(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Instance, "instance", "", "only the agents of this instance")
+	cmd.Flags().StringVar(&opts.Instance, "instance", "", "only the agents of this instance (name or container id)")
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
@@ -56,13 +56,17 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	inst, err := agentutil.InstanceName(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
 	all, err := env.Store.List(true)
 	if err != nil {
 		return err
 	}
 	sts := []agent.Status{}
 	for _, s := range all {
-		if opts.Instance == "" || s.Instance == opts.Instance {
+		if inst == "" || s.Instance == inst {
 			sts = append(sts, s)
 		}
 	}

@@ -98,7 +98,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := agentutil.CheckProvider(opts.F, opts.Provider); err != nil {
+	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
 	}
 	r, err := cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)

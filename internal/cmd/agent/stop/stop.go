@@ -63,7 +63,7 @@ the agent was started in.`,
 			return Run(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Instance, "instance", "", "stop the agents of this instance")
+	cmd.Flags().StringVar(&opts.Instance, "instance", "", "stop the agents of this instance (name or container id)")
 	cmd.Flags().StringVar(&opts.Provider, "provider", "", "stop only agents of this provider")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "stop every agent")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 6*time.Second, "how long to wait before killing")
@@ -98,6 +98,10 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	inst, err := agentutil.InstanceName(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
 	sts, err := env.Store.List(false)
 	if err != nil {
 		return err
@@ -112,7 +116,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	if len(opts.IDs) == 0 {
 		for _, s := range sts {
-			if (opts.All || opts.Instance == "" || s.Instance == opts.Instance) && (opts.Provider == "" || s.Provider == opts.Provider) {
+			if (opts.All || inst == "" || s.Instance == inst) && (opts.Provider == "" || s.Provider == opts.Provider) {
 				pick = append(pick, s.Record)
 			}
 		}
