@@ -221,8 +221,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 	} else if host == "" {
 		host = "unix://" + filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "podman", "podman.sock")
 	}
-	longRT := filepath.Join(base, strings.Repeat("r", 90))
-	openRT := filepath.Join(base, "open")
+	// Short paths (not t.TempDir's), so only the fault under test is wrong.
+	rtBase, err := os.MkdirTemp("/tmp", "bi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rtBase) })
+	longRT := filepath.Join(rtBase, strings.Repeat("r", 90))
+	openRT := filepath.Join(rtBase, "open")
+	fileRT := filepath.Join(rtBase, "file")
+	os.WriteFile(fileRT, nil, 0o644)
 	os.MkdirAll(longRT, 0o700)
 	os.MkdirAll(openRT, 0o755)
 	os.Chmod(openRT, 0o755)
@@ -311,7 +319,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// Runtime directories stemctl must not use.
 		{env: rtEnv(longRT), args: []string{"up", "native-amd64", "demo", "hello", "1"}, code: 1, want: []string{"100-byte limit", "shorter XDG_RUNTIME_DIR"}},
 		{env: rtEnv(openRT), args: []string{"up", "native-amd64", "demo", "hello", "1"}, code: 1, want: []string{"must be 0700", "chmod 700"}},
-		{env: rtEnv(notDir), args: []string{"up", "native-amd64", "demo", "hello", "1"}, code: 1, want: []string{"not a directory"}},
+		{env: rtEnv(fileRT), args: []string{"up", "native-amd64", "demo", "hello", "1"}, code: 1, want: []string{"not a directory"}},
 	}
 
 	before := map[string]string{"workspace": snapshot(t, ws), "outside": snapshot(t, outside), "runtime": snapshot(t, a.Runtime),

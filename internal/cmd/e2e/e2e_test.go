@@ -75,7 +75,7 @@ func TestBadNamesExplainAndChangeNothing(t *testing.T) {
 		{[]string{"up", "native-amd64", "dmo", "hello", "1"}, []string{`unknown series "dmo"`, "demo", "inf"}},
 		{[]string{"up", "native-amd64", "demo", "hello", "9"}, []string{`unknown task "9"`, "1, 2, 3"}},
 		{[]string{"up", "native-amd6", "demo", "hello", "1"}, []string{`unknown profile "native-amd6"`, "hazard3-sim"}},
-		{[]string{"up", "native-amd64", "inf", "bss", "4"}, []string{"runs on hazard3-sim, not on native-amd64"}},
+		{[]string{"up", "native-amd64", "inf", "bss", "4"}, []string{"runs on hazard3-sim or rp2350, not on native-amd64"}},
 		{[]string{"up", "rp2350", "demo", "hello", "3", "--target", "rp2040"}, []string{`unknown target "rp2040"`, "rp2350-arm"}},
 		{[]string{"up", "native-amd64", "demo", "hello", "1", "--device", "/dev/null"}, []string{"takes no devices"}},
 		{[]string{"status", "nope"}, []string{"no such instance", "stemctl up"}},
