@@ -58,9 +58,12 @@ type Launch struct {
 // account before anything is created.
 type adapter struct {
 	launch func(Session) (Launch, error)
-	// precheck (may be nil) looks at the provider's configuration and the
-	// directory agents' files go to, before anything exists.
-	precheck func(p Provider, agentsRoot string) error
+	// checkConfig (may be nil) looks at the provider's configuration;
+	// Precheck and Plan both run it.
+	checkConfig func(Provider) error
+	// checkRoot (may be nil) looks at the directory agents' files go to,
+	// before anything exists.
+	checkRoot func(agentsRoot string) error
 }
 
 func adapterFor(name string) (adapter, bool) {
@@ -70,9 +73,9 @@ func adapterFor(name string) (adapter, bool) {
 	case AdapterClaude:
 		return adapter{launch: claudeLaunch}, true
 	case AdapterGemini:
-		return adapter{launch: geminiLaunch, precheck: func(_ Provider, root string) error { return CheckSettingsDir(root) }}, true
+		return adapter{launch: geminiLaunch, checkRoot: CheckSettingsDir}, true
 	case AdapterCustom:
-		return adapter{launch: customLaunch, precheck: checkPlaceholders}, true
+		return adapter{launch: customLaunch, checkConfig: checkPlaceholders}, true
 	}
 	return adapter{}, false
 }
@@ -84,8 +87,13 @@ func Precheck(p Provider, agentsRoot string) error {
 	if !ok {
 		return fmt.Errorf("provider %s: unknown adapter %q", p.Name, p.Adapter)
 	}
-	if ad.precheck != nil {
-		if err := ad.precheck(p, agentsRoot); err != nil {
+	if ad.checkConfig != nil {
+		if err := ad.checkConfig(p); err != nil {
+			return fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+	}
+	if ad.checkRoot != nil {
+		if err := ad.checkRoot(agentsRoot); err != nil {
 			return fmt.Errorf("provider %s: %w", p.Name, err)
 		}
 	}
@@ -120,6 +128,11 @@ func Plan(s Session) (Launch, error) {
 	ad, ok := adapterFor(s.Provider.Adapter)
 	if !ok {
 		return Launch{}, fmt.Errorf("provider %s: unknown adapter %q", s.Provider.Name, s.Provider.Adapter)
+	}
+	if ad.checkConfig != nil {
+		if err := ad.checkConfig(s.Provider); err != nil {
+			return Launch{}, fmt.Errorf("provider %s: %w", s.Provider.Name, err)
+		}
 	}
 	a, err := ad.launch(s)
 	if err != nil {
@@ -259,9 +272,6 @@ func customLaunch(s Session) (Launch, error) {
 		"{instance}": s.Instance, "{level}": s.Level, "{agent_id}": s.ID,
 		"{card}": s.CardPath, "{task_dir}": s.TaskDir, "{stem_mcp}": s.Server.Command,
 	}
-	if err := checkPlaceholders(s.Provider, ""); err != nil {
-		return Launch{}, fmt.Errorf("provider %s: %w", s.Provider.Name, err)
-	}
 	expand := func(a string) string {
 		return placeholderRE.ReplaceAllStringFunc(a, func(m string) string { return vals[m] })
 	}
@@ -277,7 +287,7 @@ func customLaunch(s Session) (Launch, error) {
 
 // checkPlaceholders refuses a custom command or args naming a placeholder
 // stem does not know (a typo would reach the program verbatim).
-func checkPlaceholders(p Provider, _ string) error {
+func checkPlaceholders(p Provider) error {
 	var bad []string
 	for _, a := range append(append([]string{}, p.Command[min(1, len(p.Command)):]...), p.Args...) {
 		for _, m := range placeholderRE.FindAllString(a, -1) {

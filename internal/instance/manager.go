@@ -454,11 +454,6 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 	}
 }
 
-// tmuxInside asks the container's tmux whether its server has a session.
-func (m *Manager) tmuxInside(ctx context.Context, id, sock string) error {
-	return TmuxInside(m.Engine)(ctx, id, sock)
-}
-
 // TmuxInside returns a probe that asks container id's own tmux (through
 // exec) whether the server on sock has a session: for when the host's tmux
 // speaks another protocol version or there is none (verify.Checker).
@@ -468,6 +463,8 @@ func TmuxInside(e engine.Engine) func(ctx context.Context, id, sock string) erro
 	}
 }
 
+// tmuxInside asks container id's tmux whether the server on sock has a
+// session.
 func tmuxInside(ctx context.Context, e engine.Engine, id, sock string) error {
 	var out strings.Builder
 	code, err := e.Exec(ctx, id, engine.ExecSpec{Cmd: []string{"tmux", "-S", sock, "list-sessions", "-F", "#{session_name}"}, Stdout: &out, Stderr: &out})
@@ -516,7 +513,7 @@ func (m *Manager) probe(ctx context.Context, dir sockets.Dir, id string) error {
 			// The host's tmux speaks another protocol version (or there is
 			// none): ask the container's own tmux instead, rather than
 			// taking a healthy session for a dead one.
-			err = m.tmuxInside(pctx, id, s.path)
+			err = tmuxInside(pctx, m.Engine, id, s.path)
 		}
 		cancel()
 		if err != nil {

@@ -105,6 +105,31 @@ func writeScript(t *testing.T, p, body string) string {
 // The fixture's tmux server runs on the host, so the stand-in for podman
 // checks the arguments it gets and runs the host's tmux with the rest.
 func TestTmuxVersionFallback(t *testing.T) {
+	realTmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A host tmux of another version: it answers -V, then would speak
+	// another protocol.
+	checkContainerTmux(t, "tmux versions differ", "0.9-old", func(dir string) string {
+		return writeScript(t, filepath.Join(dir, "tmux"), `[ "$1" = -V ] && { echo "tmux 0.9-old"; exit 0; }
+exec `+realTmux+` "$@"
+`)
+	})
+}
+
+// With no tmux on the host, stem-mcp runs the container's tmux client (the
+// container always has one) instead of failing.
+func TestNoHostTmuxFallback(t *testing.T) {
+	checkContainerTmux(t, "no tmux client on this host", "", func(dir string) string { return filepath.Join(dir, "no-such-tmux") })
+}
+
+// checkContainerTmux gives stem-mcp the host tmux hostTmux makes and a
+// podman stand-in that runs the real tmux for `exec -i CID tmux ...`, and
+// checks that pane_capture works through the container's client and that
+// the server log says why (logWant, and detail when not empty).
+func checkContainerTmux(t *testing.T, logWant, detail string, hostTmux func(dir string) string) {
+	t.Helper()
 	in := testenv.New(t, testenv.Options{})
 	in.Select(t)
 	realTmux, err := exec.LookPath("tmux")
@@ -113,19 +138,15 @@ func TestTmuxVersionFallback(t *testing.T) {
 	}
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "podman-calls")
-	oldTmux := writeScript(t, filepath.Join(dir, "tmux"), `[ "$1" = -V ] && { echo "tmux 0.9-old"; exit 0; }
-exec `+realTmux+` "$@"
-`)
 	podman := writeScript(t, filepath.Join(dir, "podman"), `printf '%s\n' "$*" >> `+calls+`
 [ "$1" = exec ] && [ "$2" = -i ] && [ "$3" = "`+in.Record.ContainerID+`" ] && [ "$4" = tmux ] || { echo "unexpected podman call: $*" >&2; exit 125; }
 shift 4
 exec `+realTmux+` "$@"
 `)
-
 	in.Tmux(t, "send-keys", "-t", "stem:shell", "echo FALLBACK-$((6*7))", "Enter")
 	pane := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
 
-	s, log := inProcess(t, in, Observe, programs{tmux: oldTmux, podman: podman})
+	s, log := inProcess(t, in, Observe, programs{tmux: hostTmux(dir), podman: podman})
 	var out map[string]any
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -142,8 +163,8 @@ exec `+realTmux+` "$@"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(log.String(), "tmux versions differ") || !strings.Contains(log.String(), "0.9-old") {
-		t.Errorf("server log does not say why it switched clients:\n%s", log.String())
+	if !strings.Contains(log.String(), logWant) || !strings.Contains(log.String(), detail) {
+		t.Errorf("server log does not say why it switched clients (%q):\n%s", logWant, log.String())
 	}
 	got, _ := os.ReadFile(calls)
 	want := "exec -i " + in.Record.ContainerID + " tmux -u -N -S " + in.Dir.Tmux() + " -C attach-session -t =stem -f ignore-size"

@@ -202,20 +202,7 @@ func TestAttachThroughAPseudoTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var screen bytes.Buffer
-	var mu sync.Mutex
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := f.Read(buf)
-			mu.Lock()
-			screen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	screen := record(f)
 	waitFor(t, 10*time.Second, "a terminal client attached", func() bool {
 		out, _ := exec.Command("tmux", "-S", sock, "list-clients", "-F", "#{client_control_mode}").Output()
 		return strings.Contains(string(out), "0")
@@ -233,11 +220,7 @@ func TestAttachThroughAPseudoTerminal(t *testing.T) {
 		t.Fatal("attach did not end after detach")
 	}
 	// The last bytes may still be on their way from the pty after the exit.
-	waitFor(t, 5*time.Second, "the detach message on the terminal", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(screen.String(), "detached")
-	})
+	waitFor(t, 5*time.Second, "the detach message on the terminal", screen.shows("detached"))
 
 	// Not a terminal: stemctl gives tmux a pseudo-terminal and relays.
 	cmd = exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
@@ -267,6 +250,39 @@ func TestAttachThroughAPseudoTerminal(t *testing.T) {
 	// Wait has copied all of stdout: the relay carried tmux's screen.
 	if !strings.Contains(out.String(), "detached") {
 		t.Fatalf("the relayed attach did not pass tmux's output on: %q", out.String())
+	}
+}
+
+// screen collects what a pseudo-terminal shows.
+type screen struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// record reads f until it ends, keeping everything it shows.
+func record(f io.Reader) *screen {
+	s := &screen{}
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := f.Read(b)
+			s.mu.Lock()
+			s.buf.Write(b[:n])
+			s.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// shows is a waitFor condition: the screen contains text.
+func (s *screen) shows(text string) func() bool {
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return strings.Contains(s.buf.String(), text)
 	}
 }
 
@@ -379,24 +395,8 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var screen bytes.Buffer
-	var mu sync.Mutex
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := f.Read(buf)
-			mu.Lock()
-			screen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	seen := func(s string) func() bool {
-		return func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(screen.String(), s) }
-	}
-	waitFor(t, 10*time.Second, "the initial size 30 100", seen("30 100"))
+	screen := record(f)
+	waitFor(t, 10*time.Second, "the initial size 30 100", screen.shows("30 100"))
 	if err := pty.Setsize(f, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 	// give it a moment before the second stty asks.
 	time.Sleep(300 * time.Millisecond)
 	f.Write([]byte("\r"))
-	waitFor(t, 10*time.Second, "the new size 41 123", seen("41 123"))
+	waitFor(t, 10*time.Second, "the new size 41 123", screen.shows("41 123"))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
