@@ -70,7 +70,9 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level) *cliRig {
 	// the account lives in the repository's .cache.
 	cache := filepath.Join(repoRoot(), ".cache")
 	os.MkdirAll(cache, 0o755)
-	base, err := os.MkdirTemp(cache, "agent-cli-")
+	// Short names: the agent socket under base must fit the 100-byte limit
+	// even when the repository sits deep (CI checks it out under /check).
+	base, err := os.MkdirTemp(cache, "ac")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level) *cliRig {
 	if err := CheckSettingsDir(base); err != nil {
 		t.Fatalf("the repository lies under a world-writable directory: %v", err)
 	}
-	dirs := xdg.Dirs{Runtime: filepath.Join(base, "run"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"), Home: filepath.Join(base, "home"), UID: os.Getuid()}
+	dirs := xdg.Dirs{Runtime: filepath.Join(base, "r"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"), Home: filepath.Join(base, "home"), UID: os.Getuid()}
 	for _, d := range []string{dirs.Runtime, dirs.State, dirs.Config, dirs.Home} {
 		os.MkdirAll(d, 0o700)
 	}
