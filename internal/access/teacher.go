@@ -154,6 +154,22 @@ type Target struct {
 	Key        string   // the automation private key
 	Port       int      // 0: ssh's default
 	SSHOptions []string // extra -o KEY=VALUE options
+	// Dial is the absolute path of stemctl: when set, ssh connects through
+	// `stemctl teacher dial` (package tcprelay), which removes the
+	// handshake's delayed-ACK stalls.
+	Dial string
+}
+
+// dialPathRE is what may appear unquoted in the ProxyCommand ssh hands to
+// the teacher's shell (and free of ssh's % tokens).
+var dialPathRE = regexp.MustCompile(`^/[A-Za-z0-9._/+-]+$`)
+
+// DialCommand is the ProxyCommand for stemctl at path.
+func DialCommand(path string) (string, error) {
+	if !dialPathRE.MatchString(path) || strings.Contains(path, "/../") {
+		return "", fmt.Errorf("stemctl path %q cannot go into ssh's ProxyCommand unquoted: install stemctl under a plain path (letters, digits, . _ / + -) or connect with --direct", path)
+	}
+	return path + " teacher dial %h %p", nil
 }
 
 var (
@@ -299,6 +315,13 @@ func (t Target) Command(verb ...string) ([]string, error) {
 			return nil, fmt.Errorf("ssh option %q is not allowed here: stem sets what the automation connection needs, and this one could run commands or change which key is used", o)
 		}
 		args = append(args, "-o", o)
+	}
+	if t.Dial != "" {
+		pc, err := DialCommand(t.Dial)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-o", "ProxyCommand="+pc)
 	}
 	args = append(args, t.Host)
 	return append(args, verb...), nil

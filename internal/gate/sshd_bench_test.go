@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
+	"github.com/stem-edu/stem/internal/testenv"
 )
 
 // rawSession is one ssh process speaking JSON-RPC lines to the gate: no
@@ -95,17 +98,38 @@ func (r *rawSession) close() {
 // bash skip ~/.bashrc, standing in for that early return.
 //
 // OpenSSH 9.2's default key exchange, sntrup761x25519 (post-quantum
-// hybrid), costs the client ~0.13 s of CPU here; curve25519-sha256 costs
-// ~0.015 s. stem keeps the default (no silent downgrade); a teacher may
+// hybrid), costs the client ~0.08-0.13 s of CPU here; curve25519-sha256
+// costs ~0.015 s. stem keeps the default (no silent downgrade); a teacher may
 // choose with --ssh-option KexAlgorithms=curve25519-sha256.
+//
+// "dial" connects through `stemctl teacher dial` as the entries `teacher
+// config` writes do (package tcprelay: no Nagle, immediate ACKs); the
+// others let ssh connect by itself, as with --direct.
 var setups = []struct {
 	name   string
 	sshd   []string // sshd_config lines
 	client []string // ssh options
+	dial   bool
 }{
-	{"bashrc-as-is/kex-default", nil, nil},
-	{"bashrc-skipped/kex-default", []string{"SetEnv SHLVL=1"}, nil},
-	{"bashrc-skipped/kex-curve25519", []string{"SetEnv SHLVL=1"}, []string{"-o", "KexAlgorithms=curve25519-sha256"}},
+	{"bashrc-as-is/kex-default", nil, nil, false},
+	{"bashrc-skipped/kex-default", []string{"SetEnv SHLVL=1"}, nil, false},
+	{"bashrc-skipped/kex-curve25519", []string{"SetEnv SHLVL=1"}, []string{"-o", "KexAlgorithms=curve25519-sha256"}, false},
+	{"bashrc-skipped/kex-default/dial", []string{"SetEnv SHLVL=1"}, nil, true},
+	{"bashrc-skipped/kex-curve25519/dial", []string{"SetEnv SHLVL=1"}, []string{"-o", "KexAlgorithms=curve25519-sha256"}, true},
+}
+
+// clientOptions are a setup's ssh options, with the ProxyCommand of a
+// freshly built stemctl when it dials.
+func clientOptions(b *testing.B, client []string, dial bool) []string {
+	if !dial {
+		return client
+	}
+	stemctl := filepath.Join(testenv.Binary(b, "stemctl", "./cmd/stemctl"), "stemctl")
+	pc, err := access.DialCommand(stemctl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append([]string{"-o", "ProxyCommand=" + pc}, client...)
 }
 
 var initParams = map[string]any{
@@ -118,7 +142,7 @@ var initParams = map[string]any{
 // command, gate, server start) to the initialize reply on loopback.
 func BenchmarkSSHInitialize(b *testing.B) {
 	for _, su := range setups {
-		b.Run(su.name, func(b *testing.B) { benchSSHInitialize(b, su.sshd, su.client) })
+		b.Run(su.name, func(b *testing.B) { benchSSHInitialize(b, su.sshd, clientOptions(b, su.client, su.dial)) })
 	}
 }
 
@@ -148,7 +172,7 @@ func benchSSHInitialize(b *testing.B, sshd, client []string) {
 // machine serves one.)
 func BenchmarkPoll30(b *testing.B) {
 	for _, su := range setups {
-		b.Run(su.name, func(b *testing.B) { benchPoll30(b, su.sshd, su.client) })
+		b.Run(su.name, func(b *testing.B) { benchPoll30(b, su.sshd, clientOptions(b, su.client, su.dial)) })
 	}
 }
 
@@ -207,7 +231,7 @@ func benchPoll30(b *testing.B, sshd, client []string) {
 // account's ~/.bashrc on Debian), for comparison with BenchmarkSSHInitialize.
 func BenchmarkSSHBareSession(b *testing.B) {
 	for _, su := range setups {
-		b.Run(su.name, func(b *testing.B) { benchSSHBareSession(b, su.sshd, su.client) })
+		b.Run(su.name, func(b *testing.B) { benchSSHBareSession(b, su.sshd, clientOptions(b, su.client, su.dial)) })
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
+	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -26,6 +27,7 @@ import (
 type teacherRig struct {
 	srv   *sshdtest.Server
 	home  string // the teacher's HOME
+	self  string // a built stemctl, the entries' ProxyCommand
 	key   string
 	grant access.Grant
 	flags []string // --host/--key/--port/--ssh-option for stemctl teacher
@@ -35,7 +37,7 @@ func newTeacherRig(t *testing.T) *teacherRig {
 	t.Helper()
 	bin := sshdtest.StemMCP(t)
 	srv := sshdtest.Start(t)
-	r := &teacherRig{srv: srv, home: t.TempDir()}
+	r := &teacherRig{srv: srv, home: t.TempDir(), self: filepath.Join(testenv.Binary(t, "stemctl", "./cmd/stemctl"), "stemctl")}
 	kp, err := access.Keygen(access.DefaultKeyPath(r.home, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +78,7 @@ func (r *teacherRig) stemctl(t *testing.T, vars map[string]string, args ...strin
 		IOStreams: ios,
 		Getenv:    func(k string) string { return vars[k] },
 		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: r.home}, nil },
+		Self:      func() (string, error) { return r.self, nil },
 	}
 	cmd := NewCmdTeacher(f)
 	cmd.SetArgs(args)
@@ -109,7 +112,7 @@ func (r *teacherRig) cli(t *testing.T, env []string, bin string, args ...string)
 
 func (r *teacherRig) entry(t *testing.T, name, instance string) ([]string, string) {
 	t.Helper()
-	tg := access.Target{Host: r.srv.Host(), Key: r.key, Port: r.srv.Port, SSHOptions: r.srv.ClientOptions()}
+	tg := access.Target{Host: r.srv.Host(), Key: r.key, Port: r.srv.Port, SSHOptions: r.srv.ClientOptions(), Dial: r.self}
 	e, err := Entry(tg, name, instance)
 	if err != nil {
 		t.Fatal(err)

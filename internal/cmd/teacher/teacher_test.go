@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ type env struct {
 	f           *cmdutil.Factory
 	out, errOut *bytes.Buffer
 	home, key   string
+	self        string // stemctl's path
 	vars        map[string]string
 }
 
@@ -33,7 +35,9 @@ func newEnv(t *testing.T) *env {
 		IOStreams: ios,
 		Getenv:    func(k string) string { return e.vars[k] },
 		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: home}, nil },
+		Self:      func() (string, error) { return e.self, nil },
 	}
+	e.self = "/usr/local/bin/stemctl"
 	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +60,7 @@ func (e *env) run(t *testing.T, args ...string) error {
 
 func TestConfigPrintsEachProvider(t *testing.T) {
 	e := newEnv(t)
-	wantArgs := []any{"-T", "-i", e.key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none", "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
+	wantArgs := []any{"-T", "-i", e.key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none", "-o", "ProxyCommand=/usr/local/bin/stemctl teacher dial %h %p", "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
 
 	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--key", e.key, "--instance", "hazard3-sim-inf-bss-t4"); err != nil {
 		t.Fatal(err)
@@ -341,5 +345,52 @@ func TestConfigUnmarkedKeyNeedsForce(t *testing.T) {
 	}
 	if !strings.Contains(e.errOut.String(), "warning: "+key+" is used although") || !strings.Contains(e.out.String(), key) {
 		t.Fatalf("--force: stderr %q stdout %q", e.errOut.String(), e.out.String())
+	}
+}
+
+// The entry connects through `stemctl teacher dial` unless --direct, or
+// unless the teacher's ssh configuration already routes the host through
+// a proxy (which must keep working); stemctl at a path the shell would
+// split is refused with the way out.
+func TestConfigDialProxyCommand(t *testing.T) {
+	e := newEnv(t)
+	args := func(extra ...string) []string {
+		t.Helper()
+		if err := e.run(t, append([]string{"config", "--provider", "gemini", "--host", "anna@lab-03", "--key", e.key, "--json"}, extra...)...); err != nil {
+			t.Fatalf("%v: %v", extra, err)
+		}
+		var res struct {
+			Entry struct {
+				Args []string `json:"args"`
+			} `json:"entry"`
+		}
+		if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Entry.Args
+	}
+	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial %h %p"
+	if a := args(); !slices.Contains(a, pc) {
+		t.Fatalf("default entry %v lacks %s", a, pc)
+	}
+	if a := args("--direct"); slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "ProxyCommand=") }) {
+		t.Fatalf("--direct entry %v has a ProxyCommand", a)
+	}
+	a := args("--ssh-option", "ProxyJump=jump.example")
+	if slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "ProxyCommand=") }) || !slices.Contains(a, "ProxyJump=jump.example") {
+		t.Fatalf("entry with a jump host %v", a)
+	}
+	if !strings.Contains(e.errOut.String(), "proxyjump jump.example") {
+		t.Fatalf("no note about the jump host: %q", e.errOut.String())
+	}
+	for _, self := range []string{"/opt/my tools/stemctl", "/opt/100%/stemctl", "/opt/x;id/stemctl", "stemctl"} {
+		e.self = self
+		err := e.run(t, "config", "--provider", "gemini", "--host", "anna@lab-03", "--key", e.key)
+		if err == nil || !strings.Contains(err.Error(), "--direct") {
+			t.Errorf("stemctl at %q: %v", self, err)
+		}
+		if a := args("--direct"); slices.ContainsFunc(a, func(s string) bool { return strings.Contains(s, self) }) {
+			t.Errorf("--direct with stemctl at %q: %v", self, a)
+		}
 	}
 }
