@@ -95,6 +95,17 @@ fi
 
 # The API service the Go bindings talk to.
 if [ "$(id -u)" = 0 ]; then SOCK=/run/podman/podman.sock; else SOCK=${XDG_RUNTIME_DIR:?XDG_RUNTIME_DIR is not set}/podman/podman.sock; fi
+# A service started from a checkout that has since been deleted keeps
+# answering but cannot start containers (its CONTAINERS_CONF is gone):
+# replace it.
+for pid in $(pgrep -f "podman system service .*unix://$SOCK" 2>/dev/null); do
+  conf=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | sed -n 's/^CONTAINERS_CONF=//p')
+  if [ -n "$conf" ] && [ ! -e "$conf" ]; then
+    say "restarting the Podman API service (its $conf is gone)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+done
 if ! curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; then
   say "starting the Podman API service on $SOCK"
   mkdir -p "$(dirname "$SOCK")"

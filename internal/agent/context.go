@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -65,7 +65,7 @@ type MCPInfo struct {
 }
 
 // NewContext assembles the context of an agent on a verified instance.
-func NewContext(a AgentInfo, rec registry.Record, dir sockets.Dir, r *workspace.Resolved, level mcpserver.Level, server []string) Context {
+func NewContext(a AgentInfo, rec registry.Record, dir sockets.Dir, r *workspace.Resolved, level levels.Level, server []string) Context {
 	p := r.Profile
 	return Context{
 		Agent:     a,
@@ -89,7 +89,7 @@ func NewContext(a AgentInfo, rec registry.Record, dir sockets.Dir, r *workspace.
 			Server:   ServerName,
 			Command:  server,
 			Level:    level.String(),
-			Tools:    mcpserver.ToolNames(level),
+			Tools:    levels.ToolNames(level),
 			Resource: "stem://context",
 			Events:   `notifications/message with logger "stem.events" (gdb stops, programs exiting or crashing, failed builds and tests); or poll the session_events tool`,
 		},

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
-	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/tmux"
@@ -46,7 +46,7 @@ type Env struct {
 // Request asks for one agent on a verified instance.
 type Request struct {
 	Provider string
-	Level    mcpserver.Level
+	Level    levels.Level
 	Target   verify.Target
 	Resolved *workspace.Resolved
 	// Extra are the provider's own arguments (after --).
@@ -83,7 +83,7 @@ func (e *Env) progress(format string, args ...any) {
 // stem-mcp, fixed to that instance and level, with the directories it needs
 // spelled out (agent CLIs pass MCP servers a reduced environment). agentID
 // (may be empty) goes to the audit log.
-func (e *Env) ServerEntry(inst string, level mcpserver.Level, agentID string) mcpconfig.Entry {
+func (e *Env) ServerEntry(inst string, level levels.Level, agentID string) mcpconfig.Entry {
 	env := map[string]string{
 		"HOME":            e.Dirs.Home,
 		"XDG_RUNTIME_DIR": e.Dirs.Runtime,

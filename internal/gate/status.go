@@ -10,39 +10,18 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
-// Status is the JSON the `status` verb prints.
-type Status struct {
-	Account   string           `json:"account"`
-	Grant     string           `json:"grant"`
-	Level     string           `json:"level"`
-	Expires   *time.Time       `json:"expires,omitempty"`
-	Instances []InstanceStatus `json:"instances"`
-	// Session describes this SSH session as sshd set it up; with a
-	// `restrict` key both are false.
-	Session SessionInfo `json:"session"`
-}
-
-// SessionInfo reports what sshd granted this session.
-type SessionInfo struct {
-	TTY            bool `json:"tty"`
-	AgentForwarded bool `json:"agent_forwarded"`
-}
-
-// InstanceStatus is one allowed instance.
-type InstanceStatus struct {
-	Instance    string `json:"instance"`
-	Registered  bool   `json:"registered"`
-	ContainerID string `json:"container_id,omitempty"`
-	Profile     string `json:"profile,omitempty"`
-	Tmux        bool   `json:"tmux"`
-	Nvim        bool   `json:"nvim"`
-	Answers     bool   `json:"answers"` // both servers answer
-	Error       string `json:"error,omitempty"`
-}
+// The status verb's JSON (package gatestatus, which the teacher's stemctl
+// decodes without linking the gate).
+type (
+	Status         = gatestatus.Status
+	SessionInfo    = gatestatus.SessionInfo
+	InstanceStatus = gatestatus.InstanceStatus
+)
 
 // instances returns the registry records the grant allows, plus a bare
 // entry for each named-but-unregistered instance.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/gate"
+	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 
@@ -397,7 +397,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		}
 		return fmt.Errorf("ssh %s status: %s", tg.Host, msg)
 	}
-	var st gate.Status
+	var st gatestatus.Status
 	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
 		return fmt.Errorf("ssh %s status: the answer is not the gate's JSON (%v): is the key's forced command stem-mcp gate? %s", tg.Host, err, strings.TrimSpace(stdout.String()))
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
-	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -106,8 +106,8 @@ func InstanceName(ctx context.Context, f *cmdutil.Factory, ref string) (string, 
 }
 
 // ParseLevel reads --level.
-func ParseLevel(s string) (mcpserver.Level, error) {
-	l, err := mcpserver.ParseLevel(s)
+func ParseLevel(s string) (levels.Level, error) {
+	l, err := levels.Parse(s)
 	if err != nil {
 		return 0, cmdutil.FlagErrorf("--level: %v", err)
 	}
@@ -117,7 +117,7 @@ func ParseLevel(s string) (mcpserver.Level, error) {
 // LaunchOptions are what start and attach share.
 type LaunchOptions struct {
 	Provider   string
-	Level      mcpserver.Level
+	Level      levels.Level
 	Instance   string
 	Resolved   *workspace.Resolved
 	Here       bool

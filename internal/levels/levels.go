@@ -1,0 +1,96 @@
+// Package levels names stem-mcp's access levels and the tools each one
+// has, as data. stemctl needs them (agent context, flags) without linking
+// the MCP server, whose dependencies cost every stemctl start ~6 ms of
+// package initialisation; mcpserver's tests hold its definitions to this
+// table.
+package levels
+
+import "fmt"
+
+// Level is an access level. It is fixed when the process starts (by the SSH
+// forced command or the local configuration) and never taken from anything
+// an MCP client sends.
+type Level int
+
+const (
+	Observe Level = iota + 1
+	Assist
+	Full
+)
+
+func (l Level) String() string {
+	switch l {
+	case Observe:
+		return "observe"
+	case Assist:
+		return "assist"
+	case Full:
+		return "full"
+	}
+	return fmt.Sprintf("level(%d)", int(l))
+}
+
+// Parse reads observe, assist or full.
+func Parse(s string) (Level, error) {
+	switch s {
+	case "observe":
+		return Observe, nil
+	case "assist":
+		return Assist, nil
+	case "full":
+		return Full, nil
+	}
+	return 0, fmt.Errorf("unknown level %q: choose observe, assist or full", s)
+}
+
+// tool is one definition: the levels from min to max (0: no upper bound)
+// have it. A tool that behaves differently per level appears once per
+// range, in the order the server registers its definitions.
+type tool struct {
+	name     string
+	min, max Level
+}
+
+var tools = []tool{
+	{"session_status", Observe, 0},
+	{"task_info", Observe, 0},
+	{"pane_list", Observe, 0},
+	{"pane_capture", Observe, 0},
+	{"pane_wait", Observe, 0},
+	{"nvim_status", Observe, 0},
+	{"nvim_buffer_read", Observe, 0},
+	{"nvim_diagnostics", Observe, 0},
+	{"gdb_status", Observe, 0},
+	{"session_events", Observe, 0},
+
+	{"nvim_open", Assist, 0},
+	{"nvim_buffer_edit", Assist, 0},
+	{"nvim_hint", Assist, 0},
+	{"pane_send_keys", Assist, Assist}, // full's sends any key
+	{"gdb_break", Assist, 0},
+	{"gdb_continue", Assist, 0},
+	{"gdb_step", Assist, 0},
+	{"gdb_next", Assist, 0},
+	{"gdb_finish", Assist, 0},
+	{"gdb_interrupt", Assist, 0},
+	{"gdb_frame", Assist, 0},
+	{"gdb_print", Assist, 0},
+	{"task_action", Assist, 0},
+
+	{"nvim_command", Full, 0},
+	{"nvim_lua", Full, 0},
+	{"pane_send_keys", Full, 0},
+	{"pane_run", Full, 0},
+	{"gdb_command", Full, 0},
+}
+
+// ToolNames lists the tools a server at l offers, in registration order.
+func ToolNames(l Level) []string {
+	var names []string
+	for _, t := range tools {
+		if l >= t.min && (t.max == 0 || l <= t.max) {
+			names = append(names, t.name)
+		}
+	}
+	return names
+}
