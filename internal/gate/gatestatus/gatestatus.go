@@ -34,4 +34,3 @@ type InstanceStatus struct {
 	Answers     bool   `json:"answers"` // both servers answer
 	Error       string `json:"error,omitempty"`
 }
-
