@@ -153,6 +153,20 @@ func TestLifecycleThroughTheCLI(t *testing.T) {
 	if !strings.Contains(r.Stdout, up.Record.ContainerID) {
 		t.Fatalf("mcp call: %s", r.Stdout)
 	}
+	// Through stem-mcp call: a tool's error is exit status 1 with the
+	// result printed; --json is the whole result; resources read.
+	r = a.must(1, "mcp", "call", "--level", "observe", "--json", "pane_capture", "pane=%999")
+	if !strings.Contains(r.Stdout, `"isError": true`) || !strings.Contains(r.Stdout, "%999") {
+		t.Fatalf("mcp call of a missing pane: %s", r.Stdout)
+	}
+	r = a.must(0, "mcp", "call", "--level", "observe", "resource:stem://context")
+	if !strings.Contains(r.Stdout, `"instance": "`+inst+`"`) {
+		t.Fatalf("mcp call resource: %s", r.Stdout)
+	}
+	r = a.must(1, "mcp", "call", "--level", "observe", "nvim_open", "path=x.c")
+	if !strings.Contains(r.Stdout+r.Stderr, "nvim_open") {
+		t.Fatalf("mcp call of an assist tool at observe: %+v", r)
+	}
 	// Down: status says stopped (exit 3); up starts it again.
 	a.must(0, "down", inst, "--timeout", "1s")
 	r = a.must(3, "status", inst, "--json")

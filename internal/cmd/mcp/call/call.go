@@ -1,25 +1,23 @@
-// Package mcpcall implements `stemctl mcp call`: a small MCP client that
-// starts stem-mcp at a level and calls one tool, so a student or teacher can
+// Package mcpcall implements `stemctl mcp call`: it has `stem-mcp call` (an
+// mcp-go client) start stem-mcp at a level and call one tool, so a student or teacher can
 // see exactly what an agent would see, and scripts can use stem-mcp too.
 package mcpcall
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // Options are call's inputs.
@@ -183,90 +181,46 @@ func jsonKind(v any) string {
 	}
 }
 
-// Run starts stem-mcp, calls the tool and prints the result.
+// Run checks the arguments and runs `stem-mcp call`, which starts stem-mcp
+// serve and calls the tool with mcp-go's client (stemctl itself does not
+// link mcp-go: see package mcpcmd).
 func Run(ctx context.Context, opts *Options) error {
 	arguments, err := ParseArgs(opts.Args, opts.RawJSON)
 	if err != nil {
 		return err
 	}
+	if _, err := levels.Parse(opts.Level); err != nil {
+		return cmdutil.FlagErrorf("--level: %v", err)
+	}
+	raw, err := json.Marshal(arguments)
+	if err != nil {
+		return fmt.Errorf("encode the arguments: %w", err)
+	}
 	bin, err := opts.F.MCPBinary()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	argv := []string{"serve", "--level", opts.Level}
+	argv := []string{"call", "--level", opts.Level, "--timeout", opts.Timeout.String(), "--args", string(raw)}
 	if opts.Instance != "" {
 		argv = append(argv, "--instance", opts.Instance)
 	}
-	c, err := client.NewStdioMCPClient(bin, os.Environ(), argv...)
-	if err != nil {
-		return fmt.Errorf("start stem-mcp: %w", err)
-	}
-	defer c.Close()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "stemctl mcp call", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		return fmt.Errorf("MCP initialize: %w", err)
-	}
-	out := opts.F.IOStreams.Out
-	if uri, ok := strings.CutPrefix(opts.Tool, "resource:"); ok {
-		req := mcp.ReadResourceRequest{}
-		req.Params.URI = uri
-		res, err := c.ReadResource(ctx, req)
-		if err != nil {
-			return err
-		}
-		if opts.JSON {
-			return cmdutil.WriteJSON(out, res)
-		}
-		for _, rc := range res.Contents {
-			if t, ok := rc.(mcp.TextResourceContents); ok {
-				fmt.Fprintln(out, t.Text)
-			}
-		}
-		return nil
-	}
-	req := mcp.CallToolRequest{}
-	req.Params.Name = opts.Tool
-	req.Params.Arguments = arguments
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		return err
-	}
 	if opts.JSON {
-		if err := cmdutil.WriteJSON(out, res); err != nil {
-			return err
-		}
-	} else {
-		printResult(out, res)
+		argv = append(argv, "--json")
 	}
-	if res.IsError {
-		return &cmdutil.ExitError{Code: 1}
+	// After "--": a tool name is never read as a flag.
+	argv = append(argv, "--", opts.Tool)
+	// A little beyond stem-mcp's own timeout, so its message wins.
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, argv...)
+	ios := opts.F.IOStreams
+	cmd.Stdout, cmd.Stderr = ios.Out, ios.ErrOut
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			return &cmdutil.ExitError{Code: ee.ExitCode()}
+		}
+		return fmt.Errorf("run %s call: %w", bin, err)
 	}
 	return nil
-}
-
-func printResult(w interface{ Write([]byte) (int, error) }, res *mcp.CallToolResult) {
-	if res.StructuredContent != nil {
-		data, err := json.MarshalIndent(res.StructuredContent, "", "  ")
-		if err == nil {
-			fmt.Fprintln(w, string(data))
-			return
-		}
-	}
-	for _, c := range res.Content {
-		t, ok := c.(mcp.TextContent)
-		if !ok {
-			continue
-		}
-		// Tool results are JSON text: indent them for reading.
-		var buf bytes.Buffer
-		if json.Indent(&buf, []byte(t.Text), "", "  ") == nil {
-			fmt.Fprintln(w, buf.String())
-		} else {
-			fmt.Fprintln(w, t.Text)
-		}
-	}
 }
