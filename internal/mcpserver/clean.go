@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/stem-edu/stem/internal/termtext"
 )
@@ -38,13 +39,25 @@ func cleanValue(v any) any {
 			x[i] = cleanValue(e)
 		}
 	case map[string]any:
+		// Keys that were already clean keep their names; a key that
+		// becomes equal to another when cleaned gets "#" suffixes, in
+		// sorted order so the result does not depend on map order.
 		out := make(map[string]any, len(x))
+		var changed []string
 		for k, e := range x {
+			if ck := termtext.String(k); ck == k {
+				out[k] = cleanValue(e)
+			} else {
+				changed = append(changed, k)
+			}
+		}
+		slices.Sort(changed)
+		for _, k := range changed {
 			ck := termtext.String(k)
 			for _, dup := out[ck]; dup; _, dup = out[ck] {
-				ck += "#" // two keys that differ only in what was stripped
+				ck += "#"
 			}
-			out[ck] = cleanValue(e)
+			out[ck] = cleanValue(x[k])
 		}
 		return out
 	}
