@@ -135,10 +135,14 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 		}
 		s = tr.snapshot()
 	}
-	if s.probeLen != 0 {
-		return RunResult{}, fmt.Errorf("%w: %s has %d characters typed at its prompt", ErrPromptBusy, pane, s.probeLen)
-	}
-	if s.keymap == "vi-command" {
+	if s.probeLen != 0 || s.keymap == "vi-command" {
+		// bash clears the line to run the probe's binding and draws it
+		// again afterwards: let it finish, so whoever looks at the pane
+		// next sees the student's line, not a blank one.
+		tr.settle(ctx, 15*time.Millisecond, 250*time.Millisecond)
+		if s.probeLen != 0 {
+			return RunResult{}, fmt.Errorf("%w: %s has %d characters typed at its prompt", ErrPromptBusy, pane, s.probeLen)
+		}
 		return RunResult{}, fmt.Errorf("%w: %s is in vi command mode", ErrPromptBusy, pane)
 	}
 
@@ -321,6 +325,25 @@ type runTracker struct {
 	max       int
 	poked     bool
 	wake      chan struct{}
+	lastOut   time.Time // the pane's latest output
+}
+
+// settle waits until the pane has been quiet for quiet (at most max).
+func (t *runTracker) settle(ctx context.Context, quiet, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for {
+		t.mu.Lock()
+		wait := quiet - time.Since(t.lastOut)
+		t.mu.Unlock()
+		if wait <= 0 || time.Now().Add(wait).After(deadline) {
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func newRunTracker(max int, keys markKeys) *runTracker {
@@ -386,6 +409,7 @@ func (t *runTracker) snapshot() runState {
 func (t *runTracker) feed(data []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.lastOut = time.Now()
 	changed := false
 	for _, b := range data {
 		if t.st.started && !t.st.finished {
