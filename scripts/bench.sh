@@ -53,6 +53,7 @@ echo "CLI up-reuse-wall $(printf '%s\n' "${reuse[@]}" | median) ms" >> "$OUT/ben
 metric() { # benchmark-name unit
   grep -E "^$1(-[0-9]+)? " "$OUT/bench.txt" | tail -1 | awk -v u="$2" '{for (i=1;i<NF;i++) if ($(i+1)==u) {print $i; exit}}'
 }
+nsms() { metric "$1" ns/op | awk '{ if ($1 != "") printf "%.0f\n", $1 / 1e6 }'; }
 cli() { grep "^CLI $1 " "$OUT/bench.txt" | awk '{print $3}'; }
 row() { printf '%-58s %12s %-8s %s\n' "$1" "${2:-n/a}" "$3" "$4"; }
 
@@ -73,6 +74,12 @@ row "stemctl attach to a terminal client in tmux, p50"  "$(metric BenchmarkAttac
 row "idle instance memory, native-amd64 (cgroup+conmon)" "$(metric BenchmarkIdleMemory native-amd64-total-MiB)" MiB "< 40"
 row "idle instance memory, hazard3-sim (cgroup+conmon)"  "$(metric BenchmarkIdleMemory hazard3-sim-total-MiB)" MiB "< 40"
 row "idle instance memory, RSS upper bound (native)"     "$(metric BenchmarkIdleMemory native-amd64-rss-upper-MiB)" MiB ""
+row "SSH connect -> initialize (teacher dial, default kex)" "$(nsms BenchmarkSSHInitialize/bashrc-skipped/kex-default/dial)" ms "< 150"
+row "SSH connect -> initialize (teacher dial, curve25519)" "$(nsms BenchmarkSSHInitialize/bashrc-skipped/kex-curve25519/dial)" ms "< 150"
+row "SSH connect -> initialize (ssh alone, default kex)"  "$(nsms BenchmarkSSHInitialize/bashrc-skipped/kex-default)" ms ""
+row "poll 30 students, new SSH sessions (dial, default)" "$(nsms BenchmarkPoll30/bashrc-skipped/kex-default/dial)" ms "< 2000"
+row "poll 30 students, new SSH sessions (dial, curve25519)" "$(nsms BenchmarkPoll30/bashrc-skipped/kex-curve25519/dial)" ms "< 2000"
+row "poll 30 students, new SSH sessions (ssh alone, curve)" "$(nsms BenchmarkPoll30/bashrc-skipped/kex-curve25519)" ms ""
 echo
 echo "Raw benchmark lines (SSH, agents and the rest):"
 grep -E '^Benchmark' "$OUT/bench.txt"
