@@ -152,8 +152,17 @@ func (m *Manager) Check(ctx context.Context) (Report, error) {
 			add(Problem{Grant: grantsByFP[fp][0], Message: fmt.Sprintf("key %s appears in %d stem lines; sshd uses only the first", fp, len(n))})
 		}
 	}
-	for fp, nums := range stemLinesByFP {
-		if len(grantsByFP[fp]) == 0 && len(nums) > 1 {
+	// Keys without a grant, in fingerprint order (not map order), so the
+	// report is the same from one run to the next.
+	ungranted := make([]string, 0, len(stemLinesByFP))
+	for fp := range stemLinesByFP {
+		if len(grantsByFP[fp]) == 0 {
+			ungranted = append(ungranted, fp)
+		}
+	}
+	sort.Strings(ungranted)
+	for _, fp := range ungranted {
+		if nums := stemLinesByFP[fp]; len(nums) > 1 {
 			add(Problem{Message: fmt.Sprintf("key %s appears in %d stem lines (%v) with no grant", fp, len(nums), nums)})
 		}
 	}
