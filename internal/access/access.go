@@ -293,7 +293,7 @@ func (m *Manager) Grant(ctx context.Context, req GrantRequest) (Grant, error) {
 		if old, ok := st.Find(g.Name); ok {
 			return fmt.Errorf("a grant named %s already exists (level %s): revoke it first with `stemctl access revoke %s`", g.Name, old.Level, g.Name)
 		}
-		for _, old := range st.Grants {
+		for _, old := range st.Sorted() {
 			if old.KeyFP == g.KeyFP {
 				return fmt.Errorf("this key (%s) is already granted as %s; one key has one grant: revoke %s first, or use another key", g.KeyFP, old.Name, old.Name)
 			}
@@ -393,6 +393,17 @@ func (m *Manager) Revoke(ctx context.Context, ref string) (Grant, int, error) {
 		g, ok = st.Find(ref)
 		if !ok {
 			return fmt.Errorf("no grant named %q: see `stemctl access list`", ref)
+		}
+		if g.ID != ref {
+			// A hand-edited store may name two grants alike: revoking
+			// one of them by chance is not what was asked.
+			if named := st.Named(ref); len(named) > 1 {
+				ids := make([]string, len(named))
+				for i, n := range named {
+					ids[i] = n.ID
+				}
+				return fmt.Errorf("%d grants are named %s (IDs %s): revoke one by its ID", len(named), ref, strings.Join(ids, ", "))
+			}
 		}
 		path := g.AuthorizedKeys
 		if path == "" {

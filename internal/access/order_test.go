@@ -54,3 +54,104 @@ func TestCheckReportIsStable(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateNamesAreNotResolvedByChance: Grant keeps names unique, but
+// a hand-edited store may name two grants alike. Revoking by that name is
+// refused (instead of revoking whichever grant map order gives first),
+// each can be revoked by ID, and Find, Sorted and Grant's refusal of a key
+// that has two grants always give the same answer.
+func TestDuplicateNamesAreNotResolvedByChance(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, a := newKey(t)
+	_, b := newKey(t)
+	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hand edits: b's grant renamed "ta", and copies of a's grant under
+	// more IDs and names (so map order has many ways to differ).
+	var ids []string
+	if err := f.m.Store.Update(ctx, func(st *State) error {
+		g := st.Grants[gb.ID]
+		g.Name = "ta"
+		st.Grants[gb.ID] = g
+		for i := 0; i < 6; i++ {
+			dup := st.Grants[ga.ID]
+			dup.ID, dup.Name = fmt.Sprintf("g%016d", i), fmt.Sprintf("copy%d", i)
+			st.Grants[dup.ID] = dup
+		}
+		for id, g := range st.Grants {
+			if g.Name == "ta" {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(ids)
+
+	for i := 0; i < 30; i++ {
+		st, err := f.m.Store.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := st.Find("ta"); !ok || g.ID != ids[0] {
+			t.Fatalf("Find(ta) = %s, %v; want the smallest ID %s", g.ID, ok, ids[0])
+		}
+		var got []string
+		for _, g := range st.Sorted() {
+			got = append(got, g.Name+"/"+g.ID)
+		}
+		if want := sortedLabels(st); strings.Join(got, " ") != want {
+			t.Fatalf("Sorted = %s\nwant    %s", strings.Join(got, " "), want)
+		}
+		// a's key has seven grants; the refusal names the first by name.
+		_, err = f.m.Grant(ctx, GrantRequest{Name: "new", PublicKey: a, Level: Observe})
+		if err == nil || !strings.Contains(err.Error(), "already granted as copy0;") {
+			t.Fatalf("granting a's key again: %v", err)
+		}
+	}
+
+	_, _, err = f.m.Revoke(ctx, "ta")
+	if err == nil || !strings.Contains(err.Error(), "2 grants are named ta") || !strings.Contains(err.Error(), ids[0]+", "+ids[1]) {
+		t.Fatalf("revoke by a name two grants share: %v", err)
+	}
+	st, err := f.m.Store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Named("ta")) != 2 {
+		t.Fatalf("a refused revoke removed a grant: %+v", st.Named("ta"))
+	}
+	g, _, err := f.m.Revoke(ctx, gb.ID)
+	if err != nil || g.ID != gb.ID {
+		t.Fatalf("revoke by ID: %+v %v", g, err)
+	}
+	// One grant named ta is left: the name works again.
+	if g, _, err := f.m.Revoke(ctx, "ta"); err != nil || g.ID != ga.ID {
+		t.Fatalf("revoke the last grant named ta: %+v %v", g, err)
+	}
+}
+
+// sortedLabels is name/ID of every grant, by name then ID.
+func sortedLabels(st *State) string {
+	var out []string
+	for _, g := range st.Grants {
+		out = append(out, g.Name+"/"+g.ID)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ni, ii, _ := strings.Cut(out[i], "/")
+		nj, ij, _ := strings.Cut(out[j], "/")
+		if ni != nj {
+			return ni < nj
+		}
+		return ii < ij
+	})
+	return strings.Join(out, " ")
+}

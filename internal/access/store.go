@@ -66,26 +66,44 @@ type State struct {
 	Grants map[string]Grant  `json:"grants"`
 }
 
-// Find returns the grant named ref or with ID ref.
+// Find returns the grant with ID ref, or else the grant named ref. Grant
+// keeps names unique; should a hand-edited store name two grants alike,
+// Find returns the one with the smallest ID (not whichever map order gives
+// first) and Named lists them all.
 func (s *State) Find(ref string) (Grant, bool) {
 	if g, ok := s.Grants[ref]; ok {
 		return g, true
 	}
-	for _, g := range s.Grants {
-		if g.Name == ref {
-			return g, true
-		}
+	if named := s.Named(ref); len(named) > 0 {
+		return named[0], true
 	}
 	return Grant{}, false
 }
 
-// Sorted returns the grants by name.
+// Named returns the grants named name, by ID.
+func (s *State) Named(name string) []Grant {
+	var out []Grant
+	for _, g := range s.Grants {
+		if g.Name == name {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Sorted returns the grants by name, then ID (the map's order never shows).
 func (s *State) Sorted() []Grant {
 	out := make([]Grant, 0, len(s.Grants))
 	for _, g := range s.Grants {
 		out = append(out, g)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].ID < out[j].ID
+	})
 	return out
 }
 
