@@ -3,6 +3,7 @@ package tmux
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -53,7 +54,8 @@ var keyNames = func() map[string]string {
 	return m
 }()
 
-// KeyNames lists the canonical named keys SendKeys accepts.
+// KeyNames lists the canonical named keys SendKeys accepts, sorted (not in
+// the order of the map they come from).
 func KeyNames() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -63,6 +65,7 @@ func KeyNames() []string {
 			out = append(out, k)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -139,3 +139,27 @@ func braceless(spec string) string {
 	}
 	return b.String()
 }
+
+// TestKeyNamesStable: the list is sorted, without duplicates, the same on
+// every call (it is built from a map), and every name is accepted.
+func TestKeyNamesStable(t *testing.T) {
+	first := KeyNames()
+	if len(first) != 16+12+26 {
+		t.Fatalf("%d key names, want %d: %v", len(first), 16+12+26, first)
+	}
+	for i := 1; i < len(first); i++ {
+		if first[i-1] >= first[i] {
+			t.Fatalf("KeyNames not sorted or with duplicates at %d: %v", i, first)
+		}
+	}
+	for _, k := range first {
+		if got, ok := LookupKey(k); !ok || got != k {
+			t.Errorf("LookupKey(%q) = %q, %v", k, got, ok)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		if got := KeyNames(); fmt.Sprint(got) != fmt.Sprint(first) {
+			t.Fatalf("KeyNames changed between calls:\n%v\n%v", got, first)
+		}
+	}
+}
