@@ -47,7 +47,13 @@ func (e Entry) Validate() error {
 			return fmt.Errorf("MCP server %s: argument %q contains a control character", e.Name, s)
 		}
 	}
+	// Sorted, so that of several bad names the same one is reported each time.
+	keys := make([]string, 0, len(e.Env))
 	for k := range e.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, "=\x00\n") {
 			return fmt.Errorf("MCP server %s: invalid environment variable name %q", e.Name, k)
 		}

@@ -2,6 +2,7 @@ package mcpconfig
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -305,6 +306,33 @@ func TestEntryValidation(t *testing.T) {
 	} {
 		if _, err := Codex.Merge(nil, e); err == nil {
 			t.Errorf("accepted %+v", e)
+		}
+	}
+}
+
+// TestEntryValidationEnvNames: an invalid environment variable name is
+// refused, and of several the same one (the first in sorted order) is
+// named every time, not whichever map order gives first.
+func TestEntryValidationEnvNames(t *testing.T) {
+	e := Entry{Name: "ok", Command: "x", Env: map[string]string{"GOOD": "1"}}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("valid env refused: %v", err)
+	}
+	for _, bad := range []string{"", "A=B", "NUL\x00", "NL\nX"} {
+		e := Entry{Name: "ok", Command: "x", Env: map[string]string{"GOOD": "1", bad: "v"}}
+		if err := e.Validate(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("env name %q: %v", bad, err)
+		}
+	}
+	e.Env = map[string]string{}
+	for i := 0; i < 8; i++ {
+		e.Env[fmt.Sprintf("B%d=", i)] = "v"
+		e.Env[fmt.Sprintf("OK%d", i)] = "v"
+	}
+	want := `MCP server ok: invalid environment variable name "B0="`
+	for i := 0; i < 30; i++ {
+		if err := e.Validate(); err == nil || err.Error() != want {
+			t.Fatalf("several bad names, call %d: %v; want %s", i, err, want)
 		}
 	}
 }
