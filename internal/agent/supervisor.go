@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,7 +517,10 @@ func withoutTerminal(env []string) []string {
 	return out
 }
 
-// mergeEnv returns base with the overrides applied (later maps win).
+// mergeEnv returns base with the overrides applied (later maps win): base's
+// variables that no override sets, in base's order, then the overridden
+// ones sorted by name (not in map order, so the agent's environment is the
+// same every time).
 func mergeEnv(base []string, overrides ...map[string]string) []string {
 	set := map[string]string{}
 	for _, m := range overrides {
@@ -531,13 +536,8 @@ func mergeEnv(base []string, overrides ...map[string]string) []string {
 		}
 		out = append(out, kv)
 	}
-	for _, m := range overrides {
-		for k := range m {
-			if v, ok := set[k]; ok {
-				out = append(out, k+"="+v)
-				delete(set, k)
-			}
-		}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		out = append(out, k+"="+set[k])
 	}
 	return out
 }
