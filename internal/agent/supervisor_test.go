@@ -63,14 +63,23 @@ func (p *pane) text() string {
 
 func (p *pane) waitFor(want string, d time.Duration) {
 	p.t.Helper()
+	if !p.shows(want, d) {
+		p.t.Fatalf("the pane never showed %q; it shows:\n%s", want, p.text())
+	}
+}
+
+// shows reports whether the pane shows want within d.
+func (p *pane) shows(want string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	for {
 		if strings.Contains(p.text(), want) {
-			return
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.t.Fatalf("the pane never showed %q; it shows:\n%s", want, p.text())
 }
 
 func (p *pane) typeText(s string) {
@@ -149,9 +158,18 @@ while IFS= read -r line; do case "$line" in size) stty size;; quit) exit 7;; *) 
 	// A new window size reaches the agent.
 	pty.Setsize(p.tty, &pty.Winsize{Rows: 40, Cols: 120})
 	syscall.Kill(os.Getpid(), syscall.SIGWINCH) // the tty is not our controlling terminal
-	time.Sleep(100 * time.Millisecond)
-	p.typeText("size\r")
-	p.waitFor("40 120", 5*time.Second)
+	// The size travels relay -> supervisor -> the agent's pty; ask until
+	// the agent sees it (a single ask after a fixed pause could come first
+	// under load and show the old size).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		p.typeText("size\r")
+		if p.shows("40 120", 200*time.Millisecond) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never saw the new size 40 120; the pane shows:\n%s", p.text())
+		}
+	}
 
 	p.typeText("quit\r")
 	p.waitFor("[stem] test exited with status 7", 5*time.Second)
