@@ -266,9 +266,19 @@ func TestDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// Busy for 2 s in Lua, as a runaway plugin would be.
-	n.Input(t, ":lua local t = vim.loop.hrtime() while vim.loop.hrtime() - t <lt> 2e9 do end<CR>")
-	time.Sleep(100 * time.Millisecond)
+	// Busy for 2 s in Lua, as a runaway plugin would be. The loop creates
+	// a file as it starts: waiting for that (rather than a fixed pause)
+	// makes sure Neovim is busy before the call, also under load.
+	busy := filepath.Join(t.TempDir(), "busy")
+	n.Input(t, ":lua io.open('"+busy+"', 'w'):close() local t = vim.loop.hrtime() while vim.loop.hrtime() - t <lt> 2e9 do end<CR>")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(busy); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Neovim never started the busy loop")
+		}
+	}
 
 	t0 := time.Now()
 	_, err = c.ReadBuffer(context.Background(), Buf(1), 1, 0, 0)
