@@ -402,7 +402,7 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 	a := newAccount(t)
 	const inst = "native-amd64-demo-hello-t1"
 	a.must(0, "up", "native-amd64", "demo", "hello", "1")
-	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "exec", inst, "--", "sh", "-c", `stty size; read x; stty size`)
+	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "exec", inst, "--", "sh", "-c", `stty size; while read x; do stty size; done`)
 	cmd.Env = a.Env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
 	if err != nil {
@@ -414,11 +414,18 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 	if err := pty.Setsize(f, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
 		t.Fatal(err)
 	}
-	// The resize travels stemctl -> Podman API -> the exec session's pty;
-	// give it a moment before the second stty asks.
-	time.Sleep(300 * time.Millisecond)
-	f.Write([]byte("\r"))
-	waitFor(t, 10*time.Second, "the new size 41 123", screen.shows("41 123"))
+	// The resize travels stemctl -> Podman API -> the exec session's pty:
+	// ask again (Enter runs stty size) until it has arrived, rather than
+	// once after a fixed pause that load can outlast.
+	newSize := screen.shows("41 123")
+	waitFor(t, 10*time.Second, "the new size 41 123", func() bool {
+		if newSize() {
+			return true
+		}
+		f.Write([]byte("\r"))
+		return false
+	})
+	f.Write([]byte("\x04")) // end of input: the loop and sh end
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
