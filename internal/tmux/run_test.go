@@ -85,6 +85,24 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// waitCommand waits until the pane's foreground program is name (a fixed
+// pause can end, under load, before the shell has even read the line, and
+// Run then rightly reports a typed line instead).
+func waitCommand(t *testing.T, s *tmuxtest.Server, pane tmux.PaneID, name string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cur := strings.TrimSpace(s.Tmux(t, "display-message", "-p", "-t", string(pane), "#{pane_current_command}"))
+		if cur == name {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s runs %q, not %s, 10 s after it was typed", pane, cur, name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestRunRefusals(t *testing.T) {
 	s := tmuxtest.Start(t)
 	c, err := tmux.Dial(testCtx(t, 10*time.Second), tmux.Options{Socket: s.Socket, ProbeTimeout: time.Second})
@@ -118,7 +136,7 @@ func TestRunRefusals(t *testing.T) {
 	if err := c.SendKeys(ctx, pane, []tmux.Key{{Text: "sleep 30"}, {Name: "Enter"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitCommand(t, s, pane, "sleep")
 	if _, _, err := c.Run(ctx, pane, "echo no"); !errors.Is(err, tmux.ErrNotAtPrompt) {
 		t.Errorf("busy shell: %v", err)
 	}
@@ -180,7 +198,7 @@ func TestRunRefusals(t *testing.T) {
 	// Plain sh: refused by name.
 	shPane := shellWindow(t, s, c)
 	c.SendKeys(ctx, shPane, []tmux.Key{{Text: "exec sh"}, {Name: "Enter"}})
-	time.Sleep(300 * time.Millisecond)
+	waitCommand(t, s, shPane, "sh")
 	if _, _, err := c.Run(ctx, shPane, "echo no"); !errors.Is(err, tmux.ErrNotAtPrompt) {
 		t.Errorf("plain sh: %v", err)
 	}
