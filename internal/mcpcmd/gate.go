@@ -22,6 +22,10 @@ func newCmdGate(ios *iostreams.IOStreams, getenv func(string) string) *cobra.Com
 SSH_ORIGINAL_COMMAND and accepts only its own verbs: mcp [INSTANCE], status, list.
 Anything else is refused with one line on stderr and recorded in the audit log.
 It never runs a shell.`,
+		Example: `  # sshd runs this for the key of grant g0123456789abcdef (the command="..."
+  # stemctl access grant writes in ~/.ssh/authorized_keys), with the client's
+  # request in SSH_ORIGINAL_COMMAND:
+  /usr/local/bin/stem-mcp gate --grant g0123456789abcdef`,
 		DisableFlagParsing: true, // gate.Main parses its own flags
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code := gate.Main(cmd.Context(), args, gate.Options{

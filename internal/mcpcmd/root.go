@@ -73,6 +73,7 @@ with the agent id given by --agent (stemctl agent start passes it).`,
 	cmd.Flags().StringVar(&instance, "instance", "", "serve this instance instead of following the selection")
 	cmd.Flags().StringVar(&agentID, "agent", "", "agent id to record in the audit log")
 	cmd.MarkFlagRequired("level")
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
 	return cmd
 }
 
@@ -99,8 +100,9 @@ func newCmdTools(ios *iostreams.IOStreams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&level, "level", "", "access level")
+	cmd.Flags().StringVar(&level, "level", "", "access level: observe, assist or full (required)")
 	cmd.MarkFlagRequired("level")
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
 	cmdutil.AddJSONFlag(cmd, &asJSON)
 	return cmd
 }

@@ -42,7 +42,7 @@ On the student's account:   stemctl access grant --name kowalski --key stem_kowa
 
 // addKeysFlag adds --authorized-keys.
 func addKeysFlag(cmd *cobra.Command, target *string) {
-	cmd.Flags().StringVar(target, "authorized-keys", "", "the authorized_keys file to edit (default ~/.ssh/authorized_keys)")
+	cmd.Flags().StringVar(target, "authorized-keys", "", "the authorized_keys file (default ~/.ssh/authorized_keys)")
 }
 
 // manager builds the access manager over the account's directories.

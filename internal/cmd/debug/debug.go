@@ -59,7 +59,7 @@ debug_program (what runs in the program pane).`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")
-	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350)")
+	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
 	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
 	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
 	noBuild := cmd.Flags().Bool("no-build", false, "do not run the task's build command first")

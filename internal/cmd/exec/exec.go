@@ -59,6 +59,7 @@ stdout are terminals (override with --tty).`,
 	cmd.Flags().StringVarP(&opts.WorkDir, "workdir", "w", "", "working directory inside the container (default: the task's)")
 	cmd.Flags().StringArrayVarP(&opts.Env, "env", "e", nil, "extra environment NAME=VALUE (repeatable)")
 	cmd.Flags().StringVar(&opts.TTY, "tty", "auto", "allocate a terminal: auto, always or never")
+	cmd.RegisterFlagCompletionFunc("tty", cmdutil.Fixed("auto", "always", "never"))
 	return cmd
 }
 

@@ -85,10 +85,11 @@ exit status is the command's.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")
-	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350)")
+	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
 	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
 	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
 	cmd.Flags().StringVar(&opts.TTY, "tty", "auto", "allocate a terminal: auto, always or never")
+	cmd.RegisterFlagCompletionFunc("tty", cmdutil.Fixed("auto", "always", "never"))
 	cmd.Flags().BoolVar(&opts.Print, "print", false, "print the command instead of running it")
 	return cmd
 }
