@@ -65,7 +65,8 @@ resource), and print the result; exit status 1 when the tool reports an error.
 			return call(ctx, ios.Out, self, serve, pos[0], arguments, asJSON)
 		},
 	}
-	cmd.Flags().StringVar(&level, "level", "", "access level of the server started for the call (required)")
+	cmd.Flags().StringVar(&level, "level", "", "access level of the server started for the call: observe, assist or full (required)")
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
 	cmd.Flags().StringVar(&instance, "instance", "", "a fixed instance instead of the selection")
 	cmd.Flags().StringVar(&args, "args", "", "the tool's arguments as one JSON object")
 	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")

@@ -60,10 +60,7 @@ var (
 // knownProblems are problems in files this test's author could not change
 // (internal/cmd/teacher, internal/cmd/mcp): each is reported to be fixed
 // there, and the test fails when one is gone so that the entry goes too.
-var knownProblems = []string{
-	// teacher.go: --scope has two values and no completion.
-	"stemctl teacher config: --scope: usage lists its values (user, project) but the flag registers no completion (cmdutil.Fixed)",
-}
+var knownProblems = []string{}
 
 // TestExamples parses every Example line of every stemctl command the way
 // the shell and cobra would, without running anything, and checks the help

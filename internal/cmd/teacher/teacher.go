@@ -216,6 +216,7 @@ The student's host key must already be in known_hosts (BatchMode cannot ask).`,
 	cmd.Flags().BoolVar(&opts.Write, "write", false, "merge the entry into the provider's configuration file")
 	cmd.Flags().StringVar(&opts.File, "file", "", "configuration `FILE` to merge into (default: the provider's, see above)")
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "user or project (which default file; claude defaults to project, the others to user)")
+	cmd.RegisterFlagCompletionFunc("scope", cmdutil.Fixed("user", "project"))
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
