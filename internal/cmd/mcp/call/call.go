@@ -58,6 +58,17 @@ reads a resource instead.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Level, "level", "observe", "access level of the stem-mcp started for the call")
+	// The tool names of the chosen level (package levels: no server needed).
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		l, err := levels.Parse(opts.Level)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return append(levels.ToolNames(l), "resource:stem://context"), cobra.ShellCompDirectiveNoFileComp
+	}
 	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "a fixed instance instead of the selection")
 	cmd.Flags().StringVar(&opts.RawJSON, "args", "", "the tool's arguments as one JSON object")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 )
@@ -149,4 +151,29 @@ func FuzzCallArgs(f *testing.F) {
 			t.Fatalf("result does not decode as an object with %d keys: %v %s", len(out), err, data)
 		}
 	})
+}
+
+// TOOL completes to the tools of --level (observe by default).
+func TestToolNameCompletion(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		has, hasnt string
+	}{
+		{[]string{"__complete", "call", ""}, "pane_capture", "pane_send_keys"},
+		{[]string{"__complete", "call", "--level", "assist", ""}, "pane_send_keys", "pane_run"},
+		{[]string{"__complete", "call", "--level", "full", ""}, "pane_run", "no-such-tool"},
+	} {
+		ios, _, out, _ := iostreams.Test()
+		root := &cobra.Command{Use: "mcp"}
+		root.AddCommand(NewCmdCall(&cmdutil.Factory{IOStreams: ios}, nil))
+		root.SetOut(out)
+		root.SetArgs(c.args)
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		got := "\n" + out.String()
+		if !strings.Contains(got, "\n"+c.has+"\n") || strings.Contains(got, "\n"+c.hasnt+"\n") || !strings.Contains(got, "resource:stem://context") {
+			t.Errorf("%v: completions\n%s", c.args, got)
+		}
+	}
 }
