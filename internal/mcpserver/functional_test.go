@@ -714,10 +714,12 @@ func TestPaneWaitDoesNotPoll(t *testing.T) {
 		t.Fatalf("pane_wait pattern and quiet_ms on a silent pane: %v", out)
 	}
 	t.Logf("tmux server reads+writes during a silent wait: 0.3 s: %d, 2.7 s: %d, quiet 2.2 s: %d, pattern and quiet 2.2 s: %d", short, long, quiet, both)
-	// A wait may end with one last capture (a read and a write); polling
-	// every 20 ms would be over 100 commands in 2.7 s.
+	// A wait may end with one last capture (a read and a write), and on a
+	// loaded machine its setup (verification, first capture: a few more)
+	// can fall inside the window; polling every 20 ms would be 15 commands
+	// in the shortest window and over 100 in 2.7 s.
 	for what, n := range map[string]int64{"0.3 s": short, "2.7 s": long, "quiet 2.2 s": quiet, "pattern and quiet 2.2 s": both} {
-		if n > 4 {
+		if n > 10 {
 			t.Errorf("pane_wait on a silent pane (%s) sent tmux about %d commands: it polls", what, n/2)
 		}
 	}
