@@ -56,9 +56,9 @@ resource), and print the result; exit status 1 when the tool reports an error.
 			if err != nil {
 				return fmt.Errorf("find the stem-mcp executable: %w", err)
 			}
-			serve := []string{"serve", "--level", level}
+			serve := []string{"serve", "--level=" + level}
 			if instance != "" {
-				serve = append(serve, "--instance", instance)
+				serve = append(serve, "--instance="+instance)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

@@ -211,9 +211,10 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	argv := []string{"call", "--level", opts.Level, "--timeout", opts.Timeout.String(), "--args", string(raw)}
+	// --flag=value: a value that starts with "-" stays a value.
+	argv := []string{"call", "--level=" + opts.Level, "--timeout=" + opts.Timeout.String(), "--args=" + string(raw)}
 	if opts.Instance != "" {
-		argv = append(argv, "--instance", opts.Instance)
+		argv = append(argv, "--instance="+opts.Instance)
 	}
 	if opts.JSON {
 		argv = append(argv, "--json")
