@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -37,11 +36,8 @@ type DebugResult struct {
 // client inside the container when the host's tmux cannot talk to it (or
 // the host has none).
 func DialTmux(ctx context.Context, rec registry.Record) (*tmux.Client, error) {
-	c, err := tmux.Dial(ctx, tmux.Options{Socket: rec.Dir().Tmux(), Session: SessionName})
-	if errors.Is(err, tmux.ErrVersionMismatch) || errors.Is(err, exec.ErrNotFound) {
-		c, err = tmux.Dial(ctx, tmux.Options{Socket: rec.Dir().Tmux(), Session: SessionName,
-			Command: []string{"podman", "exec", "-i", rec.ContainerID, "tmux"}})
-	}
+	c, err := tmux.DialOrInside(ctx, tmux.Options{Socket: rec.Dir().Tmux(), Session: SessionName},
+		[]string{"podman", "exec", "-i", rec.ContainerID, "tmux"}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("instance %s: tmux: %w", rec.Instance, err)
 	}

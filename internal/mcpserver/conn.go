@@ -3,10 +3,7 @@ package mcpserver
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -43,19 +40,7 @@ func (p programs) containerTmux(t verify.Target) []string {
 }
 
 func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
-	tm, err := tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.hostTmux()})
-	switch {
-	case errors.Is(err, tmux.ErrVersionMismatch):
-		// The host's tmux cannot talk to the container's server: run the
-		// control client inside the container instead.
-		logf("tmux versions differ (%v); using the container's tmux client", err)
-		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.containerTmux(t)})
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		// No tmux on the host (it is a dependency, but the container
-		// always has one).
-		logf("no tmux client on this host (%v); using the container's tmux client", err)
-		tm, err = tmux.Dial(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.containerTmux(t)})
-	}
+	tm, err := tmux.DialOrInside(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.hostTmux()}, progs.containerTmux(t), logf)
 	if err != nil {
 		return nil, fmt.Errorf("instance %s: tmux does not answer: %w", t.Record.Instance, err)
 	}

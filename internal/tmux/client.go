@@ -620,3 +620,26 @@ func (b *limitedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// DialOrInside dials with opts (the host's tmux client) and, when that
+// client cannot serve (another tmux version than the server's, or no tmux
+// on the host), again with inside: a tmux client run in the server's
+// container, e.g. ["podman", "exec", "-i", CID, "tmux"], which always
+// speaks its server's protocol. logf, if set, says which way it went.
+func DialOrInside(ctx context.Context, opts Options, inside []string, logf func(string, ...any)) (*Client, error) {
+	c, err := Dial(ctx, opts)
+	var why string
+	switch {
+	case errors.Is(err, ErrVersionMismatch):
+		why = "tmux versions differ"
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+		why = "no tmux client on this host"
+	default:
+		return c, err
+	}
+	if logf != nil {
+		logf("%s (%v); using the container's tmux client", why, err)
+	}
+	opts.Command = inside
+	return Dial(ctx, opts)
+}
