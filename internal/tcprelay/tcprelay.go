@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 )
 
@@ -25,14 +26,38 @@ import (
 // a ProxyCommand).
 const DialTimeout = 30 * time.Second
 
+// CloseGrace is how long the server may still answer after ssh closed its
+// end. ssh closes it only when it exits (then it also sends SIGHUP, unless
+// it was killed), so nobody reads what comes later; the limit keeps a
+// relay to a server that never closes from outliving ssh.
+const CloseGrace = 5 * time.Second
+
+// errSSHGone ends a connect that ssh no longer waits for.
+var errSSHGone = errors.New("ssh closed its end before the connection was made")
+
 // Run connects to host:port and copies in to the connection and the
 // connection to out until the server closes it. The end of in half-closes
-// the connection (the server may still answer).
+// the connection; the server's answer is copied for CloseGrace more. An
+// end of in before the connection is made (ssh gave up or was killed)
+// stops the connect.
 func Run(ctx context.Context, host, port string, in io.Reader, out io.Writer) error {
 	addr := net.JoinHostPort(host, port)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// ssh writes its version line at once, before the server answers, so
+	// in is read from the start: that is how its end shows up during a
+	// slow connect. The first chunk waits for the connection.
+	connected := make(chan *net.TCPConn, 1)
+	upErr := make(chan error, 1)
+	go func() { upErr <- upload(ctx, cancel, in, connected) }()
+
 	d := net.Dialer{Timeout: DialTimeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = cause
+		}
 		return fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	conn := c.(*net.TCPConn)
@@ -47,15 +72,8 @@ func Run(ctx context.Context, host, port string, in io.Reader, out io.Writer) er
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	quickAck(raw)
+	connected <- conn
 
-	upErr := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(conn, in)
-		if err == nil {
-			err = conn.CloseWrite()
-		}
-		upErr <- err
-	}()
 	buf := make([]byte, 64<<10)
 	for {
 		n, rerr := conn.Read(buf)
@@ -69,8 +87,11 @@ func Run(ctx context.Context, host, port string, in io.Reader, out io.Writer) er
 			return nil
 		}
 		if rerr != nil {
+			if errors.Is(rerr, os.ErrDeadlineExceeded) {
+				return nil // ssh is gone and the server did not close
+			}
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return context.Cause(ctx)
 			}
 			select {
 			case err := <-upErr:
@@ -81,5 +102,91 @@ func Run(ctx context.Context, host, port string, in io.Reader, out io.Writer) er
 			}
 			return fmt.Errorf("receive from %s: %w", addr, rerr)
 		}
+	}
+}
+
+// maxPending bounds what is kept of ssh's bytes while the connect is under
+// way (ssh sends its version line and key exchange offer, a few KiB).
+const maxPending = 1 << 20
+
+type chunk struct {
+	b   []byte
+	err error
+}
+
+// upload copies in to the connection once it arrives on connected, keeping
+// what ssh sends before that. At the end of in it half-closes the
+// connection and gives the server CloseGrace to finish; before the
+// connection is made it cancels the connect.
+func upload(ctx context.Context, cancel context.CancelCauseFunc, in io.Reader, connected <-chan *net.TCPConn) error {
+	reads := make(chan chunk)
+	next := make(chan struct{}, 1) // the reader may reuse its buffer
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := in.Read(buf)
+			select {
+			case reads <- chunk{buf[:n], err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case <-next:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var conn *net.TCPConn
+	var pending []byte
+	for conn == nil {
+		r := reads
+		if len(pending) >= maxPending {
+			r = nil
+		}
+		select {
+		case conn = <-connected:
+		case c := <-r:
+			pending = append(pending, c.b...)
+			if c.err != nil {
+				cancel(errSSHGone)
+				return nil
+			}
+			next <- struct{}{}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if len(pending) > 0 {
+		if _, err := conn.Write(pending); err != nil {
+			return err
+		}
+	}
+	for {
+		var c chunk
+		select {
+		case c = <-reads:
+		case <-ctx.Done():
+			return nil
+		}
+		if len(c.b) > 0 {
+			if _, err := conn.Write(c.b); err != nil {
+				return err
+			}
+		}
+		if c.err == nil {
+			next <- struct{}{}
+			continue
+		}
+		err := c.err
+		if errors.Is(err, io.EOF) {
+			err = conn.CloseWrite()
+		}
+		conn.SetReadDeadline(time.Now().Add(CloseGrace))
+		return err
 	}
 }
