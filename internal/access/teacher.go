@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -164,19 +165,79 @@ type Target struct {
 // the teacher's shell (and free of ssh's % tokens).
 var dialPathRE = regexp.MustCompile(`^/[A-Za-z0-9._/+-]+$`)
 
-// DialCommand is the ProxyCommand for stemctl at path.
+// DialCommand is the ProxyCommand for stemctl at path. ssh puts the host
+// name (after ~/.ssh/config's Hostname) where %h stands and hands the line
+// to the shell, so %h is single-quoted: a name with glob or shell
+// characters reaches dial as one word and runs nothing.
 func DialCommand(path string) (string, error) {
 	if !dialPathRE.MatchString(path) || strings.Contains(path, "/../") {
 		return "", fmt.Errorf("stemctl path %q cannot go into ssh's ProxyCommand unquoted: install stemctl under a plain path (letters, digits, . _ / + -) or connect with --direct", path)
 	}
-	return path + " teacher dial %h %p", nil
+	return path + " teacher dial '%h' %p", nil
 }
 
 var (
-	// [USER@]HOST; validHost also bounds the parts (64 and 255 bytes).
-	hostRE   = regexp.MustCompile(`^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9_\[][A-Za-z0-9._:%\]-]*$`)
-	sshOptRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=[^\s"'\\]*$`)
+	// [USER@]HOST; validHost also bounds the parts (64 and 255 bytes). An
+	// IPv6 address is written bare (anna@::1, fe80::1%eth0); Command takes
+	// the brackets off [::1], which ssh would try to resolve as a name.
+	hostRE      = regexp.MustCompile(`^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9_:][A-Za-z0-9._:%-]*$`)
+	sshOptRE    = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*)=(.+)$`)
+	sshOptValRE = regexp.MustCompile(`^[A-Za-z0-9._/:@%,+~^=-]+$`)
+	// ProxyJump may name an IPv6 jump host as [addr]:port; ssh checks the
+	// names itself and quotes the one it hands to the shell.
+	proxyJumpValRE = regexp.MustCompile(`^[A-Za-z0-9._/:@%,+~\[\]-]+$`)
 )
+
+// sshOptionsAllowed are the ssh options --ssh-option may set: where and how
+// to connect and how to check the host key. Anything else is refused,
+// because ssh has options (and aliases of them, such as IdentityFile2) that
+// run commands (KnownHostsCommand, LocalCommand), load code
+// (PKCS11Provider, SecurityKeyProvider), offer other keys or credentials
+// (CertificateFile, IdentityAgent, GSSAPI, host-based), forward the
+// teacher's agent, X display or ports to the student's machine, or undo
+// the options Command sets.
+var sshOptionsAllowed = map[string]bool{
+	"addressfamily": true, "bindaddress": true, "bindinterface": true,
+	"canonicaldomains": true, "canonicalizefallbacklocal": true, "canonicalizehostname": true, "canonicalizemaxdots": true,
+	"casignaturealgorithms": true, "checkhostip": true, "ciphers": true, "compression": true,
+	"connectionattempts": true, "connecttimeout": true, "fingerprinthash": true,
+	"globalknownhostsfile": true, "hashknownhosts": true, "hostkeyalgorithms": true, "hostkeyalias": true,
+	"hostname": true, "ipqos": true, "kexalgorithms": true, "loglevel": true, "macs": true,
+	"port": true, "proxyjump": true, "pubkeyacceptedalgorithms": true, "pubkeyacceptedkeytypes": true,
+	"rekeylimit": true, "requiredrsasize": true, "serveralivecountmax": true, "serveraliveinterval": true,
+	"stricthostkeychecking": true, "tcpkeepalive": true, "updatehostkeys": true, "user": true,
+	"userknownhostsfile": true, "verifyhostkeydns": true,
+}
+
+// SSHOptionsAllowed lists, sorted, the options --ssh-option may set.
+func SSHOptionsAllowed() []string {
+	var names []string
+	for n := range sshOptionsAllowed {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// checkSSHOption vets one --ssh-option KEY=VALUE.
+func checkSSHOption(o string) error {
+	m := sshOptRE.FindStringSubmatch(o)
+	if m == nil {
+		return fmt.Errorf("invalid ssh option %q: use KEY=VALUE, for example UserKnownHostsFile=/path", o)
+	}
+	key := strings.ToLower(m[1])
+	if !sshOptionsAllowed[key] {
+		return fmt.Errorf("ssh option %q is not allowed here: stem sets what the automation connection needs, and other options could run commands, use another key or credential, forward your agent or ports to the student's machine, or undo those settings (allowed: %s)", o, strings.Join(SSHOptionsAllowed(), ", "))
+	}
+	re := sshOptValRE
+	if key == "proxyjump" {
+		re = proxyJumpValRE
+	}
+	if !re.MatchString(m[2]) {
+		return fmt.Errorf("invalid ssh option %q: the value may hold letters, digits and . _ / : @ %% , + ~ ^ = - only (ssh hands some values to the shell, as %%h in a ProxyCommand)", o)
+	}
+	return nil
+}
 
 // defaultIdentities are the files ssh offers by default: by convention the
 // teacher's ordinary key, which must never go into an MCP configuration.
@@ -288,18 +349,37 @@ func markerProblem(key string, pub ssh.PublicKey) string {
 }
 
 // Command returns the ssh argv (without "ssh") that runs verb on the
-// student's gate. IdentitiesOnly keeps ssh from offering other keys (an
-// agent's or the default identities, which may be the teacher's ordinary
-// key and would get a shell), and ControlPath=none keeps it from reusing a
-// multiplexed connection someone opened with such a key.
+// student's gate. Options given first win over ~/.ssh/config, so these
+// hold whatever the teacher's configuration says for the host:
+//
+//   - IdentitiesOnly keeps ssh from offering other keys (an agent's or the
+//     default identities, which may be the teacher's ordinary key and would
+//     get a shell), and PreferredAuthentications=publickey from logging in
+//     with other credentials (Kerberos/GSSAPI, host-based);
+//   - ControlPath=none keeps it from reusing a multiplexed connection
+//     someone opened with such a key;
+//   - -a, -x and ClearAllForwardings keep the teacher's ssh-agent, X
+//     display and ports away from the student's machine (the student runs
+//     that sshd; the key's restrict line is theirs to change), and
+//     PermitLocalCommand=no keeps a LocalCommand from running;
+//   - with Dial, ProxyUseFdpass=no keeps a ProxyUseFdpass line from
+//     expecting a file descriptor dial does not pass.
 func (t Target) Command(verb ...string) ([]string, error) {
-	if !validHost(t.Host) || strings.HasPrefix(t.Host, "-") {
-		return nil, fmt.Errorf("invalid --host %q: use USER@HOST (the student's account on the student's machine)", t.Host)
+	host := unbracket(t.Host)
+	if !validHost(host) || strings.HasPrefix(host, "-") {
+		return nil, fmt.Errorf("invalid --host %q: use USER@HOST (the student's account on the student's machine; an IPv6 address as USER@::1)", t.Host)
 	}
 	if !filepath.IsAbs(t.Key) {
 		return nil, fmt.Errorf("key path %q must be absolute (MCP clients start ssh from any directory)", t.Key)
 	}
-	args := []string{"-T", "-i", t.Key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none"}
+	// ssh checks that -i's file exists as written, then loads the file
+	// named by expanding % tokens and ${VAR} in it: stem_%u would be vetted
+	// and stem_anna used.
+	if strings.Contains(t.Key, "%") || strings.Contains(t.Key, "${") {
+		return nil, fmt.Errorf("key path %q has %% or ${, which ssh expands, so it would use another file than the one checked: rename the key or its directory", t.Key)
+	}
+	args := []string{"-T", "-a", "-x", "-i", t.Key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none",
+		"-o", "PreferredAuthentications=publickey", "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no"}
 	if t.Port != 0 {
 		if t.Port < 1 || t.Port > 65535 {
 			return nil, fmt.Errorf("invalid port %d", t.Port)
@@ -307,12 +387,8 @@ func (t Target) Command(verb ...string) ([]string, error) {
 		args = append(args, "-p", strconv.Itoa(t.Port))
 	}
 	for _, o := range t.SSHOptions {
-		if !sshOptRE.MatchString(o) {
-			return nil, fmt.Errorf("invalid ssh option %q: use KEY=VALUE without spaces or quotes, for example UserKnownHostsFile=/path", o)
-		}
-		switch strings.ToLower(strings.SplitN(o, "=", 2)[0]) {
-		case "proxycommand", "localcommand", "permitlocalcommand", "identityfile", "identitiesonly", "controlpath", "controlmaster", "forwardagent", "batchmode", "remotecommand", "requesttty":
-			return nil, fmt.Errorf("ssh option %q is not allowed here: stem sets what the automation connection needs, and this one could run commands or change which key is used", o)
+		if err := checkSSHOption(o); err != nil {
+			return nil, err
 		}
 		args = append(args, "-o", o)
 	}
@@ -321,10 +397,19 @@ func (t Target) Command(verb ...string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, "-o", "ProxyCommand="+pc)
+		args = append(args, "-o", "ProxyUseFdpass=no", "-o", "ProxyCommand="+pc)
 	}
-	args = append(args, t.Host)
+	args = append(args, host)
 	return append(args, verb...), nil
+}
+
+// unbracket turns [USER@][ADDR] into [USER@]ADDR.
+func unbracket(s string) string {
+	i := strings.LastIndexByte(s, '@') + 1
+	if h := s[i:]; len(h) > 2 && h[0] == '[' && h[len(h)-1] == ']' {
+		return s[:i] + h[1:len(h)-1]
+	}
+	return s
 }
 
 func validHost(s string) bool {

@@ -3,6 +3,7 @@ package access
 import (
 	"encoding/pem"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,9 +80,22 @@ func TestTargetCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "-T -i /home/t/.ssh/stem_k -o BatchMode=yes -o IdentitiesOnly=yes -o ControlPath=none -p 2222 -o UserKnownHostsFile=/tmp/kh anna@lab-03 mcp hazard3-sim-inf-bss-t4"
+	want := "-T -a -x -i /home/t/.ssh/stem_k -o BatchMode=yes -o IdentitiesOnly=yes -o ControlPath=none -o PreferredAuthentications=publickey -o ClearAllForwardings=yes -o PermitLocalCommand=no -p 2222 -o UserKnownHostsFile=/tmp/kh anna@lab-03 mcp hazard3-sim-inf-bss-t4"
 	if strings.Join(args, " ") != want {
 		t.Fatalf("got  %s\nwant %s", strings.Join(args, " "), want)
+	}
+	tg.Dial = "/usr/local/bin/stemctl"
+	args, _ = tg.Command("status")
+	if want := "-o UserKnownHostsFile=/tmp/kh -o ProxyUseFdpass=no -o ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p anna@lab-03 status"; !strings.HasSuffix(strings.Join(args, " "), want) {
+		t.Fatalf("with Dial: %s\nwant ... %s", strings.Join(args, " "), want)
+	}
+	// An IPv6 address in brackets loses them (ssh would look [::1] up as a
+	// name, and the shell would take it for a glob in the ProxyCommand).
+	for host, want := range map[string]string{"anna@[::1]": "anna@::1", "[fe80::1%eth0]": "fe80::1%eth0", "anna@::1": "anna@::1"} {
+		args, err := Target{Host: host, Key: "/k"}.Command()
+		if err != nil || args[len(args)-1] != want {
+			t.Errorf("host %s: %v %v, want %s last", host, args, err, want)
+		}
 	}
 	for _, bad := range []Target{
 		{Host: "-oProxyCommand=sh", Key: "/k"},
@@ -93,6 +107,13 @@ func TestTargetCommand(t *testing.T) {
 		{Host: "anna@host", Key: "/k", SSHOptions: []string{"IdentityFile=/home/t/.ssh/id_ed25519"}},
 		{Host: "anna@host", Key: "/k", SSHOptions: []string{"LocalCommand=id"}},
 		{Host: "anna@host", Key: "/k", Port: 70000},
+		{Host: "anna@host", Key: "/k/stem_%u"},
+		{Host: "anna@host", Key: "/k/${HOME}/stem_k"},
+		{Host: "anna@[ab]c", Key: "/k"},
+		{Host: "anna@lab]", Key: "/k"},
+		{Host: "anna@[::1", Key: "/k"},
+		{Host: "anna@[]", Key: "/k"},
+		{Host: "anna@*", Key: "/k"},
 	} {
 		if _, err := bad.Command("status"); err == nil {
 			t.Errorf("accepted %+v", bad)
@@ -302,5 +323,184 @@ func TestCheckKeyFilePassphraseKey(t *testing.T) {
 	os.WriteFile(enc+".pub", otherPub, 0o644)
 	if _, _, err := CheckKeyFile(enc, KeyCheck{}); err == nil || !strings.Contains(err.Error(), "different key") {
 		t.Fatalf("encrypted key with another key's .pub: %v", err)
+	}
+}
+
+// --ssh-option takes options about reaching the host and checking its
+// key, with values the shell cannot act on; everything else is refused,
+// including ssh's aliases (IdentityFile2, SmartcardDevice) of refused
+// options and options that run commands, load code, bring other keys or
+// credentials, or forward the teacher's agent or ports.
+func TestSSHOptionsAreAllowListed(t *testing.T) {
+	for _, o := range []string{
+		"UserKnownHostsFile=/tmp/kh", "userknownhostsfile=~/.ssh/kh_%h", "StrictHostKeyChecking=yes",
+		"ProxyJump=jump.example", "ProxyJump=t@[::1]:2222,t@jump2", "ProxyJump=none",
+		"KexAlgorithms=curve25519-sha256", "Ciphers=^aes128-gcm@openssh.com", "MACs=-hmac-sha1",
+		"Hostname=lab-03.example", "Hostname=%h.lab.example", "User=anna", "Port=2222",
+		"ConnectTimeout=5", "HostKeyAlias=lab-03", "LogLevel=ERROR", "GlobalKnownHostsFile=/dev/null",
+	} {
+		if _, err := (Target{Host: "anna@lab", Key: "/k", SSHOptions: []string{o}}).Command(); err != nil {
+			t.Errorf("%s refused: %v", o, err)
+		}
+	}
+	for _, o := range []string{
+		// other keys, credentials, code
+		"IdentityFile2=/root/.ssh/id_ed25519", "identityfile=/root/.ssh/id_ed25519", "CertificateFile=/root/.ssh/id_ed25519-cert.pub",
+		"IdentityAgent=/tmp/agent", "PKCS11Provider=/tmp/evil.so", "SmartcardDevice=/tmp/evil.so", "SecurityKeyProvider=/tmp/evil.so",
+		"PreferredAuthentications=gssapi-with-mic", "GSSAPIAuthentication=yes", "HostbasedAuthentication=yes", "AddKeysToAgent=yes",
+		// commands
+		"ProxyCommand=nc %h %p", "KnownHostsCommand=/tmp/x", "LocalCommand=id", "PermitLocalCommand=yes", "RemoteCommand=id",
+		"Match=exec id", "Include=/tmp/x",
+		// undo what the entry sets
+		"IdentitiesOnly=no", "BatchMode=no", "ControlPath=/tmp/cm", "ControlMaster=auto", "ProxyUseFdpass=yes",
+		"ClearAllForwardings=no", "RequestTTY=force", "SessionType=none", "StdinNull=yes", "ForkAfterAuthentication=yes",
+		// the teacher's agent, display, ports, environment
+		"ForwardAgent=yes", "ForwardX11=yes", "ForwardX11Trusted=yes", "RemoteForward=2222:localhost:22",
+		"LocalForward=2222:localhost:22", "DynamicForward=1080", "Tunnel=yes", "SendEnv=*", "SetEnv=LD_PRELOAD=/x",
+		// values the shell would act on (Hostname is %h in a ProxyCommand)
+		"Hostname=a$(id>pwned)", "Hostname=a;id", "Hostname=a|id", "Hostname=a&id", "Hostname=`id`", "Hostname=lab[0-9]",
+		"Hostname=lab*", "User=a>b", "ProxyJump=j;id", "Hostname=a'b", "Hostname=a\"b", "Hostname=a\\b", "Hostname=a b",
+		"Hostname=", "Hostname", "=x", "Hostname=a\nb",
+	} {
+		if _, err := (Target{Host: "anna@lab", Key: "/k", SSHOptions: []string{o}}).Command(); err == nil {
+			t.Errorf("%q accepted", o)
+		}
+	}
+}
+
+// Every option --ssh-option allows is one this machine's ssh knows, so the
+// allow list holds no misspelling a teacher would hit only when connecting.
+func TestAllowedSSHOptionsAreSSHs(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("ssh is not installed: apt-get install openssh-client")
+	}
+	values := map[string]string{"port": "22", "connecttimeout": "5", "connectionattempts": "1", "canonicalizemaxdots": "1",
+		"serveralivecountmax": "3", "serveraliveinterval": "5", "requiredrsasize": "2048", "rekeylimit": "1G",
+		"addressfamily": "any", "loglevel": "ERROR", "stricthostkeychecking": "yes", "fingerprinthash": "sha256",
+		"updatehostkeys": "no", "verifyhostkeydns": "no", "canonicalizehostname": "no", "ipqos": "lowdelay",
+		"kexalgorithms": "curve25519-sha256", "ciphers": "aes128-ctr", "macs": "hmac-sha2-256",
+		"hostkeyalgorithms": "ssh-ed25519", "casignaturealgorithms": "ssh-ed25519", "pubkeyacceptedalgorithms": "ssh-ed25519",
+		"pubkeyacceptedkeytypes": "ssh-ed25519", "bindinterface": "lo", "bindaddress": "127.0.0.1", "proxyjump": "none"}
+	for _, name := range SSHOptionsAllowed() {
+		v := values[name]
+		if v == "" {
+			v = "yes"
+			if strings.HasSuffix(name, "file") || strings.HasSuffix(name, "alias") || name == "hostname" || name == "user" || name == "canonicaldomains" {
+				v = "x"
+			}
+		}
+		out, err := exec.Command("ssh", "-F", "/dev/null", "-G", "-o", name+"="+v, "h").CombinedOutput()
+		if err != nil {
+			t.Errorf("ssh -G -o %s=%s: %v\n%s", name, v, err, out)
+		}
+	}
+}
+
+// The options Command puts first win over whatever ~/.ssh/config says for
+// the host (ssh keeps the first value it reads); GSSAPI and host-based
+// logins stay configured but are never tried, PreferredAuthentications
+// being publickey alone. The real ssh's -G, which
+// prints the options it would use, is given a configuration that tries to
+// undo each of them.
+func TestCommandWinsOverSSHConfig(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("ssh is not installed: apt-get install openssh-client")
+	}
+	dir := t.TempDir()
+	kp, err := Keygen(filepath.Join(dir, "stem_k"), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config")
+	hostile := `Host *
+  BatchMode no
+  IdentitiesOnly no
+  ControlMaster auto
+  ControlPath /tmp/cm-%C
+  ForwardAgent yes
+  ForwardX11 yes
+  ForwardX11Trusted yes
+  LocalForward 127.0.0.1:5555 127.0.0.1:22
+  RemoteForward 127.0.0.1:6666 127.0.0.1:22
+  DynamicForward 7777
+  PermitLocalCommand yes
+  LocalCommand touch /tmp/localcommand-ran
+  GSSAPIAuthentication yes
+  GSSAPIDelegateCredentials yes
+  HostbasedAuthentication yes
+  PreferredAuthentications gssapi-with-mic,hostbased,publickey
+  ProxyUseFdpass yes
+  ProxyCommand nc %h %p
+  RequestTTY force
+`
+	if err := os.WriteFile(cfg, []byte(hostile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args, err := Target{Host: "anna@lab-03", Key: kp.PrivatePath, Dial: "/usr/local/bin/stemctl"}.Command("mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ssh", append([]string{"-F", cfg, "-G"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("ssh -G: %v", err)
+	}
+	got := map[string][]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok {
+			got[k] = append(got[k], v)
+		}
+	}
+	for k, want := range map[string]string{
+		"batchmode": "yes", "identitiesonly": "yes", "forwardagent": "no", "forwardx11": "no",
+		"clearallforwardings": "yes", "permitlocalcommand": "no", "preferredauthentications": "publickey",
+		"proxyusefdpass": "no", "requesttty": "false",
+		"proxycommand": "/usr/local/bin/stemctl teacher dial '%h' %p", "identityfile": kp.PrivatePath,
+	} {
+		if v := got[k]; len(v) != 1 || v[0] != want {
+			t.Errorf("ssh -G %s = %q, want %q", k, v, want)
+		}
+	}
+	// ssh -G leaves out a path of none (and prints the file's otherwise).
+	for _, k := range []string{"controlpath", "localforward", "remoteforward", "dynamicforward"} {
+		if v := got[k]; len(v) != 0 {
+			t.Errorf("ssh -G %s = %q, want none", k, v)
+		}
+	}
+}
+
+// The ProxyCommand quotes %h: ssh hands the line to the shell after
+// putting the host name in, and a name from ~/.ssh/config (Hostname) with
+// shell characters must reach dial as one word. Run with the real ssh and
+// shell; /bin/echo stands in for stemctl and prints what dial would get.
+func TestDialCommandQuotesTheHost(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("ssh is not installed: apt-get install openssh-client")
+	}
+	dir := t.TempDir()
+	kp, err := Keygen(filepath.Join(dir, "stem_k"), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Glob characters match these files; $(...) would write "pwned".
+	for _, f := range []string{"1", "lab1"} {
+		os.WriteFile(filepath.Join(dir, f), nil, 0o600)
+	}
+	for _, name := range []string{"a$(id>pwned)", "lab[0-9]", "[::1]", "a;id>pwned", "a|id>pwned", "a&id>pwned&"} {
+		cfg := filepath.Join(dir, "config")
+		os.WriteFile(cfg, []byte("Host lab-03\n  Hostname \""+name+"\"\n"), 0o600)
+		args, err := Target{Host: "anna@lab-03", Key: kp.PrivatePath, Dial: "/bin/echo"}.Command("mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// echo's line goes to ssh as the server's banner; -v shows it.
+		cmd := exec.Command("ssh", append([]string{"-F", cfg, "-v", "-o", "UserKnownHostsFile=/dev/null"}, args...)...)
+		cmd.Dir = dir
+		out, _ := cmd.CombinedOutput()
+		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+			t.Fatalf("Hostname %q ran a command through the ProxyCommand:\n%s", name, out)
+		}
+		if want := "banner line 0: teacher dial " + name + " 22"; !strings.Contains(string(out), want) {
+			t.Errorf("Hostname %q: dial would not get it as one word; want %q in:\n%s", name, want, out)
+		}
 	}
 }

@@ -26,7 +26,7 @@ between the connection and stdin/stdout. Its socket sends small packets at once
 and acknowledges at once, which saves the SSH handshake about three delayed-ACK
 waits (about 40 ms each). The SSH stream stays encrypted end to end; host keys
 are checked by ssh as always. "stemctl teacher config --direct" leaves it out.`,
-		Example: `  ssh -o 'ProxyCommand=/usr/local/bin/stemctl teacher dial %h %p' -i ~/.ssh/stem_kowalski anna@lab-03 status`,
+		Example: `  ssh -o "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p" -i ~/.ssh/stem_kowalski anna@lab-03 status`,
 		Hidden:  true,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,8 +40,13 @@ are checked by ssh as always. "stemctl teacher config --direct" leaves it out.`,
 	return cmd
 }
 
-// RunDial relays stdin/stdout to the connection.
+// RunDial relays stdin/stdout to the connection. HOST may be an IPv6
+// address, bare or in brackets.
 func RunDial(ctx context.Context, opts *DialOptions) error {
 	ios := opts.F.IOStreams
-	return tcprelay.Run(ctx, opts.Host, opts.Port, ios.In, ios.Out)
+	host := opts.Host
+	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return tcprelay.Run(ctx, host, opts.Port, ios.In, ios.Out)
 }

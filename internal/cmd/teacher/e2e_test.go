@@ -33,10 +33,12 @@ type teacherRig struct {
 	flags []string // --host/--key/--port/--ssh-option for stemctl teacher
 }
 
-func newTeacherRig(t *testing.T) *teacherRig {
+// newTeacherRig starts the student's sshd with sshdExtra appended to its
+// sshd_config.
+func newTeacherRig(t *testing.T, sshdExtra ...string) *teacherRig {
 	t.Helper()
 	bin := sshdtest.StemMCP(t)
-	srv := sshdtest.Start(t)
+	srv := sshdtest.Start(t, sshdExtra...)
 	r := &teacherRig{srv: srv, home: t.TempDir(), self: filepath.Join(testenv.Binary(t, "stemctl", "./cmd/stemctl"), "stemctl")}
 	kp, err := access.Keygen(access.DefaultKeyPath(r.home, "kowalski"), "kowalski")
 	if err != nil {

@@ -88,8 +88,15 @@ func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (access.Ta
 	if err != nil {
 		return access.Target{}, nil, err
 	}
+	view, err := resolveSSH(ctx, args)
+	if err != nil {
+		return access.Target{}, nil, err
+	}
+	if others := view.otherIdentities(key); len(others) > 0 {
+		notes = append(notes, fmt.Sprintf("warning: your ssh configuration also gives this host %s: IdentitiesOnly keeps those, so the entry's ssh offers them when the automation key is refused (say, after the student revokes the grant), and your ordinary key would log in with a shell; limit such lines to your other hosts (for example Host * !%s)", strings.Join(others, ", "), view.host))
+	}
 	if !t.Direct {
-		dial, note, err := dialer(ctx, f, args)
+		dial, note, err := dialer(f, view)
 		if err != nil {
 			return access.Target{}, nil, err
 		}
@@ -101,17 +108,20 @@ func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (access.Ta
 	return tg, notes, nil
 }
 
-// dialer is the stemctl path for the entry's ProxyCommand, or "" with a
-// note when the teacher's own ssh configuration already sends this host
-// through a proxy (a jump host must keep working; ours would replace it).
-func dialer(ctx context.Context, f *cmdutil.Factory, sshArgs []string) (string, string, error) {
-	self, err := f.Self()
-	if err != nil {
-		return "", "", err
-	}
-	if _, err := access.DialCommand(self); err != nil {
-		return "", "", err
-	}
+// sshView is what `ssh -G` says the entry's ssh does for the host once the
+// teacher's ~/.ssh/config (Host and Match blocks) is applied.
+type sshView struct {
+	host       string   // the host as given (the last argument)
+	hostname   string   // after Hostname
+	proxy      string   // "proxycommand X" or "proxyjump X" when set
+	identities []string // identityfile and certificatefile lines, as ssh prints them
+}
+
+// resolveSSH runs ssh -G with the entry's arguments (without verb). Match
+// exec lines run as they would when the agent connects; a configuration
+// that answers differently then (another network, an edited file) can
+// still differ from what this saw.
+func resolveSSH(ctx context.Context, sshArgs []string) (sshView, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ssh", append([]string{"-G"}, sshArgs...)...)
@@ -119,13 +129,61 @@ func dialer(ctx context.Context, f *cmdutil.Factory, sshArgs []string) (string, 
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", "", fmt.Errorf("ssh -G (read your ssh configuration for this host): %v %s: is OpenSSH's ssh installed?", err, strings.TrimSpace(stderr.String()))
+		return sshView{}, fmt.Errorf("ssh -G (read your ssh configuration for this host): %v %s: is OpenSSH's ssh installed?", err, strings.TrimSpace(stderr.String()))
+	}
+	v := sshView{host: sshArgs[len(sshArgs)-1]}
+	if _, h, ok := strings.Cut(v.host, "@"); ok {
+		v.host = h
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if (k == "proxycommand" || k == "proxyjump") && v != "none" {
-			return "", fmt.Sprintf("your ssh configuration reaches this host through %s %s: the entry keeps it and connects without stemctl teacher dial", k, v), nil
+		k, val, _ := strings.Cut(strings.TrimSpace(line), " ")
+		val = strings.TrimSpace(val)
+		switch k = strings.ToLower(k); k {
+		case "hostname":
+			v.hostname = val
+		case "proxycommand", "proxyjump":
+			if val != "" && !strings.EqualFold(val, "none") && v.proxy == "" {
+				v.proxy = k + " " + val
+			}
+		case "identityfile", "certificatefile":
+			v.identities = append(v.identities, val)
 		}
+	}
+	return v, nil
+}
+
+// otherIdentities are the identity and certificate files besides key.
+func (v sshView) otherIdentities(key string) []string {
+	var o []string
+	for _, id := range v.identities {
+		if id != key {
+			o = append(o, id)
+		}
+	}
+	return o
+}
+
+// dialHostRE is a host name dial takes ('%h' in the ProxyCommand is
+// single-quoted, so only a quote could break out; this is narrower).
+var dialHostRE = regexp.MustCompile(`^[A-Za-z0-9._:%\[\]-]+$`)
+
+// dialer is the stemctl path for the entry's ProxyCommand, or "" with a
+// note when the teacher's own ssh configuration already sends this host
+// through a proxy (a jump host must keep working; ours would replace it)
+// or names it oddly.
+func dialer(f *cmdutil.Factory, v sshView) (string, string, error) {
+	self, err := f.Self()
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := access.DialCommand(self); err != nil {
+		return "", "", err
+	}
+	if v.proxy != "" {
+		return "", fmt.Sprintf("your ssh configuration reaches this host through %s: the entry keeps it and connects without stemctl teacher dial", v.proxy), nil
+	}
+	if !dialHostRE.MatchString(v.hostname) {
+		return "", fmt.Sprintf("your ssh configuration names this host %q, which stemctl does not hand to the shell: the entry connects without stemctl teacher dial", v.hostname), nil
 	}
 	return self, "", nil
 }
@@ -182,14 +240,20 @@ func NewCmdConfig(f *cmdutil.Factory, runF func(context.Context, *ConfigOptions)
   gemini  ~/.gemini/settings.json (--scope user, default) or .gemini/settings.json
           "mcpServers"
 
-The entry runs: ssh -T -i KEY -o BatchMode=yes -o IdentitiesOnly=yes
--o ControlPath=none -o 'ProxyCommand=STEMCTL teacher dial %h %p' USER@HOST
-mcp [INSTANCE]. IdentitiesOnly and ControlPath=none keep ssh from using any
-other key (such as your ordinary one) or an existing connection. The level is
-decided on the student's side by their grant. "teacher dial" only makes the
-TCP connection, tuned so the handshake does not wait on delayed ACKs (about
-0.06 s saved per connection); --direct leaves it out, and so does a host your
-ssh configuration already reaches through ProxyJump or ProxyCommand.
+The entry runs: ssh -T -a -x -i KEY -o BatchMode=yes -o IdentitiesOnly=yes
+-o ControlPath=none -o PreferredAuthentications=publickey
+-o ClearAllForwardings=yes -o PermitLocalCommand=no -o ProxyUseFdpass=no
+-o "ProxyCommand=STEMCTL teacher dial '%h' %p" USER@HOST mcp [INSTANCE].
+IdentitiesOnly, PreferredAuthentications and ControlPath=none keep ssh from
+using any other key (such as your ordinary one), credential or existing
+connection; -a, -x and ClearAllForwardings keep your agent, X display and
+ports away from the student's machine. These win over ~/.ssh/config, but an
+IdentityFile line there for the host is still offered (a warning names it).
+--ssh-option takes only options about reaching the host and checking its key.
+The level is decided on the student's side by their grant. "teacher dial" only
+makes the TCP connection, tuned so the handshake does not wait on delayed ACKs
+(about 0.06 s saved per connection); --direct leaves it out, and so does a
+host your ssh configuration already reaches through ProxyJump or ProxyCommand.
 
 Without --key, the automation key is the one "stemctl access keygen" made in
 ~/.ssh (stem_NAME), when there is exactly one; the choice is printed on stderr.
@@ -280,6 +344,10 @@ func RunConfig(ctx context.Context, opts *ConfigOptions) error {
 	name := opts.Name
 	if name == "" {
 		name = defaultName(tg.Host)
+	}
+	if strings.HasPrefix(name, "-") {
+		// "claude mcp add ... -x -- ssh ..." would take it for an option.
+		return cmdutil.FlagErrorf("--name %q: an entry name must not start with '-'", name)
 	}
 	e, err := Entry(tg, name, opts.Instance)
 	if err != nil {

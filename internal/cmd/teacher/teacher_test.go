@@ -60,7 +60,9 @@ func (e *env) run(t *testing.T, args ...string) error {
 
 func TestConfigPrintsEachProvider(t *testing.T) {
 	e := newEnv(t)
-	wantArgs := []any{"-T", "-i", e.key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none", "-o", "ProxyCommand=/usr/local/bin/stemctl teacher dial %h %p", "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
+	wantArgs := []any{"-T", "-a", "-x", "-i", e.key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none",
+		"-o", "PreferredAuthentications=publickey", "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no",
+		"-o", "ProxyUseFdpass=no", "-o", "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p", "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
 
 	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--key", e.key, "--instance", "hazard3-sim-inf-bss-t4"); err != nil {
 		t.Fatal(err)
@@ -90,7 +92,7 @@ func TestConfigPrintsEachProvider(t *testing.T) {
 	if c := claude.MCPServers["anna"]; c.Type != "stdio" || !equalAny(c.Args, wantArgs) {
 		t.Fatalf("claude entry = %+v", c)
 	}
-	if !strings.Contains(e.errOut.String(), "claude mcp add --scope project anna -- ssh -T -i "+e.key) {
+	if !strings.Contains(e.errOut.String(), "claude mcp add --scope project anna -- ssh -T -a -x -i "+e.key) {
 		t.Fatalf("no claude mcp add line:\n%s", e.errOut.String())
 	}
 
@@ -172,6 +174,11 @@ func TestConfigRefusesTheOrdinaryKeyAndBadHosts(t *testing.T) {
 	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", e.key, "--ssh-option", "ProxyCommand=id"); err == nil {
 		t.Error("ProxyCommand accepted")
 	}
+	for _, name := range []string{"-x", "--scope", "-e"} {
+		if err := e.run(t, "config", "--provider", "claude", "--host", "anna@lab", "--key", e.key, "--name", name); err == nil || e.errOut.Len() != 0 {
+			t.Errorf("--name %s accepted (printed %q)", name, e.errOut.String())
+		}
+	}
 	if err := e.run(t, "config", "--provider", "vim", "--host", "anna@lab", "--key", e.key); !cmdutil.IsFlagError(err) {
 		t.Errorf("unknown provider: %v", err)
 	}
@@ -219,7 +226,7 @@ func TestConfigDefaultsToTheOnlyAutomationKey(t *testing.T) {
 	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Entry.Args) < 3 || res.Entry.Args[1] != "-i" || res.Entry.Args[2] != e.key {
+	if i := slices.Index(res.Entry.Args, "-i"); i < 0 || i+1 >= len(res.Entry.Args) || res.Entry.Args[i+1] != e.key {
 		t.Fatalf("entry args %v, want -i %s", res.Entry.Args, e.key)
 	}
 	if !strings.Contains(e.errOut.String(), "using the automation key "+e.key) {
@@ -369,7 +376,7 @@ func TestConfigDialProxyCommand(t *testing.T) {
 		}
 		return res.Entry.Args
 	}
-	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial %h %p"
+	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p"
 	if a := args(); !slices.Contains(a, pc) {
 		t.Fatalf("default entry %v lacks %s", a, pc)
 	}
@@ -391,6 +398,138 @@ func TestConfigDialProxyCommand(t *testing.T) {
 		}
 		if a := args("--direct"); slices.ContainsFunc(a, func(s string) bool { return strings.Contains(s, self) }) {
 			t.Errorf("--direct with stemctl at %q: %v", self, a)
+		}
+	}
+}
+
+// useSSHConfig makes "ssh" for the rest of the test the real ssh reading
+// config instead of the user's ~/.ssh/config (ssh finds that file through
+// the password database, not $HOME, so a test cannot move it).
+func useSSHConfig(t *testing.T, config string) string {
+	t.Helper()
+	real, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Fatal("ssh is not installed: apt-get install openssh-client")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ssh_config")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o700)
+	script := "#!/bin/sh\nexec " + shellQuoteOne(real) + " -F " + shellQuoteOne(cfg) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	return cfg
+}
+
+// configArgs runs teacher config --json and returns the entry's args.
+func (e *env) configArgs(t *testing.T, extra ...string) []string {
+	t.Helper()
+	if err := e.run(t, append([]string{"config", "--provider", "gemini", "--key", e.key, "--json"}, extra...)...); err != nil {
+		t.Fatalf("%v: %v", extra, err)
+	}
+	var res struct {
+		Entry struct {
+			Args []string `json:"args"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Entry.Args
+}
+
+// The teacher's ssh configuration, as ssh -G resolves it (Host and Match
+// blocks, keywords in any case, "none"), decides whether the entry dials:
+// a proxy it names is kept; "none" is no proxy; a Hostname the ProxyCommand
+// should not carry leaves dial out.
+func TestConfigFollowsSSHConfig(t *testing.T) {
+	e := newEnv(t)
+	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p"
+	hasPC := func(a []string) bool { return slices.Contains(a, pc) }
+	for _, tc := range []struct {
+		config string
+		dial   bool
+		note   string
+	}{
+		{"Host lab-03\n  ProxyCommand none\n", true, ""},
+		{"Host lab-03\n  ProxyJump none\n", true, ""},
+		{"Host lab-03\n    PROXYJUMP    jump.example\n", false, "proxyjump jump.example"},
+		{"Host lab-03\n\tproxycommand=nc -X 5 %h %p\n", false, "proxycommand nc -X 5 %h %p"},
+		{"Match exec \"true\"\n  ProxyJump jump.example\n", false, "proxyjump jump.example"},
+		{"Match exec \"false\"\n  ProxyJump jump.example\n", true, ""},
+		{"Host lab-03\n  HOSTNAME Lab03.Example\n", true, ""},
+		{"Host lab-03\n  Hostname \"a'b\"\n", false, `names this host "a'b"`},
+		{"Host lab-03\n  ProxyUseFdpass yes\n  ForwardAgent yes\n", true, ""},
+	} {
+		useSSHConfig(t, tc.config)
+		a := e.configArgs(t, "--host", "anna@lab-03")
+		if hasPC(a) != tc.dial {
+			t.Errorf("config %q: entry %v, dial %v", tc.config, a, !tc.dial)
+		}
+		if tc.note != "" && !strings.Contains(e.errOut.String(), tc.note) {
+			t.Errorf("config %q: no note %q in %q", tc.config, tc.note, e.errOut.String())
+		}
+		if tc.note == "" && e.errOut.Len() != 0 {
+			t.Errorf("config %q: stderr %q", tc.config, e.errOut.String())
+		}
+	}
+}
+
+// An IdentityFile (or CertificateFile) the teacher's configuration gives
+// the host stays in play despite IdentitiesOnly: the entry's ssh would
+// offer it once the automation key is refused. config says so, naming it,
+// also with --direct.
+func TestConfigWarnsOfOtherIdentities(t *testing.T) {
+	e := newEnv(t)
+	useSSHConfig(t, "Host *\n  IdentityFile ~/.ssh/id_ed25519\n  CertificateFile ~/.ssh/id_ed25519-cert.pub\n")
+	for _, direct := range []bool{false, true} {
+		args := []string{"--host", "anna@lab-03"}
+		if direct {
+			args = append(args, "--direct")
+		}
+		e.configArgs(t, args...)
+		w := e.errOut.String()
+		if !strings.Contains(w, "warning: your ssh configuration also gives this host ~/.ssh/id_ed25519, ~/.ssh/id_ed25519-cert.pub") || !strings.Contains(w, "Host * !lab-03") {
+			t.Errorf("direct %v: stderr %q", direct, w)
+		}
+	}
+	useSSHConfig(t, "Host other\n  IdentityFile ~/.ssh/id_ed25519\n")
+	e.configArgs(t, "--host", "anna@lab-03")
+	if e.errOut.Len() != 0 {
+		t.Errorf("IdentityFile for another host: stderr %q", e.errOut.String())
+	}
+}
+
+// --ssh-option cannot carry a command, another key or an option that
+// undoes the entry's; ProxyJump=none keeps dial (and ssh still uses it);
+// an IPv6 host in brackets is written bare.
+func TestConfigSSHOptionsAndHosts(t *testing.T) {
+	e := newEnv(t)
+	useSSHConfig(t, "")
+	for _, o := range []string{"Hostname=a$(id>pwned)", "IdentityFile2=/root/.ssh/id_ed25519", "SmartcardDevice=/tmp/x.so",
+		"KnownHostsCommand=/bin/id", "ForwardAgent=yes", "ProxyUseFdpass=yes", "PreferredAuthentications=password"} {
+		err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab", "--key", e.key, "--ssh-option", o)
+		if err == nil || !strings.Contains(err.Error(), o) || e.out.Len() != 0 {
+			t.Errorf("--ssh-option %s: %v, out %q", o, err, e.out.String())
+		}
+	}
+	a := e.configArgs(t, "--host", "anna@lab-03", "--ssh-option", "ProxyJump=none")
+	if !slices.Contains(a, "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p") {
+		t.Fatalf("ProxyJump=none: %v", a)
+	}
+	out, err := exec.Command("ssh", append([]string{"-G"}, a...)...).Output()
+	if err != nil || !strings.Contains(string(out), "\nproxycommand /usr/local/bin/stemctl teacher dial '%h' %p\n") || strings.Contains(string(out), "proxyjump") {
+		t.Fatalf("ssh -G of the ProxyJump=none entry: %v\n%s", err, out)
+	}
+	for host, want := range map[string]string{"anna@[::1]": "anna@::1", "anna@::1": "anna@::1", "anna@fe80::1%eth0": "anna@fe80::1%eth0"} {
+		a := e.configArgs(t, "--host", host)
+		if a[len(a)-2] != want {
+			t.Errorf("--host %s: entry %v", host, a)
 		}
 	}
 }
