@@ -363,18 +363,7 @@ func TestConfigDialProxyCommand(t *testing.T) {
 	e := newEnv(t)
 	args := func(extra ...string) []string {
 		t.Helper()
-		if err := e.run(t, append([]string{"config", "--provider", "gemini", "--host", "anna@lab-03", "--key", e.key, "--json"}, extra...)...); err != nil {
-			t.Fatalf("%v: %v", extra, err)
-		}
-		var res struct {
-			Entry struct {
-				Args []string `json:"args"`
-			} `json:"entry"`
-		}
-		if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
-			t.Fatal(err)
-		}
-		return res.Entry.Args
+		return e.configArgs(t, append([]string{"--host", "anna@lab-03"}, extra...)...)
 	}
 	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p"
 	if a := args(); !slices.Contains(a, pc) {
