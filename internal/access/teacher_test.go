@@ -485,21 +485,29 @@ func TestDialCommandQuotesTheHost(t *testing.T) {
 	for _, f := range []string{"1", "lab1"} {
 		os.WriteFile(filepath.Join(dir, f), nil, 0o600)
 	}
-	for _, name := range []string{"a$(id>pwned)", "lab[0-9]", "[::1]", "a;id>pwned", "a|id>pwned", "a&id>pwned&"} {
+	// The dialer prints each argument it got in brackets as the server's
+	// banner, then waits for ssh's own banner before it exits: echo alone
+	// could exit before ssh wrote, and ssh then failed with a broken pipe
+	// before printing the line.
+	dial := filepath.Join(dir, "dial")
+	if err := os.WriteFile(dial, []byte("#!/bin/sh\nprintf '[%s]' \"$@\"; echo\nhead -n 1 >/dev/null\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a$(id>pwned)", "lab[0-9]", "[::1]", "a;id>pwned", "a|id>pwned", "a&id>pwned&", "a b"} {
 		cfg := filepath.Join(dir, "config")
 		os.WriteFile(cfg, []byte("Host lab-03\n  Hostname \""+name+"\"\n"), 0o600)
-		args, err := Target{Host: "anna@lab-03", Key: kp.PrivatePath, Dial: "/bin/echo"}.Command("mcp")
+		args, err := Target{Host: "anna@lab-03", Key: kp.PrivatePath, Dial: dial}.Command("mcp")
 		if err != nil {
 			t.Fatal(err)
 		}
-		// echo's line goes to ssh as the server's banner; -v shows it.
+		// The dialer's line goes to ssh as the server's banner; -v shows it.
 		cmd := exec.Command("ssh", append([]string{"-F", cfg, "-v", "-o", "UserKnownHostsFile=/dev/null"}, args...)...)
 		cmd.Dir = dir
 		out, _ := cmd.CombinedOutput()
 		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
 			t.Fatalf("Hostname %q ran a command through the ProxyCommand:\n%s", name, out)
 		}
-		if want := "banner line 0: teacher dial " + name + " 22"; !strings.Contains(string(out), want) {
+		if want := "banner line 0: [teacher][dial][" + name + "][22]"; !strings.Contains(string(out), want) {
 			t.Errorf("Hostname %q: dial would not get it as one word; want %q in:\n%s", name, want, out)
 		}
 	}
