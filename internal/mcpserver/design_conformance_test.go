@@ -12,28 +12,12 @@ import (
 // level.
 func TestDesignNoArbitrationIsStated(t *testing.T) {
 	const note = "nothing arbitrates"
-	// knownMissing are effectful tools whose description lacks the note (a
-	// gap reported by the design audit). Remove a name when its description
-	// gets the note; the test fails while a listed tool already has it.
-	knownMissing := map[string]bool{"nvim_hint": true}
-	seen := map[string]bool{}
 	for _, d := range allTools() {
 		if !d.effect {
 			continue
 		}
-		name := d.tool.Name
-		seen[name] = true
-		has := strings.Contains(d.tool.Description, note)
-		switch {
-		case !has && !knownMissing[name]:
-			t.Errorf("%s changes the session but its description does not say that %s between clients:\n%s", name, note, d.tool.Description)
-		case has && knownMissing[name]:
-			t.Errorf("%s now states the note: remove it from knownMissing", name)
-		}
-	}
-	for name := range knownMissing {
-		if !seen[name] {
-			t.Errorf("knownMissing names %s, which is not an effectful tool", name)
+		if !strings.Contains(d.tool.Description, note) {
+			t.Errorf("%s changes the session but its description does not say that %s between clients:\n%s", d.tool.Name, note, d.tool.Description)
 		}
 	}
 	for _, l := range []Level{Observe, Assist, Full} {

@@ -59,7 +59,7 @@ func nvimAssistTools() []toolDef {
 		{
 			min: Assist, effect: true,
 			tool: mcp.NewTool("nvim_hint",
-				mcp.WithDescription("Show a short note at a line of a file open in the student's Neovim, as virtual text. The file is not changed. clear=true removes stem's notes from that buffer."),
+				mcp.WithDescription("Show a short note at a line of a file open in the student's Neovim, as virtual text. The file is not changed. clear=true removes stem's notes from that buffer."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim"), mcp.MaxLength(maxPathBytes)),
 				mcp.WithInteger("line", mcp.Description("1-based line for the note"), mcp.Min(1), mcp.Max(10000000)),
 				mcp.WithString("text", mcp.Description("the note (one line)"), mcp.MaxLength(maxHintBytes)),
