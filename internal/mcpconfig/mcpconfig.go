@@ -34,10 +34,16 @@ type Entry struct {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Validate checks what every provider accepts: names of letters, digits,
-// '-' and '_' (Claude's rule), a command, and printable strings.
+// '-' and '_' (Claude's rule) that do not start with '-', a command, and
+// printable strings.
 func (e Entry) Validate() error {
 	if !nameRE.MatchString(e.Name) {
 		return fmt.Errorf("invalid MCP server name %q: use 1-64 letters, digits, '-' or '_'", e.Name)
+	}
+	if strings.HasPrefix(e.Name, "-") {
+		// `claude mcp add ... NAME -- ssh ...` (ClaudeAddArgs) would take
+		// it for an option.
+		return fmt.Errorf("invalid MCP server name %q: it must not start with '-' (a command line would take it for an option)", e.Name)
 	}
 	if e.Command == "" {
 		return fmt.Errorf("MCP server %s has no command", e.Name)

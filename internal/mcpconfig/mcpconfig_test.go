@@ -303,9 +303,28 @@ func TestEntryValidation(t *testing.T) {
 		{Name: "", Command: "x"},
 		{Name: "ok"},
 		{Name: "ok", Command: "x", Args: []string{"a\nb"}},
+		{Name: "-x", Command: "x"},
+		{Name: "--", Command: "x"},
 	} {
 		if _, err := Codex.Merge(nil, e); err == nil {
 			t.Errorf("accepted %+v", e)
+		}
+	}
+}
+
+// TestEntryValidationLeadingDash: a name starting with '-' would be read
+// as an option by `claude mcp add ... NAME -- ssh ...`; it is refused with
+// that reason, while '-' elsewhere in a name stays valid.
+func TestEntryValidationLeadingDash(t *testing.T) {
+	for _, name := range []string{"-x", "--scope", "-"} {
+		err := Entry{Name: name, Command: "ssh"}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "must not start with '-'") {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"stem-anna", "a-", "_x", "0-1"} {
+		if err := (Entry{Name: name, Command: "ssh"}).Validate(); err != nil {
+			t.Errorf("name %q refused: %v", name, err)
 		}
 	}
 }
