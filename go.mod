@@ -114,7 +114,7 @@ require (
 	golang.org/x/crypto v0.43.0 // indirect
 	golang.org/x/net v0.45.0 // indirect
 	golang.org/x/sync v0.17.0 // indirect
-	golang.org/x/sys v0.37.0 // indirect
+	golang.org/x/sys v0.37.0
 	golang.org/x/term v0.36.0 // indirect
 	golang.org/x/text v0.30.0
 	golang.org/x/time v0.11.0 // indirect

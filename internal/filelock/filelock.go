@@ -25,9 +25,20 @@ const (
 // path and takes the lock, polling with a growing delay until ctx ends. The
 // returned function releases it.
 func Lock(ctx context.Context, path string, mode Mode) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	// Some lock files sit in directories a container can write (t.sock.lock):
+	// O_NOCTTY and O_NONBLOCK keep a planted tty or FIFO from becoming our
+	// terminal or blocking the open, and anything but a regular file is
+	// refused.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	delay := 500 * time.Microsecond
 	for {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,5 +68,29 @@ func TestRefusesSymlink(t *testing.T) {
 	os.Symlink(target, filepath.Join(dir, "x.lock"))
 	if _, err := Lock(context.Background(), filepath.Join(dir, "x.lock"), Exclusive); err == nil {
 		t.Fatal("locked through a symlink")
+	}
+}
+
+// A FIFO planted where the lock goes must neither block the open (a FIFO
+// opened for reading waits for a writer) nor be taken for a lock.
+func TestRefusesFIFOWithoutBlocking(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.sock.lock")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Lock(ctx, path, Exclusive)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("lock on a FIFO: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Lock blocked on a FIFO")
 	}
 }

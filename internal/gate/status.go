@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"time"
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/unixpin"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -135,10 +135,10 @@ func (s *session) list(ctx context.Context) error {
 	return nil
 }
 
-// dialProbe says a server answers if its socket accepts a connection.
+// dialProbe says a server answers if its socket accepts a connection. A
+// symlink planted over the socket from the container is not followed.
 func dialProbe(ctx context.Context, socket string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", socket)
+	c, err := unixpin.Dial(ctx, socket)
 	if err != nil {
 		return fmt.Errorf("%s does not answer: %w", socket, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // ErrNotRunning means there is no debugger bridge to talk to: the student
@@ -143,8 +145,12 @@ func Dial(ctx context.Context, sockPath string) (*Client, error) {
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", sockPath)
+	// Pinned (see package unixpin): the Lstat above cannot stop a symlink
+	// renamed over g.sock just after it.
+	conn, err := unixpin.Dial(ctx, sockPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &NotRunningError{Path: sockPath, Reason: "no debugger socket"}
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return nil, &NotRunningError{Path: sockPath, Reason: "stale socket, nobody is listening"}
 	}

@@ -34,7 +34,8 @@ type DebugResult struct {
 
 // DialTmux opens a control client to an instance's tmux, running the
 // client inside the container when the host's tmux cannot talk to it (or
-// the host has none).
+// the host has none). A host client is handed t.sock opened without
+// following symlinks, so a link planted from the container is refused.
 func DialTmux(ctx context.Context, rec registry.Record) (*tmux.Client, error) {
 	c, err := tmux.DialOrInside(ctx, tmux.Options{Socket: rec.Dir().Tmux(), Session: SessionName},
 		[]string{"podman", "exec", "-i", rec.ContainerID, "tmux"}, nil)
@@ -54,6 +55,16 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 	argv, err := shellwords.Split(r.Commands.Debug)
 	if err != nil {
 		return res, fmt.Errorf("task %s: debug command %q: %w", r.TaskID, r.Commands.Debug, err)
+	}
+	// The layout runs the card's commands in this tmux: refuse a socket
+	// directory that is not ours or holds a planted link (the client below
+	// also never follows one, see DialTmux).
+	dir := rec.Dir()
+	if err := m.Layout.Check(dir); err != nil {
+		return res, fmt.Errorf("instance %s: %w", rec.Instance, err)
+	}
+	if err := dir.CheckSockets(); err != nil {
+		return res, fmt.Errorf("instance %s: %w; stem will not use it: start over with `stemctl rm %s` and `%s`", rec.Instance, err, rec.Instance, UpCommand(rec))
 	}
 	tc, err := DialTmux(ctx, rec)
 	if err != nil {

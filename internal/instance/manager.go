@@ -575,6 +575,9 @@ func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
 	if err := m.Layout.Check(dir); err != nil {
 		st.Problems = append(st.Problems, err.Error())
 	}
+	if err := dir.CheckSockets(); err != nil {
+		st.Problems = append(st.Problems, err.Error()+"; stem will not use it: `stemctl rm "+rec.Instance+"` and `"+UpCommand(rec)+"` start over")
+	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if m.TmuxProbe != nil {

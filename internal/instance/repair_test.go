@@ -19,6 +19,7 @@ import (
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/unixpin"
 	"github.com/stem-edu/stem/internal/verify"
 )
 
@@ -126,8 +127,13 @@ func TestPlantedSocketSymlinkRefused(t *testing.T) {
 	if code, err := w.m.Exec(ctx, rec.Instance, engine.ExecSpec{Cmd: []string{"sh", "-c", `mv "$1" "$2" && ln -s "$3" "$1"`, "sh", dir.Tmux(), real, other}}); err != nil || code != 0 {
 		t.Fatalf("plant link: %d %v", code, err)
 	}
-	if err := probe.Tmux(ctx, dir.Tmux()); err != nil {
-		t.Fatalf("the link does not lead to a live server, so the test proves nothing: %v", err)
+	// A client that follows the link reaches the decoy (else the test
+	// proves nothing); stem's own probe does not follow it.
+	if out, err := exec.Command("tmux", "-S", dir.Tmux(), "list-sessions").CombinedOutput(); err != nil {
+		t.Fatalf("the link does not lead to a live server, so the test proves nothing: %v %s", err, out)
+	}
+	if err := probe.Tmux(ctx, dir.Tmux()); !errors.Is(err, unixpin.ErrSymlink) {
+		t.Fatalf("probe through the planted link: %v, want unixpin.ErrSymlink", err)
 	}
 
 	_, err := w.checker().Record(ctx, rec)
@@ -139,6 +145,29 @@ func TestPlantedSocketSymlinkRefused(t *testing.T) {
 	var notOurs *sockets.NotOursError
 	if !errors.As(err, &notOurs) || !strings.Contains(err.Error(), "stemctl rm") {
 		t.Fatalf("up with a planted t.sock: %v", err)
+	}
+	st, err := w.m.Status(ctx, rec.Instance)
+	if err != nil || st.State != "unhealthy" || st.Tmux || !strings.Contains(strings.Join(st.Problems, "\n"), "symlink") {
+		t.Fatalf("status with a planted t.sock: %v %+v", err, st)
+	}
+	// debug runs the card's commands (which the container can also edit)
+	// in the tmux it reaches: it must not reach the decoy.
+	decoyPanes := func() string {
+		out, _ := exec.Command("tmux", "-S", other, "list-panes", "-a", "-F", "#{pane_id}").Output()
+		return string(out)
+	}
+	before := decoyPanes()
+	if _, err := w.m.Debug(ctx, rec, r); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("debug with a planted t.sock: %v", err)
+	}
+	if tc, err := instance.DialTmux(ctx, rec); !errors.Is(err, unixpin.ErrSymlink) {
+		if tc != nil {
+			tc.Close()
+		}
+		t.Fatalf("DialTmux through the planted link: %v, want unixpin.ErrSymlink", err)
+	}
+	if after := decoyPanes(); after != before {
+		t.Fatalf("the decoy server changed: panes %q, then %q", before, after)
 	}
 	if c, err := w.m.Engine.Inspect(ctx, rec.ContainerID); err != nil || !c.Running {
 		t.Fatalf("the container did not survive: %v", err)

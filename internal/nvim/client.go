@@ -34,6 +34,8 @@ import (
 
 	"github.com/neovim/go-client/msgpack/rpc"
 	gonvim "github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Defaults for Options.
@@ -233,19 +235,17 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
 
-	fi, err := os.Stat(c.socket)
+	// Opened without following a symlink and connected through the open
+	// descriptor: the socket directory is writable from the container, and
+	// a symlink renamed over n.sock must not send us to a host nvim.
+	raw, err := unixpin.Dial(ctx, c.socket)
 	if err != nil {
-		return nil, fmt.Errorf("%w: socket %s: %v", ErrUnavailable, c.socket, err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return nil, fmt.Errorf("%w: %s is not a socket", ErrUnavailable, c.socket)
-	}
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "unix", c.socket)
-	if err != nil {
+		if errors.Is(err, unixpin.ErrSymlink) || errors.Is(err, unixpin.ErrNotSocket) || errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
 		// Neovim 0.7 does not replace a stale socket file: a restarted nvim
 		// whose n.sock was left behind listens on a random address instead.
-		return nil, fmt.Errorf("%w: connect %s: %v (if Neovim was restarted, a stale socket file must be removed before it starts)", ErrUnavailable, c.socket, err)
+		return nil, fmt.Errorf("%w: %v (if Neovim was restarted, a stale socket file must be removed before it starts)", ErrUnavailable, err)
 	}
 	s := &session{conn: raw}
 	conn := watchedConn{Conn: raw, s: s}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // ErrTmuxVersion means the host's tmux cannot talk to the server (the
@@ -28,7 +30,15 @@ var ErrNoHostTmux = errors.New("tmux is not installed on this host (apt-get inst
 func Tmux(ctx context.Context, socket string) error {
 	ctx, cancel := withDefault(ctx, 2*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "tmux", "-S", socket, "list-sessions", "-F", "#{session_name}")
+	// Pinned (see package unixpin): a symlink planted from the container
+	// must not make us report some other server as the instance's.
+	pinned, err := unixpin.Open(socket)
+	if err != nil {
+		return fmt.Errorf("tmux server on %s does not answer: %w", socket, err)
+	}
+	defer pinned.Close()
+	cmd := exec.CommandContext(ctx, "tmux", "-S", unixpin.ChildPath, "list-sessions", "-F", "#{session_name}")
+	cmd.ExtraFiles = []*os.File{pinned.File()}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -60,7 +70,13 @@ func Nvim(ctx context.Context, socket string) error {
 	var v *nvim.Nvim
 	go func() {
 		var err error
-		v, err = nvim.Dial(socket, nvim.DialContext(ctx), nvim.DialServe(true))
+		var pinned *unixpin.Socket
+		if pinned, err = unixpin.Open(socket); err != nil {
+			done <- err
+			return
+		}
+		v, err = nvim.Dial(pinned.Path(), nvim.DialContext(ctx), nvim.DialServe(true))
+		pinned.Close()
 		if err == nil {
 			_, err = v.Mode()
 		}

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Options configure Dial.
@@ -45,6 +47,13 @@ type Options struct {
 	Shells []string
 	// ProbeTimeout bounds Run's wait for the prompt probe answer; default 3s.
 	ProbeTimeout time.Duration
+	// SocketInContainer says Command runs the client inside the server's
+	// container (podman exec), where a descriptor from this host cannot
+	// follow; the client there connects by path, which can only reach the
+	// container's own sockets. Otherwise the client is handed the socket
+	// opened without following symlinks (see package unixpin), and a
+	// symlink at Socket is refused.
+	SocketInContainer bool
 }
 
 // Client is one persistent control-mode connection (one tmux client
@@ -231,9 +240,29 @@ func clientEnv() []string {
 }
 
 func start(opts Options) (*Client, error) {
+	socket := opts.Socket
+	var pinned *unixpin.Socket
+	if !opts.SocketInContainer {
+		// The socket directory is writable from the container: the client
+		// gets the socket opened without following a symlink, so nothing
+		// renamed over t.sock can send it to another server on the host.
+		var err error
+		if pinned, err = unixpin.Open(opts.Socket); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				// Not fs.ErrNotExist: that would read as "no tmux binary".
+				return nil, fmt.Errorf("%w: %w: %s does not exist", ErrClosed, ErrNoServer, opts.Socket)
+			}
+			return nil, fmt.Errorf("tmux: %w", err)
+		}
+		defer pinned.Close()
+		socket = unixpin.ChildPath
+	}
 	argv := append(append([]string{}, opts.Command[1:]...),
-		"-u", "-N", "-S", opts.Socket, "-C", "attach-session", "-t", "="+opts.Session, "-f", "ignore-size")
+		"-u", "-N", "-S", socket, "-C", "attach-session", "-t", "="+opts.Session, "-f", "ignore-size")
 	cmd := exec.Command(opts.Command[0], argv...)
+	if pinned != nil {
+		cmd.ExtraFiles = []*os.File{pinned.File()}
+	}
 	cmd.Env = clientEnv()
 	// Own process group: a signal to our group (Ctrl-C in stemctl) does
 	// not kill the client behind our back, and Close can end it cleanly.
@@ -641,5 +670,6 @@ func DialOrInside(ctx context.Context, opts Options, inside []string, logf func(
 		logf("%s (%v); using the container's tmux client", why, err)
 	}
 	opts.Command = inside
+	opts.SocketInContainer = true
 	return Dial(ctx, opts)
 }
