@@ -85,7 +85,7 @@ func carryHistory(card, instance, dir string) error {
 			return nil // nothing (usable) to carry over
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(cur, HistoryFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openRegular(filepath.Join(cur, HistoryFile))
 	if err != nil {
 		return nil
 	}
@@ -120,7 +120,16 @@ func Read(card, instance string, v any) (string, error) {
 	for _, root := range []string{primary, fallback} {
 		dir := filepath.Join(card, root, "instances", instance)
 		p := filepath.Join(dir, InstanceFile)
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		f, err := openRegular(p)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil && (!fi.Mode().IsRegular() || fi.Size() > maxState) {
+				err = fmt.Errorf("read %s: not a regular file under %d KiB", p, maxState>>10)
+			}
+			if err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -135,4 +144,14 @@ func Read(card, instance string, v any) (string, error) {
 		return dir, nil
 	}
 	return "", fmt.Errorf("no state for instance %s in %s: %w", instance, card, firstErr)
+}
+
+// maxState bounds instance.json as read back.
+const maxState = 1 << 20
+
+// openRegular opens a file in the card repo (which the container can
+// write) for reading: never through a final symlink, and without blocking
+// on a planted FIFO (callers refuse what is not a regular file).
+func openRegular(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 }

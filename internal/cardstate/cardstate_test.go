@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestWriteReadAndFallback(t *testing.T) {
@@ -99,5 +101,41 @@ func TestHistoryCarriedOverFromRv(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dir, HistoryFile)); err == nil {
 			t.Fatalf("%s: history copied through a symlink", name)
 		}
+	}
+}
+
+// A FIFO planted as instance.json or as the old history file must not
+// block stemctl (opening a FIFO for reading waits for a writer).
+func TestPlantedFIFOsDoNotBlock(t *testing.T) {
+	card := t.TempDir()
+	d := Dir(card, "i")
+	old := filepath.Join(card, fallback, "instances", "i")
+	for _, p := range []string{d, old} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{filepath.Join(d, InstanceFile), filepath.Join(old, HistoryFile)} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 2)
+	go func() {
+		var v map[string]any
+		_, err := Read(card, "i", &v)
+		done <- err
+	}()
+	go func() { done <- carryHistory(card, "i", t.TempDir()) }()
+	for i := 0; i < 2; i++ {
+		select {
+		case <-done: // refusing (Read) or carrying nothing (history) are both fine
+		case <-time.After(3 * time.Second):
+			t.Fatal("blocked on a planted FIFO")
+		}
+	}
+	var v map[string]any
+	if _, err := Read(card, "i", &v); err == nil {
+		t.Fatal("read a FIFO as instance.json")
 	}
 }

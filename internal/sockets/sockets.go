@@ -362,7 +362,9 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 // than 1 MiB.
 func ReadJSON(dir, name string, v any) error {
 	p := filepath.Join(dir, name)
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO planted from the container would block the open
+	// until a writer came; it is refused below instead.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, err)
 	}

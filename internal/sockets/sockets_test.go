@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 const cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -275,5 +277,27 @@ func TestMissingRuntimeSaysWhatToDo(t *testing.T) {
 	err := CheckRuntime(filepath.Join(t.TempDir(), "gone"))
 	if err == nil || !strings.Contains(err.Error(), "XDG_RUNTIME_DIR") || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing runtime dir: %v", err)
+	}
+}
+
+// gdb-sync.json and container.json sit where the container can write: a
+// FIFO planted there must be refused at once, not block the reader.
+func TestReadJSONRefusesFIFOWithoutBlocking(t *testing.T) {
+	dir := runtimeDir(t)
+	if err := syscall.Mkfifo(filepath.Join(dir, GDBSync), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var v map[string]any
+		done <- ReadJSON(dir, GDBSync, &v)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("ReadJSON of a FIFO: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("ReadJSON blocked on a FIFO")
 	}
 }

@@ -55,7 +55,7 @@ func (t *targetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.Key, "key", "", "the automation private key `FILE` (default: the only ~/.ssh/stem_NAME made by stemctl access keygen)")
 	cmd.Flags().IntVar(&t.Port, "port", 0, "SSH `PORT` on the student's machine")
 	cmd.Flags().StringArrayVar(&t.SSHOptions, "ssh-option", nil, "extra ssh -o `KEY=VALUE` (repeatable), e.g. UserKnownHostsFile=/path")
-	cmd.Flags().BoolVar(&t.Direct, "direct", false, "let ssh connect by itself instead of through `stemctl teacher dial` (slower handshake)")
+	cmd.Flags().BoolVar(&t.Direct, "direct", false, "let ssh connect by itself instead of through stemctl teacher dial (slower handshake)")
 	cmd.Flags().BoolVar(&t.Force, "force", false, "accept a key whose .pub lacks the stem-automation comment keygen writes (you vouch it is not your ordinary key)")
 }
 
