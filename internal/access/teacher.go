@@ -251,6 +251,9 @@ type KeyCheck struct {
 	// Home is the teacher's home directory: IdentityFile lines in its
 	// .ssh/config name keys in ordinary use. Empty skips that check.
 	Home string
+	// SSHHome is the home directory ssh itself reads .ssh/config from (the
+	// passwd entry's, whatever $HOME says), checked too when it differs.
+	SSHHome string
 	// Force accepts, with a warning, a key whose .pub does not carry the
 	// marker `stemctl access keygen` writes (an automation key made some
 	// other way). It does not lift the other refusals.
@@ -297,8 +300,11 @@ func CheckKeyFile(path string, kc KeyCheck) (abs string, warns []string, err err
 	if fi.Mode().Perm()&0o077 != 0 {
 		return "", nil, fmt.Errorf("automation key %s has mode %v; ssh refuses private keys others can read: chmod 600 %s", abs, fi.Mode().Perm(), abs)
 	}
-	if kc.Home != "" {
-		cfg, ids, err := sshConfigIdentities(kc.Home)
+	for i, home := range []string{kc.Home, kc.SSHHome} {
+		if home == "" || i == 1 && filepath.Clean(home) == filepath.Clean(kc.Home) {
+			continue
+		}
+		cfg, ids, err := sshConfigIdentities(home)
 		if err != nil {
 			return "", nil, err
 		}

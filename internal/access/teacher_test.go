@@ -225,6 +225,14 @@ func TestCheckKeyFileRefusesIdentityFileKeys(t *testing.T) {
 	if _, _, err := CheckKeyFile(kp.PrivatePath, KeyCheck{}); err != nil {
 		t.Fatalf("no home given: %v", err)
 	}
+	// ssh reads the passwd entry's home whatever $HOME says: a config there
+	// counts as well, its ~ meaning that home.
+	if _, _, err := CheckKeyFile(kp.PrivatePath, KeyCheck{Home: t.TempDir(), SSHHome: home}); err == nil || !strings.Contains(err.Error(), "of "+cfg) {
+		t.Fatalf("IdentityFile in ssh's own home: %v", err)
+	}
+	if _, _, err := CheckKeyFile(kp.PrivatePath, KeyCheck{Home: home, SSHHome: home}); err == nil {
+		t.Fatal("the same home given twice: not checked")
+	}
 }
 
 // Only keygen's keys pass without --force: the .pub beside the key must

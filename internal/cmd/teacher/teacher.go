@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,7 +77,7 @@ func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (access.Ta
 		}
 		notes = append(notes, fmt.Sprintf("using the automation key %s (the only one stemctl access keygen made in %s; --key FILE chooses another)", keyPath, filepath.Dir(keyPath)))
 	}
-	key, warns, err := access.CheckKeyFile(keyPath, access.KeyCheck{Home: d.Home, Force: t.Force})
+	key, warns, err := access.CheckKeyFile(keyPath, access.KeyCheck{Home: d.Home, SSHHome: passwdHome(), Force: t.Force})
 	if err != nil {
 		return access.Target{}, nil, err
 	}
@@ -491,4 +492,14 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%s\n", is.Instance, is.Answers, is.Tmux, is.Nvim, cid)
 	}
 	return tw.Flush()
+}
+
+// passwdHome is the home directory of the passwd entry, where ssh reads
+// ~/.ssh/config from even when $HOME points elsewhere; "" if unknown.
+func passwdHome() string {
+	u, err := user.Current()
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
 }
