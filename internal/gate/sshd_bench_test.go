@@ -111,7 +111,7 @@ var setups = []struct {
 	client []string // ssh options
 	dial   bool
 }{
-	{"bashrc-as-is/kex-default", nil, nil, false},
+	{"bashrc-as-is/kex-default", []string{"SetEnv STEM_BENCH=bashrc-as-is"}, nil, false}, // replaces sshdtest's SHLVL=1
 	{"bashrc-skipped/kex-default", []string{"SetEnv SHLVL=1"}, nil, false},
 	{"bashrc-skipped/kex-curve25519", []string{"SetEnv SHLVL=1"}, []string{"-o", "KexAlgorithms=curve25519-sha256"}, false},
 	{"bashrc-skipped/kex-default/dial", []string{"SetEnv SHLVL=1"}, nil, true},
@@ -169,9 +169,16 @@ func benchSSHInitialize(b *testing.B, sshd, client []string) {
 // BenchmarkPoll30 measures a teacher polling 30 students once: 30 parallel
 // SSH sessions, each connecting, initializing and calling pane_capture.
 // (All 30 reach the one fixture account here; on a real lab each student's
-// machine serves one.)
+// machine serves one.) The bashrc-as-is setup is left out: 30 sessions on
+// the one fixture account run its ~/.bashrc at once, and the CI host's
+// (pyenv rehash) takes a lock, so they queue behind each other (minutes,
+// load 28) where 30 students' machines would each run their own once.
+// BenchmarkSSHInitialize measures that shell init per session.
 func BenchmarkPoll30(b *testing.B) {
 	for _, su := range setups {
+		if strings.HasPrefix(su.name, "bashrc-as-is") {
+			continue
+		}
 		b.Run(su.name, func(b *testing.B) { benchPoll30(b, su.sshd, clientOptions(b, su.client, su.dial)) })
 	}
 }
