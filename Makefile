@@ -20,7 +20,7 @@ help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
 	@echo "make test        run every test (CI runs this)"
 	@echo "make bench       run the benchmarks and print the figures"
-	@echo "make build       build bin/stemctl and bin/stem-mcp"
+	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
 	@echo "make check-images  check each image's toolchain and debugger"
 	@echo "make lint        gofmt and go vet"
@@ -38,7 +38,12 @@ bin/stem-mcp: $(GO_SOURCES)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -o $@ ./cmd/stem-mcp
 
-build: bin/stemctl bin/stem-mcp
+# stem-dial is the teacher entries' ProxyCommand; install it beside stemctl.
+bin/stem-dial: $(GO_SOURCES)
+	@mkdir -p bin
+	CGO_ENABLED=0 go build -trimpath -o $@ ./cmd/stem-dial
+
+build: bin/stemctl bin/stem-mcp bin/stem-dial
 
 images: setup
 	@$(PODMAN_ENV) scripts/build-images.sh

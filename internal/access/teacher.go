@@ -165,13 +165,22 @@ type Target struct {
 // the teacher's shell (and free of ssh's % tokens).
 var dialPathRE = regexp.MustCompile(`^/[A-Za-z0-9._/+-]+$`)
 
-// DialCommand is the ProxyCommand for stemctl at path. ssh puts the host
-// name (after ~/.ssh/config's Hostname) where %h stands and hands the line
-// to the shell, so %h is single-quoted: a name with glob or shell
-// characters reaches dial as one word and runs nothing.
+// DialBinary is the small program that does what `stemctl teacher dial`
+// does without stemctl's start-up cost (ssh starts one per connection);
+// it is installed beside stemctl.
+const DialBinary = "stem-dial"
+
+// DialCommand is the ProxyCommand for the dialer at path: stem-dial, or
+// stemctl (its `teacher dial`). ssh puts the host name (after
+// ~/.ssh/config's Hostname) where %h stands and hands the line to the
+// shell, so %h is single-quoted: a name with glob or shell characters
+// reaches the dialer as one word and runs nothing.
 func DialCommand(path string) (string, error) {
 	if !dialPathRE.MatchString(path) || strings.Contains(path, "/../") {
-		return "", fmt.Errorf("stemctl path %q cannot go into ssh's ProxyCommand unquoted: install stemctl under a plain path (letters, digits, . _ / + -) or connect with --direct", path)
+		return "", fmt.Errorf("path %q cannot go into ssh's ProxyCommand unquoted: install stemctl and stem-dial under a plain path (letters, digits, . _ / + -) or connect with --direct", path)
+	}
+	if filepath.Base(path) == DialBinary {
+		return path + " '%h' %p", nil
 	}
 	return path + " teacher dial '%h' %p", nil
 }

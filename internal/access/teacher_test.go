@@ -520,3 +520,22 @@ func TestDialCommandQuotesTheHost(t *testing.T) {
 		}
 	}
 }
+
+// The ProxyCommand names stem-dial directly, and stemctl with its
+// `teacher dial`; paths the shell would split or expand are refused.
+func TestDialCommandForms(t *testing.T) {
+	for path, want := range map[string]string{
+		"/usr/local/bin/stem-dial":   "/usr/local/bin/stem-dial '%h' %p",
+		"/usr/local/bin/stemctl":     "/usr/local/bin/stemctl teacher dial '%h' %p",
+		"/opt/stem-dial/bin/stemctl": "/opt/stem-dial/bin/stemctl teacher dial '%h' %p",
+	} {
+		if got, err := DialCommand(path); err != nil || got != want {
+			t.Errorf("DialCommand(%q) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	for _, bad := range []string{"/home/a b/stem-dial", "/x/$(id)/stem-dial", "/x/../stem-dial", "relative/stem-dial"} {
+		if got, err := DialCommand(bad); err == nil {
+			t.Errorf("DialCommand(%q) = %q, want an error", bad, got)
+		}
+	}
+}

@@ -102,8 +102,8 @@ func (r *rawSession) close() {
 // costs ~0.015 s. stem keeps the default (no silent downgrade); a teacher may
 // choose with --ssh-option KexAlgorithms=curve25519-sha256.
 //
-// "dial" connects through `stemctl teacher dial` as the entries `teacher
-// config` writes do (package tcprelay: no Nagle, immediate ACKs); the
+// "dial" connects through stem-dial (`stemctl teacher dial` in a small
+// binary) as the entries `teacher config` writes do (package tcprelay: no Nagle, immediate ACKs); the
 // others let ssh connect by itself, as with --direct.
 var setups = []struct {
 	name   string
@@ -119,13 +119,15 @@ var setups = []struct {
 }
 
 // clientOptions are a setup's ssh options, with the ProxyCommand of a
-// freshly built stemctl when it dials.
+// freshly built stem-dial when it dials.
 func clientOptions(b *testing.B, client []string, dial bool) []string {
 	if !dial {
 		return client
 	}
-	stemctl := filepath.Join(testenv.Binary(b, "stemctl", "./cmd/stemctl"), "stemctl")
-	pc, err := access.DialCommand(stemctl)
+	// The installed layout's dialer: stem-dial (what `teacher config` names
+	// when it sits beside stemctl).
+	dialer := filepath.Join(testenv.Binary(b, access.DialBinary, "./cmd/stem-dial"), access.DialBinary)
+	pc, err := access.DialCommand(dialer)
 	if err != nil {
 		b.Fatal(err)
 	}

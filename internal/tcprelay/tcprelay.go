@@ -35,6 +35,15 @@ const CloseGrace = 5 * time.Second
 // errSSHGone ends a connect that ssh no longer waits for.
 var errSSHGone = errors.New("ssh closed its end before the connection was made")
 
+// TrimBrackets takes the brackets off an IPv6 address written [addr], as
+// ssh's %h may give it.
+func TrimBrackets(host string) string {
+	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		return host[1 : len(host)-1]
+	}
+	return host
+}
+
 // Run connects to host:port and copies in to the connection and the
 // connection to out until the server closes it. The end of in half-closes
 // the connection; the server's answer is copied for CloseGrace more. An

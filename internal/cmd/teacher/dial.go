@@ -44,9 +44,5 @@ are checked by ssh as always. "stemctl teacher config --direct" leaves it out.`,
 // address, bare or in brackets.
 func RunDial(ctx context.Context, opts *DialOptions) error {
 	ios := opts.F.IOStreams
-	host := opts.Host
-	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
-		host = host[1 : len(host)-1]
-	}
-	return tcprelay.Run(ctx, host, opts.Port, ios.In, ios.Out)
+	return tcprelay.Run(ctx, tcprelay.TrimBrackets(opts.Host), opts.Port, ios.In, ios.Out)
 }

@@ -355,3 +355,44 @@ func TestEntryForwardsNothingToTheStudent(t *testing.T) {
 		t.Fatalf("the entry forwarded to the student's machine:\n%s", out)
 	}
 }
+
+// Installed as documented, stem-dial sits beside stemctl: the entries then
+// name it (it starts in a fraction of stemctl's time) and connect through
+// it to the real sshd.
+func TestStemDialBesideStemctl(t *testing.T) {
+	r := newTeacherRig(t)
+	dir := t.TempDir()
+	data, err := os.ReadFile(r.self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stemctl"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Built here, not with testenv.Binary: beside the shared stemctl it
+	// would change the entries of every other test.
+	dial := filepath.Join(dir, access.DialBinary)
+	build := exec.Command("go", "build", "-trimpath", "-o", dial, "./cmd/stem-dial")
+	build.Dir, build.Env = testenv.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/stem-dial: %v\n%s", err, out)
+	}
+	r.self = filepath.Join(dir, "stemctl")
+
+	out := r.stemctl(t, map[string]string{"HOME": r.home}, append([]string{"config", "--provider", "claude"}, r.flags...)...)
+	if want := dial + " '%h' %p"; !strings.Contains(out, want) || strings.Contains(out, "teacher dial") {
+		t.Fatalf("config does not name %s:\n%s", want, out)
+	}
+	out = r.stemctl(t, map[string]string{"HOME": r.home}, append([]string{"status", "--json"}, r.flags...)...)
+	if !strings.Contains(out, `"grant": "kowalski"`) {
+		t.Fatalf("status through stem-dial:\n%s", out)
+	}
+	// A stem-dial that is not executable is passed over for stemctl's own.
+	if err := os.Chmod(dial, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = r.stemctl(t, map[string]string{"HOME": r.home}, append([]string{"config", "--provider", "claude"}, r.flags...)...)
+	if want := r.self + " teacher dial '%h' %p"; !strings.Contains(out, want) {
+		t.Fatalf("config with a non-executable stem-dial does not fall back to %s:\n%s", want, out)
+	}
+}
