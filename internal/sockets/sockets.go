@@ -49,8 +49,10 @@ var socketNames = []string{TmuxSocket, NvimSocket, GDBSocket, AgentSocket(string
 const SelectedDir = "mcp-selected"
 
 var (
-	keyRE = regexp.MustCompile(`^[0-9a-f]{8,16}$`)
-	cidRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// Lengths are checked apart (8-16, 64): a bounded repetition compiles
+	// to that many copies of the class, paid at every start-up.
+	keyRE = regexp.MustCompile(`^[0-9a-f]+$`)
+	cidRE = regexp.MustCompile(`^[0-9a-f]+$`)
 )
 
 // ThreadKey is the short key of a workspace: two workspaces on one account
@@ -97,14 +99,16 @@ func (e *PathTooLongError) Error() string {
 	return fmt.Sprintf("socket path %s is %d bytes, over the %d-byte limit for Unix sockets: use a shorter XDG_RUNTIME_DIR (for example /run/user/$(id -u))", e.Path, e.Len, MaxPath)
 }
 
+func validKey(k string) bool { return len(k) >= 8 && len(k) <= 16 && keyRE.MatchString(k) }
+
 // ForContainer returns the directory for a container. It validates the keys
 // and the full container id and checks every socket path length; it does not
 // touch the filesystem.
 func (l Layout) ForContainer(threadKey, instanceKey, containerID string) (Dir, error) {
-	if !keyRE.MatchString(threadKey) || !keyRE.MatchString(instanceKey) {
+	if !validKey(threadKey) || !validKey(instanceKey) {
 		return Dir{}, fmt.Errorf("invalid socket keys %q/%q", threadKey, instanceKey)
 	}
-	if !cidRE.MatchString(containerID) {
+	if len(containerID) != 64 || !cidRE.MatchString(containerID) {
 		return Dir{}, fmt.Errorf("invalid container id %q: want 64 hex digits", containerID)
 	}
 	if !filepath.IsAbs(l.Runtime) {

@@ -301,3 +301,24 @@ func TestReadJSONRefusesFIFOWithoutBlocking(t *testing.T) {
 		t.Fatal("ReadJSON blocked on a FIFO")
 	}
 }
+
+// Key and id lengths, each bound and one past it.
+func TestKeyAndIDLengths(t *testing.T) {
+	l := Layout{Runtime: "/run/user/1000"}
+	for _, c := range []struct {
+		key, cid string
+		ok       bool
+	}{
+		{strings.Repeat("a", 8), cid, true},
+		{strings.Repeat("a", 16), cid, true},
+		{strings.Repeat("a", 7), cid, false},
+		{strings.Repeat("a", 17), cid, false},
+		{"ABCDEF12", cid, false},
+		{strings.Repeat("a", 8), cid[:63], false},
+		{strings.Repeat("a", 8), cid + "0", false},
+	} {
+		if _, err := l.ForContainer(c.key, c.key, c.cid); (err == nil) != c.ok {
+			t.Errorf("ForContainer(%q, %d-byte id): %v, want ok=%v", c.key, len(c.cid), err, c.ok)
+		}
+	}
+}

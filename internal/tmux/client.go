@@ -141,7 +141,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if len(opts.Socket) >= 108 {
 		return nil, fmt.Errorf("%w: socket path is %d bytes, over the AF_UNIX limit", ErrInvalidArgument, len(opts.Socket))
 	}
-	if !sessionRE.MatchString(opts.Session) {
+	if !validSession(opts.Session) {
 		return nil, fmt.Errorf("%w: session name %q", ErrInvalidArgument, opts.Session)
 	}
 	if _, ok := ctx.Deadline(); !ok {

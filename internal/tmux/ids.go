@@ -14,12 +14,27 @@ type PaneID string
 type WindowID string
 
 var (
-	paneIDRE    = regexp.MustCompile(`^%[0-9]{1,9}$`)
-	windowIDRE  = regexp.MustCompile(`^@[0-9]{1,9}$`)
-	sessionRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	userOptRE   = regexp.MustCompile(`^@[A-Za-z0-9_-]{1,64}$`)
-	formatVarRE = regexp.MustCompile(`^(@[A-Za-z0-9_-]{1,64}|[a-z][a-z0-9_]{0,63})$`)
+	paneIDRE   = regexp.MustCompile(`^%[0-9]{1,9}$`)
+	windowIDRE = regexp.MustCompile(`^@[0-9]{1,9}$`)
+	// Unbounded repetitions, the lengths checked by the valid* functions:
+	// a bounded one such as {1,64} compiles to 64 copies of the class,
+	// which every start-up of stem-mcp and stemctl paid.
+	sessionRE   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	userOptRE   = regexp.MustCompile(`^@[A-Za-z0-9_-]+$`)
+	formatVarRE = regexp.MustCompile(`^(@[A-Za-z0-9_-]+|[a-z][a-z0-9_]*)$`)
 )
+
+// validSession: 1-64 of [A-Za-z0-9_-].
+func validSession(s string) bool { return len(s) <= 64 && sessionRE.MatchString(s) }
+
+// validUserOpt: @ and 1-64 of [A-Za-z0-9_-].
+func validUserOpt(s string) bool { return len(s) <= 65 && userOptRE.MatchString(s) }
+
+// validFormatVar: a user option, or a format name of 1-64 of [a-z0-9_]
+// starting with a letter.
+func validFormatVar(s string) bool {
+	return (len(s) <= 64 || len(s) == 65 && s[0] == '@') && formatVarRE.MatchString(s)
+}
 
 // ParsePaneID validates s as a pane id.
 func ParsePaneID(s string) (PaneID, error) {

@@ -207,7 +207,7 @@ func (c *Client) SetPaneOption(ctx context.Context, pane PaneID, name, value str
 	if err := pane.check(); err != nil {
 		return err
 	}
-	if !userOptRE.MatchString(name) {
+	if !validUserOpt(name) {
 		return fmt.Errorf("%w: option %q (user options @name only)", ErrInvalidArgument, name)
 	}
 	q, err := Quote(value)
@@ -225,7 +225,7 @@ func (c *Client) UnsetPaneOption(ctx context.Context, pane PaneID, name string) 
 	if err := pane.check(); err != nil {
 		return err
 	}
-	if !userOptRE.MatchString(name) {
+	if !validUserOpt(name) {
 		return fmt.Errorf("%w: option %q (user options @name only)", ErrInvalidArgument, name)
 	}
 	if _, err := c.command(ctx, "set-option -p -u -t "+string(pane)+" "+name); err != nil {

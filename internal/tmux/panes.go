@@ -216,7 +216,7 @@ func (c *Client) DisplayFormat(ctx context.Context, pane PaneID, variable string
 	if err := pane.check(); err != nil {
 		return "", err
 	}
-	if !formatVarRE.MatchString(variable) {
+	if !validFormatVar(variable) {
 		return "", fmt.Errorf("%w: format variable %q", ErrInvalidArgument, variable)
 	}
 	recs, err := c.framed(ctx, func(f string) string {

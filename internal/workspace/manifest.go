@@ -85,18 +85,20 @@ type Manifest struct {
 }
 
 var (
-	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,23}$`)
-	taskRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,11}$`)
-	dirRE  = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,127}$`)
+	// Lengths are checked apart (24, 12, 128): a bounded repetition
+	// compiles to that many copies of the class, paid at every start-up.
+	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]*$`)
+	taskRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]*$`)
+	dirRE  = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_./-]*$`)
 )
 
 // ValidName reports whether s may be a series or card name. Names become
 // part of container names and labels, so the alphabet is small: lower-case
 // letters, digits and '_' (a '-' would make instance names ambiguous).
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool { return len(s) <= 24 && nameRE.MatchString(s) }
 
 // ValidTaskID reports whether s may be a task id.
-func ValidTaskID(s string) bool { return taskRE.MatchString(s) }
+func ValidTaskID(s string) bool { return len(s) <= 12 && taskRE.MatchString(s) }
 
 // LoadManifest reads and validates the manifest of the card at dir.
 func LoadManifest(dir string) (*Manifest, error) {
@@ -185,7 +187,7 @@ func (m *Manifest) validate() error {
 				return fmt.Errorf("task %s: editable pattern %q must be a card-relative glob", t.ID, g)
 			}
 		}
-		if t.Dir != "" && (!dirRE.MatchString(t.Dir) || strings.Contains(t.Dir, "..") || filepath.IsAbs(t.Dir)) {
+		if t.Dir != "" && (len(t.Dir) > 128 || !dirRE.MatchString(t.Dir) || strings.Contains(t.Dir, "..") || filepath.IsAbs(t.Dir)) {
 			return fmt.Errorf("task %s: dir %q must be a relative path inside the card", t.ID, t.Dir)
 		}
 		if err := t.validateNames(); err != nil {

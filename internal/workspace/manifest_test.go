@@ -340,3 +340,14 @@ func TestLoadManifest(t *testing.T) {
 		t.Fatalf("large manifest: err = %v", err)
 	}
 }
+
+// Name and task id lengths, each bound and one past it.
+func TestNameLengthLimits(t *testing.T) {
+	a := func(n int) string { return strings.Repeat("a", n) }
+	if !ValidName(a(24)) || ValidName(a(25)) || ValidName("") || ValidName("_a") {
+		t.Error("series/card names: 1-24 of [a-z0-9_], not starting with _")
+	}
+	if !ValidTaskID(a(12)) || ValidTaskID(a(13)) || ValidTaskID("") {
+		t.Error("task ids: 1-12")
+	}
+}
