@@ -305,6 +305,7 @@ func TestEntryValidation(t *testing.T) {
 		{Name: "ok", Command: "x", Args: []string{"a\nb"}},
 		{Name: "-x", Command: "x"},
 		{Name: "--", Command: "x"},
+		{Name: strings.Repeat("a", 65), Command: "x"},
 	} {
 		if _, err := Codex.Merge(nil, e); err == nil {
 			t.Errorf("accepted %+v", e)
@@ -316,6 +317,9 @@ func TestEntryValidation(t *testing.T) {
 // as an option by `claude mcp add ... NAME -- ssh ...`; it is refused with
 // that reason, while '-' elsewhere in a name stays valid.
 func TestEntryValidationLeadingDash(t *testing.T) {
+	if err := (Entry{Name: strings.Repeat("a", 64), Command: "ssh"}).Validate(); err != nil {
+		t.Errorf("a 64-byte name: %v", err)
+	}
 	for _, name := range []string{"-x", "--scope", "-"} {
 		err := Entry{Name: name, Command: "ssh"}.Validate()
 		if err == nil || !strings.Contains(err.Error(), "must not start with '-'") {
