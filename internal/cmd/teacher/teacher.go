@@ -359,6 +359,10 @@ func RunConfig(ctx context.Context, opts *ConfigOptions) error {
 	if err != nil {
 		return err
 	}
+	if transientPath(tg.Dial) {
+		// The entry is kept and run later; status runs now and needs no such note.
+		notes = append(notes, fmt.Sprintf("warning: the entry names %s, a temporary build (go run?) that will be gone: install stemctl and stem-dial (make build, then copy bin/ somewhere lasting) and run this again, or use --direct", tg.Dial))
+	}
 	ios := opts.F.IOStreams
 	printNotes(ios.ErrOut, notes)
 	path := opts.File
@@ -513,4 +517,10 @@ func passwdHome() string {
 func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// transientPath reports whether path is a binary `go run` built (in a
+// go-build directory under $GOTMPDIR or the temporary directory).
+func transientPath(path string) bool {
+	return strings.Contains(path, "/go-build")
 }

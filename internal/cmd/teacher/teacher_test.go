@@ -522,3 +522,23 @@ func TestConfigSSHOptionsAndHosts(t *testing.T) {
 		}
 	}
 }
+
+// An entry written by a `go run` build names a path that will be gone: the
+// teacher is told so; an installed stemctl gets no such warning.
+func TestConfigWarnsOfTemporaryBuild(t *testing.T) {
+	e := newEnv(t)
+	for self, warned := range map[string]bool{
+		"/usr/local/bin/stemctl":               false,
+		"/tmp/go-build123456/b001/exe/stemctl": true,
+		"/root/.cache/go-build/ab/exe/stemctl": true,
+		"/tmp/stem-test-bin1/stemctl":          false,
+	} {
+		e.self = self
+		if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--key", e.key); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(e.errOut.String(), "a temporary build"); got != warned {
+			t.Errorf("stemctl at %s: warned %v, want %v:\n%s", self, got, warned, e.errOut.String())
+		}
+	}
+}
