@@ -28,6 +28,7 @@ import (
 	"github.com/stem-edu/stem/internal/gate"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -139,6 +140,18 @@ func (s *student) levelTools(t *testing.T, level string) []string {
 		t.Fatal(err)
 	}
 	slices.Sort(names)
+	// The binary and the levels table (which mcpserver's tests hold to a
+	// hand-written list) must agree, so this is not the binary checked
+	// against itself.
+	lv, err := levels.Parse(level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := slices.Clone(levels.ToolNames(lv))
+	slices.Sort(table)
+	if !slices.Equal(names, table) {
+		t.Fatalf("stem-mcp tools --level %s = %v, the levels table says %v", level, names, table)
+	}
 	return names
 }
 
@@ -158,6 +171,7 @@ func TestSSHGate(t *testing.T) {
 	s := newStudent(t)
 	observeKey, observe := s.grant(t, "observer", "observe", "--instance", s.inst.Name)
 	fullKey, full := s.grant(t, "teacher", "full")
+	assistKey, assist := s.grant(t, "helper", "assist", "--instance", s.inst.Name)
 
 	// A control key: the same forced command without `restrict`. It shows
 	// that the refusals below come from the grant's line (and that the
@@ -175,7 +189,7 @@ func TestSSHGate(t *testing.T) {
 			key   sshdtest.Key
 			g     access.Grant
 			level string
-		}{{observeKey, observe, "observe"}, {fullKey, full, "full"}} {
+		}{{observeKey, observe, "observe"}, {assistKey, assist, "assist"}, {fullKey, full, "full"}} {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			c, res, err := s.mcpClient(t, ctx, tc.key.Private, "mcp", s.inst.Name)
 			if err != nil {
@@ -210,7 +224,8 @@ func TestSSHGate(t *testing.T) {
 			c.Close()
 			cancel()
 		}
-		if !slices.Contains(s.levelTools(t, "full"), "nvim_command") || slices.Contains(s.levelTools(t, "observe"), "nvim_command") {
+		if !slices.Contains(s.levelTools(t, "full"), "nvim_command") || slices.Contains(s.levelTools(t, "assist"), "nvim_command") ||
+			!slices.Contains(s.levelTools(t, "assist"), "nvim_buffer_edit") || slices.Contains(s.levelTools(t, "observe"), "nvim_buffer_edit") {
 			t.Fatal("the levels' tool lists do not differ as expected; the comparison above proves nothing")
 		}
 		// Every session is audited with who, from where, what and when.
@@ -222,15 +237,18 @@ func TestSSHGate(t *testing.T) {
 			}
 			var got []audit.Entry
 			for _, e := range starts {
-				if e.Grant == observe.Label() || e.Grant == full.Label() {
+				if e.Grant == observe.Label() || e.Grant == assist.Label() || e.Grant == full.Label() {
 					got = append(got, e)
 				}
 			}
-			if len(got) >= 2 {
+			if len(got) >= 3 {
 				for _, e := range got {
 					g := observe
-					if e.Grant == full.Label() {
+					switch e.Grant {
+					case full.Label():
 						g = full
+					case assist.Label():
+						g = assist
 					}
 					if e.KeyFP != g.KeyFP || e.Level != g.Level || e.Instance != s.inst.Name || e.ContainerID != s.inst.Record.ContainerID ||
 						!strings.HasPrefix(e.Client, "127.0.0.1:") || e.Time.IsZero() || e.Account == "" {

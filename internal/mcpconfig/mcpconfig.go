@@ -11,6 +11,7 @@
 package mcpconfig
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -223,7 +224,69 @@ func ShellQuote(argv []string) string {
 // MergeFile merges e into the file at path: created (0600, parent 0700)
 // when missing, otherwise replaced atomically with its mode kept.
 func (p Provider) MergeFile(path string, e Entry) error {
-	return editFile(path, func(data []byte) ([]byte, error) { return p.Merge(data, e) })
+	return p.MergeFileChecked(path, e, nil)
+}
+
+// MergeFileChecked is MergeFile that first shows check the entry of the
+// same name already in the file (nil when there is none), on the same
+// bytes the merge then edits; an error from check leaves the file alone.
+func (p Provider) MergeFileChecked(path string, e Entry, check func(old *Entry) error) error {
+	return editFile(path, func(data []byte) ([]byte, error) {
+		if check != nil {
+			old, found, err := p.Lookup(data, e.Name)
+			if err != nil {
+				return nil, err
+			}
+			var cur *Entry
+			if found {
+				cur = &old
+			}
+			if err := check(cur); err != nil {
+				return nil, err
+			}
+		}
+		return p.Merge(data, e)
+	})
+}
+
+// Lookup returns the entry named name in existing (a whole configuration
+// file, possibly empty), as far as its command and arguments go.
+func (p Provider) Lookup(existing []byte, name string) (Entry, bool, error) {
+	var (
+		m     map[string]any
+		err   error
+		table string
+	)
+	switch p {
+	case Codex:
+		m, err = decodeTOML(existing)
+		table = codexTable
+	case Claude, Gemini:
+		if len(bytes.TrimSpace(existing)) == 0 {
+			return Entry{}, false, nil
+		}
+		m, err = decodeJSON(blankComments(existing))
+		table = jsonTable
+	default:
+		return Entry{}, false, fmt.Errorf("unknown provider %q", p)
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("cannot be parsed (%v): fix it first", err)
+	}
+	servers, _ := m[table].(map[string]any)
+	v, ok := servers[name]
+	if !ok {
+		return Entry{}, false, nil
+	}
+	e := Entry{Name: name}
+	obj, _ := v.(map[string]any)
+	e.Command, _ = obj["command"].(string)
+	args, _ := obj["args"].([]any)
+	for _, a := range args {
+		s, _ := a.(string)
+		e.Args = append(e.Args, s)
+	}
+	return e, true, nil
 }
 
 // RemoveFile removes the entry name from the file at path, if present.

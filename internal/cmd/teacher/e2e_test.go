@@ -156,10 +156,14 @@ func TestTeacherConfigWithRealCLIsAndSSHD(t *testing.T) {
 	t.Run("gemini", func(t *testing.T) {
 		vars := map[string]string{"HOME": r.home}
 		r.stemctl(t, vars, append([]string{"config", "--provider", "gemini", "--name", "anna", "--write"}, r.flags...)...)
-		out := r.cli(t, nil, gemini, "mcp", "list")
+		// Gemini prints command and arguments joined by spaces, which alone
+		// would not show a wrong split (the ProxyCommand argument has
+		// spaces); Connected shows it ran them and reached the gate
+		// through the real sshd. It connects only in a trusted folder.
+		out := r.cli(t, []string{"GEMINI_CLI_TRUST_WORKSPACE=true"}, gemini, "mcp", "list")
 		_, line := r.entry(t, "anna", "")
-		if !strings.Contains(out, "anna: "+line+" (stdio)") {
-			t.Fatalf("gemini mcp list:\n%s\nwant anna: %s (stdio)", out, line)
+		if !strings.Contains(out, "anna: "+line+" (stdio) - Connected") {
+			t.Fatalf("gemini mcp list:\n%s\nwant anna: %s (stdio) - Connected\nsshd log:\n%s", out, line, r.srv.Log())
 		}
 	})
 

@@ -14,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -226,6 +227,7 @@ type ConfigOptions struct {
 	Instance string
 	Name     string
 	Write    bool
+	Replace  bool
 	File     string
 	Scope    string
 	JSON     bool
@@ -265,6 +267,9 @@ Without --key, the automation key is the one "stemctl access keygen" made in
 ~/.ssh (stem_NAME), when there is exactly one; the choice is printed on stderr.
 
 Many students: one entry each, named after them (default name stem-USER).
+--write refuses to overwrite an entry of that name that reaches another
+student (anna@lab-03 and anna@lab-04 are both stem-anna): give --name, or
+--replace to overwrite it. Re-running for the same student updates it.
 The student's host key must already be in known_hosts (BatchMode cannot ask).`,
 		Example: `  stemctl teacher config --provider codex --host anna@lab-03 --key ~/.ssh/stem_kowalski --write
   stemctl teacher config --provider claude --host anna@lab-03 --key ~/.ssh/stem_kowalski \
@@ -284,6 +289,7 @@ The student's host key must already be in known_hosts (BatchMode cannot ask).`,
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the student's instance (default: the one the student selected)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "entry name (default stem-USER from --host)")
 	cmd.Flags().BoolVar(&opts.Write, "write", false, "merge the entry into the provider's configuration file")
+	cmd.Flags().BoolVar(&opts.Replace, "replace", false, "with --write, overwrite an entry of that name that reaches another student")
 	cmd.Flags().StringVar(&opts.File, "file", "", "configuration `FILE` to merge into (default: the provider's, see above)")
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "user or project (which default file; claude defaults to project, the others to user)")
 	cmd.RegisterFlagCompletionFunc("scope", cmdutil.Fixed("user", "project"))
@@ -300,6 +306,41 @@ func defaultName(host string) string {
 		n = host[:i]
 	}
 	n = strings.Trim(nameUnsafe.ReplaceAllString(n, "-"), "-")
+	if len(n) > 59 {
+		n = n[:59]
+	}
+	return "stem-" + n
+}
+
+// studentOf is the USER@HOST[:PORT] an entry's ssh command reaches, or ""
+// when the entry is not one of ours.
+func studentOf(e mcpconfig.Entry) string {
+	if filepath.Base(e.Command) != "ssh" {
+		return ""
+	}
+	i := slices.Index(e.Args, "mcp")
+	if i < 1 {
+		return ""
+	}
+	dest := e.Args[i-1]
+	for j := 0; j+1 < i-1; j++ {
+		if e.Args[j] == "-p" {
+			dest += ":" + e.Args[j+1]
+		}
+	}
+	return dest
+}
+
+// sameStudent reports whether writing e over old keeps reaching the same
+// account (a new key, instance or option for the same student).
+func sameStudent(old, e mcpconfig.Entry) bool {
+	s := studentOf(old)
+	return s != "" && s == studentOf(e)
+}
+
+// suggestName is stem-USER-HOST, the name to use when stem-USER is taken.
+func suggestName(host string) string {
+	n := strings.Trim(nameUnsafe.ReplaceAllString(strings.Trim(host, "[]"), "-"), "-")
 	if len(n) > 59 {
 		n = n[:59]
 	}
@@ -380,7 +421,21 @@ func RunConfig(ctx context.Context, opts *ConfigOptions) error {
 		}
 	}
 	if opts.Write {
-		if err := p.MergeFile(path, e); err != nil {
+		err := p.MergeFileChecked(path, e, func(old *mcpconfig.Entry) error {
+			if old == nil || opts.Replace || sameStudent(*old, e) {
+				return nil
+			}
+			// Default names come from the user part alone, so anna@lab-03
+			// and anna@lab-04 would both be stem-anna: never drop one
+			// student's entry for another's without being told to.
+			was := studentOf(*old)
+			if was == "" {
+				was = "something else (" + old.Command + ")"
+			}
+			return cmdutil.FlagErrorf("entry %q already reaches %s, not %s: choose another --name (e.g. --name %s) or pass --replace to overwrite it",
+				e.Name, was, studentOf(e), suggestName(tg.Host))
+		})
+		if err != nil {
 			return err
 		}
 	}

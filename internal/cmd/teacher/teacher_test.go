@@ -542,3 +542,77 @@ func TestConfigWarnsOfTemporaryBuild(t *testing.T) {
 		}
 	}
 }
+
+// Default names come from the user part alone: the same account name on
+// two machines must not silently replace the first student's entry.
+func TestConfigWriteRefusesToReplaceAnotherStudent(t *testing.T) {
+	for _, prov := range []string{"codex", "claude", "gemini"} {
+		t.Run(prov, func(t *testing.T) {
+			e := newEnv(t)
+			e.vars["CODEX_HOME"] = filepath.Join(e.home, "codexhome")
+			file := filepath.Join(e.home, "cfg-"+prov)
+			write := func(host string, extra ...string) error {
+				return e.run(t, append([]string{"config", "--provider", prov, "--host", host, "--key", e.key, "--file", file, "--write"}, extra...)...)
+			}
+			if err := write("student@lab-03"); err != nil {
+				t.Fatal(err)
+			}
+			first, _ := os.ReadFile(file)
+			// The same student again (another instance) updates the entry.
+			if err := write("student@lab-03", "--instance", "native-amd64-demo-hello-t1"); err != nil {
+				t.Fatalf("same student refused: %v", err)
+			}
+			updated, _ := os.ReadFile(file)
+			if bytes.Equal(first, updated) || !bytes.Contains(updated, []byte("native-amd64-demo-hello-t1")) {
+				t.Fatalf("entry not updated:\n%s", updated)
+			}
+			// Another machine, same account name: refused, file unchanged.
+			err := write("student@lab-04")
+			if err == nil || !strings.Contains(err.Error(), `"stem-student" already reaches student@lab-03, not student@lab-04`) ||
+				!strings.Contains(err.Error(), "--name stem-student-lab-04") || !strings.Contains(err.Error(), "--replace") {
+				t.Fatalf("another student's entry: %v", err)
+			}
+			if now, _ := os.ReadFile(file); !bytes.Equal(now, updated) {
+				t.Fatalf("refused write changed the file:\n%s", now)
+			}
+			// Another port is another account too.
+			if err := write("student@lab-03", "--port", "2222"); err == nil {
+				t.Fatal("a different port replaced the entry")
+			}
+			// The suggested name works and keeps both; --replace overwrites.
+			if err := write("student@lab-04", "--name", "stem-student-lab-04"); err != nil {
+				t.Fatal(err)
+			}
+			if err := write("student@lab-05", "--replace"); err != nil {
+				t.Fatal(err)
+			}
+			data, _ := os.ReadFile(file)
+			for _, want := range []string{"student@lab-04", "student@lab-05"} {
+				if !bytes.Contains(data, []byte(want)) {
+					t.Errorf("%s missing:\n%s", want, data)
+				}
+			}
+			if bytes.Contains(data, []byte("student@lab-03")) {
+				t.Errorf("--replace kept the old entry:\n%s", data)
+			}
+		})
+	}
+}
+
+// An entry of that name that is not stem's (another tool's server) is not
+// overwritten without --replace either.
+func TestConfigWriteRefusesToReplaceForeignEntry(t *testing.T) {
+	e := newEnv(t)
+	file := filepath.Join(e.home, "settings.json")
+	orig := `{"mcpServers": {"stem-anna": {"command": "npx", "args": ["docs-server"]}}}` + "\n"
+	if err := os.WriteFile(file, []byte(orig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := e.run(t, "config", "--provider", "gemini", "--host", "anna@lab", "--key", e.key, "--file", file, "--write")
+	if err == nil || !strings.Contains(err.Error(), "something else (npx)") {
+		t.Fatalf("foreign entry: %v", err)
+	}
+	if now, _ := os.ReadFile(file); string(now) != orig {
+		t.Fatalf("file changed:\n%s", now)
+	}
+}
