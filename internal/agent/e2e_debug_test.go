@@ -1,8 +1,10 @@
 package agent_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -130,6 +132,110 @@ func TestHazard3DebugThroughMCP(t *testing.T) {
 		median(lat.typed), maxOf(lat.typed), len(lat.typed), median(lat.published))
 	writeFigure(t, "hazard3_stop_to_notification", lat)
 	checkStopLatency(t, lat)
+
+	// QEMU crashes: the program pane reports it with the signal, and then
+	// is a shell.
+	s.drain()
+	qemu := programPID(t, a, st, lay.ProgramPane)
+	podmanExec(t, st.Record.ContainerID, "kill", "-SEGV", qemu)
+	crash := s.nextWhere(10*time.Second, func(ev sessionEvent) bool { return ev.Pane == lay.ProgramPane }, "program_crashed", "program_exited")
+	if crash.Type != "program_crashed" || crash.Signal != "SIGSEGV" || crash.ExitCode == nil || *crash.ExitCode != 139 || crash.Role != "program" {
+		t.Fatalf("QEMU killed by SIGSEGV: event %+v", crash)
+	}
+	a.waitPane(st, lay.ProgramPane, "[stem] the program was killed by signal 11 (SIGSEGV)", 5*time.Second)
+}
+
+// programPID is the container pid of the program a debug layout's program
+// pane runs: the child of the pane's runner (perl, the pane's process).
+func programPID(t *testing.T, a *account, st instanceInfo, pane string) string {
+	t.Helper()
+	runner := strings.TrimSpace(a.tmux(st, "display-message", "-p", "-t", pane, "#{pane_pid}"))
+	var pid string
+	deadline := time.Now().Add(10 * time.Second)
+	for pid == "" && time.Now().Before(deadline) {
+		out, _ := exec.Command("podman", "exec", st.Record.ContainerID, "pgrep", "-P", runner).Output()
+		pid = strings.TrimSpace(string(out))
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pid == "" || strings.Contains(pid, "\n") {
+		t.Fatalf("the program pane's runner %s has children %q", runner, pid)
+	}
+	return pid
+}
+
+func podmanExec(t *testing.T, cid string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", append([]string{"exec", cid}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("podman exec %s %v: %v\n%s", cid, args, err, out)
+	}
+	return string(out)
+}
+
+// The native program in the debug layout's program pane (a card whose
+// debug_program runs it there): its crash is program_crashed with the
+// signal, and its exit(139) is program_exited with exit code 139 and no
+// signal, both from the pane's real wait status, with the pane's role, to
+// an MCP client that connected before and to one that connected while it
+// ran.
+func TestNativeProgramPaneEvents(t *testing.T) {
+	a := newAccount(t)
+	manifest := filepath.Join(a.WS, "demo", "hello", "stem.toml")
+	orig, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setProgram := func(prog string) {
+		t.Helper()
+		m := strings.Replace(string(orig), `debug = "gdb -q ./hello"`, `debug = "gdb -q ./hello"`+"\ndebug_program = "+strconv.Quote(prog), 1)
+		if m == string(orig) {
+			t.Fatal("demo/hello's manifest changed: no debug line for task 1")
+		}
+		if err := os.WriteFile(manifest, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.must("up", "native-amd64", "demo", "hello", "1")
+	a.must("build", nativeInst)
+	st := a.status(nativeInst)
+	s := a.mcp(nativeInst, "observe")
+	s.call("session_status", nil) // it watches the panes from here on
+	for _, tc := range []struct {
+		prog, typ string
+		code      int
+		sig       string
+	}{
+		{"./hello; sh -c 'kill -SEGV $$'", "program_crashed", 139, "SIGSEGV"},
+		{"./hello && sh -c 'exit 139'", "program_exited", 139, ""},
+	} {
+		setProgram(tc.prog)
+		s.drain()
+		var lay debugLayout
+		a.mustJSON(&lay, "debug", nativeInst, "--no-build")
+		ev := s.nextWhere(20*time.Second, func(ev sessionEvent) bool { return ev.Pane == lay.ProgramPane }, "program_crashed", "program_exited")
+		if ev.Type != tc.typ || ev.ExitCode == nil || *ev.ExitCode != tc.code || ev.Signal != tc.sig || ev.Role != "program" || ev.Action != "" {
+			t.Fatalf("%s: event %+v, want %s exit code %d signal %q", tc.prog, ev, tc.typ, tc.code, tc.sig)
+		}
+		if pane := a.capture(st, lay.ProgramPane); !strings.Contains(pane, `"the quick brown fox" has 4 words`) {
+			t.Fatalf("the program's output is not in its pane:\n%s", pane)
+		}
+	}
+
+	// A client that connects while the program runs sees it end.
+	setProgram("read -r line; sh -c 'kill -ABRT $$'")
+	var lay debugLayout
+	a.mustJSON(&lay, "debug", nativeInst, "--no-build")
+	programPID(t, a, st, lay.ProgramPane) // it is running
+	late := a.mcp(nativeInst, "observe")
+	late.call("session_status", nil)
+	time.Sleep(300 * time.Millisecond)
+	a.tmux(st, "send-keys", "-t", lay.ProgramPane, "Enter")
+	ev := late.nextWhere(20*time.Second, func(ev sessionEvent) bool { return ev.Pane == lay.ProgramPane }, "program_crashed", "program_exited")
+	if ev.Type != "program_crashed" || ev.Signal != "SIGABRT" || ev.ExitCode == nil || *ev.ExitCode != 134 {
+		t.Fatalf("a client connected while the program ran: event %+v", ev)
+	}
 }
 
 // sameAddr compares two hex addresses (gdb pads some with zeros).
@@ -288,6 +394,25 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	}
 	if pane := a.capture(st, lay.ProgramPane); !strings.Contains(pane, `"the quick brown fox" has 4 words`) {
 		t.Fatalf("the program's output is not in its pane:\n%s", pane)
+	}
+
+	// The debugged program crashes (the student runs it again and passes
+	// count_words a null pointer): gdb's stop names the signal, and so
+	// does the program's end.
+	s.drain()
+	a.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")
+	a.waitPane(st, lay.GDBPane, "Breakpoint 1, count_words", 20*time.Second)
+	s.next(10*time.Second, "gdb_stopped")
+	a.tmux(st, "send-keys", "-t", lay.GDBPane, "set var s = 0", "Enter")
+	a.tmux(st, "send-keys", "-t", lay.GDBPane, "continue", "Enter")
+	segv := s.next(10*time.Second, "gdb_stopped")
+	if segv.Signal != "SIGSEGV" || str(segv.GDB["reason"]) != "signal-received" {
+		t.Fatalf("the crash's stop: %+v", segv)
+	}
+	a.tmux(st, "send-keys", "-t", lay.GDBPane, "continue", "Enter")
+	killed := s.next(10*time.Second, "gdb_program_exited")
+	if killed.Signal != "SIGSEGV" || str(killed.GDB["reason"]) != "exited-signalled" {
+		t.Fatalf("the crashed program's end: %+v", killed)
 	}
 
 	// A failed build (the student broke words.c) is an event.

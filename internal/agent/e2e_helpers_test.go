@@ -226,6 +226,7 @@ type sessionEvent struct {
 	Type     string         `json:"type"`
 	Time     time.Time      `json:"time"`
 	Pane     string         `json:"pane"`
+	Role     string         `json:"role"`
 	Action   string         `json:"action"`
 	ExitCode *int           `json:"exit_code"`
 	Signal   string         `json:"signal"`

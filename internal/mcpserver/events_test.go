@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/instance"
 )
 
 // watchEvents records every stem.events notification.
@@ -127,4 +129,95 @@ func TestStudentBuildEvents(t *testing.T) {
 	if got := strings.Join(types, " "); !strings.HasPrefix(got, "program_exited build_failed test_failed program_exited") {
 		t.Errorf("session_events: %s", got)
 	}
+}
+
+// TestProgramPaneEvents: the debug layout's program pane (the command
+// stemctl debug runs there for a debug_program, instance.ProgramPaneArgv)
+// reports its program's end with the shell integration's marks and its real
+// wait status: a program killed by SIGSEGV is program_crashed with the
+// signal, one calling exit(139) is program_exited with exit code 139 and no
+// signal, SIGKILL is named but no crash; the event names the pane's role
+// even for a program that ends at once. A watcher that connected while the
+// program ran still sees it end; a forged stem-wait mark (unknown key) in a
+// shell pane changes nothing; without perl the pane's bash reports the
+// status alone.
+func TestProgramPaneEvents(t *testing.T) {
+	for _, p := range []string{"perl", "bash", "sh"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("%s is not installed", p)
+		}
+	}
+	in := fixture(t)
+	st := studentOf(t, in)
+	s := connect(t, in, "observe")
+	evs := watchEvents(s)
+	s.ok("session_status", nil) // the server watches panes from here on
+	open := func(prog string, env ...string) string {
+		t.Helper()
+		args := []string{"new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "stem:", "-c", in.Resolved.TaskDir, "--"}
+		if len(env) > 0 {
+			// (tmux gives a new pane the client's PATH, whatever -e says.)
+			args = append(append(args, "/usr/bin/env"), env...)
+		}
+		return strings.TrimSpace(in.Tmux(t, append(args, instance.ProgramPaneArgv(prog)...)...))
+	}
+	check := func(what string, ev map[string]any, typ string, code int, sig string) {
+		t.Helper()
+		if str(ev["type"]) != typ || ev["exit_code"] == nil || num(ev["exit_code"]) != code || str(ev["signal"]) != sig ||
+			str(ev["role"]) != "program" || str(ev["action"]) != "" || str(ev["instance"]) != in.Name {
+			t.Errorf("%s: event %s, want %s exit code %d signal %q role program", what, mustJSON(ev), typ, code, sig)
+		}
+	}
+	for _, tc := range []struct {
+		prog, typ string
+		code      int
+		sig, says string
+	}{
+		{`sh -c 'kill -SEGV $$'`, "program_crashed", 139, "SIGSEGV", `was killed by signal 11 \(SIGSEGV\)`},
+		{`sh -c 'exit 139'`, "program_exited", 139, "", `exited with status 139`},
+		{`true && sh -c 'kill -KILL $$'`, "program_exited", 137, "SIGKILL", `was killed by signal 9 \(SIGKILL\)`},
+		{`printf 'out\n'; exit 3`, "program_exited", 3, "", `exited with status 3`},
+	} {
+		p := open(tc.prog)
+		check(tc.prog, nextEvent(t, evs, p, 20*time.Second), tc.typ, tc.code, tc.sig)
+		// The pane then says so and is a shell.
+		st.waitPane(p, `\[stem\] the program `+tc.says, 10*time.Second)
+		waitUntil(t, 10*time.Second, "an interactive shell in the program pane", func() bool {
+			return strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", p, "#{pane_current_command}")) == "bash"
+		})
+	}
+
+	// A program running before a watcher connected: its end is seen.
+	p := open(`read -r x; sh -c 'kill -ABRT $$'`)
+	waitUntil(t, 10*time.Second, "the program pane's shell set its role", func() bool {
+		return strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", p, "#{@stem_role}")) == "program"
+	})
+	time.Sleep(300 * time.Millisecond) // perl wrote the start marks
+	s2 := connect(t, in, "observe")
+	evs2 := watchEvents(s2)
+	s2.ok("session_status", nil)
+	time.Sleep(300 * time.Millisecond) // the subscription is in place
+	in.Tmux(t, "send-keys", "-t", p, "Enter")
+	check("a late watcher", nextEvent(t, evs2, p, 20*time.Second), "program_crashed", 134, "SIGABRT")
+
+	// A stem-wait mark printed by a program (its key is not the pane's)
+	// in a shell pane: the crash is still a crash.
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	st.run(shell, `printf '\033]133;stem-wait;139;0;0123456789abcdef\007'; sh -c 'kill -SEGV $$'`)
+	if ev := nextEvent(t, evs, shell, 20*time.Second); str(ev["type"]) != "program_crashed" || str(ev["signal"]) != "SIGSEGV" {
+		t.Errorf("a forged stem-wait mark: %s", mustJSON(ev))
+	}
+
+	// Without perl: the marks without the wait status.
+	bin := t.TempDir()
+	for _, prog := range []string{"bash", "sh", "tmux"} {
+		path, _ := exec.LookPath(prog)
+		if err := os.Symlink(path, filepath.Join(bin, prog)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = open(`sh -c 'kill -SEGV $$'`, "PATH="+bin)
+	check("without perl", nextEvent(t, evs, p, 20*time.Second), "program_crashed", 139, "SIGSEGV")
+	st.waitPane(p, `\[stem\] the program exited with status 139`, 10*time.Second)
 }
