@@ -173,7 +173,10 @@ func tail(s Session) []string {
 }
 
 // Codex: the server and the context as -c overrides of config.toml, so the
-// user's own configuration (and its credentials) stay untouched.
+// user's own configuration (and its credentials) stay untouched. Codex
+// 0.169 reads developer_instructions only as a value (model_instructions_file
+// would replace Codex's own instructions), so the context is in argv:
+// docs/agents.md says so.
 func codexLaunch(s Session) (Launch, error) {
 	key := "mcp_servers." + tomlKey(s.Server.Name)
 	argv := head(s)
@@ -194,7 +197,8 @@ func codexLaunch(s Session) (Launch, error) {
 }
 
 // Claude Code: --mcp-config with a file of its own format, the context
-// appended to the system prompt.
+// file appended to the system prompt (--append-system-prompt-file, so the
+// context is not in argv, where ps shows it to other users of the host).
 func claudeLaunch(s Session) (Launch, error) {
 	data, err := mcpconfig.Claude.Snippet(s.Server)
 	if err != nil {
@@ -203,7 +207,7 @@ func claudeLaunch(s Session) (Launch, error) {
 	file := filepath.Join(s.Dir, "claude-mcp.json")
 	// --mcp-config takes several files: the = form keeps it from eating
 	// the next argument.
-	argv := append(head(s), "--mcp-config="+file, "--append-system-prompt", s.Context)
+	argv := append(head(s), "--mcp-config="+file, "--append-system-prompt-file", s.ContextFile)
 	if s.Level == "observe" {
 		argv = append(argv, "--permission-mode", "plan")
 	}

@@ -152,7 +152,7 @@ func TestClaudeCommandLineAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"/opt/bin/claude", "--mcp-config=" + testDir + "/claude-mcp.json", "--append-system-prompt", trickyContext,
+	want := []string{"/opt/bin/claude", "--mcp-config=" + testDir + "/claude-mcp.json", "--append-system-prompt-file", testDir + "/context.md",
 		"--model", "m1", "--", "hello there"}
 	if !reflect.DeepEqual(l.Argv, want) {
 		t.Fatalf("argv:\n%q\nwant:\n%q", l.Argv, want)

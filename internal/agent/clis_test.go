@@ -15,8 +15,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
@@ -165,15 +168,35 @@ func newModelStandIn(t *testing.T) *modelStandIn {
 // pathRE whose body matches want, then stops it.
 func (r *cliRig) firstRequest(t *testing.T, m *modelStandIn, argv []string, pathRE string, want func([]byte) bool, extra ...string) []byte {
 	t.Helper()
+	body, _ := r.firstRequestIn(t, m, argv, pathRE, want, false, extra...)
+	return body
+}
+
+// firstRequestIn is firstRequest that also returns the CLI's output
+// (stdout and stderr), with the CLI on a pseudo-terminal of its own when
+// interactive (its TUI draws there).
+func (r *cliRig) firstRequestIn(t *testing.T, m *modelStandIn, argv []string, pathRE string, want func([]byte) bool, interactive bool, extra ...string) ([]byte, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = r.p.Record.WorkDir
 	cmd.Env = r.cmdEnv(extra...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var out lockedBuffer
+	copied := make(chan struct{})
+	if interactive {
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		go func() { defer close(copied); io.Copy(&out, f) }()
+	} else {
+		close(copied)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	re := regexp.MustCompile(pathRE)
@@ -186,12 +209,29 @@ func (r *cliRig) firstRequest(t *testing.T, m *modelStandIn, argv []string, path
 			}
 			last = req.body
 			if want(req.body) {
-				return req.body
+				return req.body, out.String()
 			}
 		case <-ctx.Done():
 			t.Fatalf("%s sent no matching request to %s; last body %.2000s\noutput:\n%s", filepath.Base(argv[0]), pathRE, last, out.String())
 		}
 	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // stemToolsIn extracts the stem tool names a request offers the model.
@@ -282,47 +322,74 @@ func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
 	}
 }
 
+// Claude at assist and observe: the command line as launched, in print mode
+// with stream-json output against the stand-in. Its init message says what
+// it made of the adapter's own --mcp-config file (the stem server,
+// connected: Claude started stem-mcp from it and did the handshake; `claude
+// mcp list` ignores --mcp-config) and of --permission-mode (plan at
+// observe); its first request offers the level's stem tools and carries the
+// context from --append-system-prompt-file.
 func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
-	r := newCLIRig(t, "claude", mcpserver.Assist)
-	argv := r.p.Launch.Argv
-	// The server object of the adapter's --mcp-config file, given to
-	// Claude's own registration, is listed and connected (claude mcp list
-	// starts the server and does the handshake).
-	var file struct {
-		MCPServers map[string]json.RawMessage `json:"mcpServers"`
-	}
-	data, err := os.ReadFile(filepath.Join(r.p.Record.Dir, "claude-mcp.json"))
-	if err != nil || json.Unmarshal(data, &file) != nil {
-		t.Fatalf("claude-mcp.json: %v %s", err, data)
-	}
-	r.run(t, []string{argv[0], "mcp", "add-json", "-s", "user", "stem", string(file.MCPServers["stem"])})
-	out := r.run(t, []string{argv[0], "mcp", "list"})
-	line := "stem: " + r.p.Record.MCP.Command + " " + strings.Join(r.p.Record.MCP.Args, " ") + " - "
-	if !strings.Contains(out, line+"✔ Connected") && !strings.Contains(out, line+"✓ Connected") {
-		t.Fatalf("claude mcp list:\n%s\nwant %q + Connected", out, line)
-	}
-	r.run(t, []string{argv[0], "mcp", "remove", "-s", "user", "stem"})
-
-	// The whole command line as launched (--mcp-config=FILE,
-	// --append-system-prompt), in print mode against the stand-in.
-	m := newModelStandIn(t)
-	run := append(append([]string{}, argv...), "-p", "hello")
-	body := r.firstRequest(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) },
-		"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
-	if got, want := stemToolsIn(body, `mcp__stem__([a-z_]+)`), sortedTools(mcpserver.Assist); !slices.Equal(got, want) {
-		t.Fatalf("claude offered the model stem tools %v, want the assist set %v", got, want)
-	}
-	var req struct {
-		System json.RawMessage `json:"system"`
-	}
-	json.Unmarshal(body, &req)
-	if !bytes.Contains(req.System, []byte(r.contextMark())) {
-		t.Fatalf("stem's context is not in claude's system prompt: %.3000s", req.System)
+	for _, tc := range []struct {
+		level mcpserver.Level
+		mode  string
+	}{{mcpserver.Assist, "default"}, {mcpserver.Observe, "plan"}} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			r := newCLIRig(t, "claude", tc.level)
+			argv := r.p.Launch.Argv
+			if slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, r.contextMark()) }) {
+				t.Fatalf("the context is in claude's argv: %q", argv)
+			}
+			m := newModelStandIn(t)
+			run := append(append([]string{}, argv...), "-p", "--output-format", "stream-json", "--verbose", "hello")
+			var init struct {
+				Subtype    string `json:"subtype"`
+				MCPServers []struct {
+					Name   string `json:"name"`
+					Status string `json:"status"`
+				} `json:"mcp_servers"`
+				PermissionMode string `json:"permissionMode"`
+			}
+			body, out := r.firstRequestIn(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) }, false,
+				"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, `"subtype":"init"`) {
+					json.Unmarshal([]byte(line), &init)
+					break
+				}
+			}
+			if len(init.MCPServers) != 1 || init.MCPServers[0].Name != "stem" || init.MCPServers[0].Status != "connected" || init.PermissionMode != tc.mode {
+				t.Fatalf("claude's init message: %+v, want the stem server connected and permission mode %s\n%.3000s", init, tc.mode, out)
+			}
+			if got, want := stemToolsIn(body, `mcp__stem__([a-z_]+)`), sortedTools(tc.level); !slices.Equal(got, want) {
+				t.Fatalf("claude offered the model stem tools %v, want the %s set %v", got, tc.level, want)
+			}
+			var req struct {
+				System json.RawMessage `json:"system"`
+			}
+			json.Unmarshal(body, &req)
+			if !bytes.Contains(req.System, []byte(r.contextMark())) {
+				t.Fatalf("stem's context is not in claude's system prompt: %.3000s", req.System)
+			}
+		})
 	}
 }
 
+// Gemini at assist and observe: `gemini mcp list` connects to the server of
+// the adapter's settings file, and the command line as launched, headless
+// against the stand-in, sends a first request with the level's stem tools
+// and the context. At assist the test adds yolo (headless mode offers only
+// tools that need no confirmation); at observe it runs the adapter's
+// --approval-mode plan as is: the request is in Plan Mode (no fallback to
+// the default mode) and still offers the observe tools, all read-only.
 func TestGeminiTakesTheAdapterConfiguration(t *testing.T) {
-	r := newCLIRig(t, "gemini", mcpserver.Assist)
+	for _, level := range []mcpserver.Level{mcpserver.Assist, mcpserver.Observe} {
+		t.Run(level.String(), func(t *testing.T) { testGemini(t, level) })
+	}
+}
+
+func testGemini(t *testing.T, level mcpserver.Level) {
+	r := newCLIRig(t, "gemini", level)
 	argv := r.p.Launch.Argv
 	trust := "GEMINI_CLI_TRUST_WORKSPACE=true"
 	out := r.run(t, []string{argv[0], "mcp", "list"}, trust)
@@ -338,19 +405,31 @@ func TestGeminiTakesTheAdapterConfiguration(t *testing.T) {
 		t.Fatalf("gemini lists stem without stem's settings:\n%s", b)
 	}
 
-	// The command line as launched, headless against the stand-in (yolo,
-	// as headless mode offers only tools that need no confirmation).
 	os.MkdirAll(filepath.Join(r.home, ".gemini"), 0o700)
 	os.WriteFile(filepath.Join(r.home, ".gemini", "settings.json"), []byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`), 0o600)
 	m := newModelStandIn(t)
-	run := append(append([]string{}, argv...), "-m", "gemini-2.5-flash", "--approval-mode", "yolo", "-p", "hello")
-	body := r.firstRequest(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) },
+	run := append(append([]string{}, argv...), "-m", "gemini-2.5-flash")
+	interactive := level == mcpserver.Observe
+	if interactive {
+		// Plan mode offers MCP tools (read-only ones, each call asked
+		// for) only in an interactive session: the agent's window is one.
+		if !containsSeq(argv, "--approval-mode", "plan") {
+			t.Fatalf("observe: gemini's argv %q lacks --approval-mode plan", argv)
+		}
+		run = append(run, "-i", "hello")
+	} else {
+		run = append(run, "--approval-mode", "yolo", "-p", "hello")
+	}
+	body, output := r.firstRequestIn(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) }, interactive,
 		"GEMINI_API_KEY=stem-test", "GOOGLE_GEMINI_BASE_URL="+m.URL, trust)
-	if got, want := stemToolsIn(body, `"mcp_stem_([a-z_]+)"`), sortedTools(mcpserver.Assist); !slices.Equal(got, want) {
-		t.Fatalf("gemini offered the model stem tools %v, want the assist set %v", got, want)
+	if got, want := stemToolsIn(body, `"mcp_stem_([a-z_]+)"`), sortedTools(level); !slices.Equal(got, want) {
+		t.Fatalf("gemini offered the model stem tools %v, want the %s set %v", got, level, want)
 	}
 	ctxFile := filepath.Join(r.p.Record.Dir, GeminiContextDir, "GEMINI.md")
 	if !bytes.Contains(body, []byte("Context from: "+ctxFile)) || !bytes.Contains(body, []byte(r.contextMark())) {
 		t.Fatalf("stem's context (%s) is not in gemini's request: %.3000s", ctxFile, body)
+	}
+	if plan := bytes.Contains(body, []byte("You are operating in **Plan Mode**")); plan != (level == mcpserver.Observe) {
+		t.Fatalf("%s: gemini's request in Plan Mode: %v\n%.3000s", level, plan, output)
 	}
 }
