@@ -99,6 +99,22 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	a.tmux(st, "resize-window", "-t", rec.Window, "-x", "111", "-y", "33")
 	a.waitPane(st, rec.Pane, "winch 111x33", 5*time.Second)
 
+	// Session events reach the agent: the student breaks words.c and
+	// types the task's build command in a shell window; the agent's MCP
+	// client is sent build_failed with make's status (it prints the
+	// events it is sent in its window).
+	words := filepath.Join(st.Record.CardPath, "t1", "words.c")
+	good, err := os.ReadFile(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(words, append(append([]byte{}, good...), "\nint broken( {\n"...), 0o644)
+	shell := a.shellWindow(st)
+	a.tmux(st, "send-keys", "-t", shell, "make", "Enter")
+	a.waitPane(st, rec.Pane, "event build_failed exit=2", 20*time.Second)
+	os.WriteFile(words, good, 0o644)
+	a.tmux(st, "kill-pane", "-t", shell)
+
 	// agent list shows it.
 	sts := a.agents()
 	if len(sts) != 1 || sts[0].ID != rec.ID || !sts[0].Running || sts[0].Level != "observe" || sts[0].Instance != nativeInst || sts[0].Started.IsZero() {
@@ -289,6 +305,26 @@ func testHere(t *testing.T, a *account, st instanceInfo) {
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+15 {
 		t.Fatalf("--here after stop: %v, want 143 (SIGTERM)\n%s", err, out2.String())
+	}
+}
+
+// shellWindow opens a window with the student's interactive shell in the
+// task directory and returns its pane once the prompt is drawn.
+func (a *account) shellWindow(st instanceInfo) string {
+	a.t.Helper()
+	pane := strings.TrimSpace(a.tmux(st, "new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "stem:", "-n", "shell", "-c", filepath.Join(st.Record.CardPath, "t1")))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		text := strings.TrimRight(a.capture(st, pane), "\n")
+		if strings.HasSuffix(text, "$ ") || strings.HasSuffix(text, "# ") || strings.HasSuffix(text, "$") || strings.HasSuffix(text, "#") {
+			if keys := strings.TrimSpace(a.tmux(st, "display-message", "-p", "-t", pane, "#{@stem_keys}")); keys != "" {
+				return pane
+			}
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("no prompt in the shell window %s:\n%s", pane, text)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -430,7 +430,15 @@ func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDi
 				syscall.Kill(-r.ProviderPID, syscall.SIGKILL)
 			}
 			syscall.Kill(r.PID, syscall.SIGKILL)
+			for i := 0; i < 50 && Alive(r.PID, r.PIDStart); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
+	}
+	if !Alive(r.PID, r.PIDStart) {
+		// A supervisor that was killed (here or before) did not remove
+		// its socket.
+		removeSocket(r)
 	}
 	if r.Mode == ModeWindow && r.Pane != "" {
 		if w := e.closePane(ctx, r, reg, tmuxDial); w != "" {

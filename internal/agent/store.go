@@ -173,6 +173,14 @@ func (s Store) ReadState(id string) (State, error) {
 	return st, nil
 }
 
+// removeSocket removes the agent's socket, which a killed supervisor leaves
+// behind (only a socket of that name: the directory is the container's too).
+func removeSocket(rec Record) {
+	if fi, err := os.Lstat(rec.Socket); rec.Socket != "" && err == nil && fi.Mode()&os.ModeSocket != 0 && filepath.Base(rec.Socket) == sockets.AgentSocket(rec.ID) {
+		os.Remove(rec.Socket)
+	}
+}
+
 // Remove deletes an agent's directory.
 func (s Store) Remove(id string) error {
 	if !ValidID(id) {
@@ -208,10 +216,7 @@ func (s Store) List(prune bool) ([]Status, error) {
 		st := Status{Record: rec, Running: Alive(rec.PID, rec.PIDStart)}
 		if !st.Running {
 			if prune {
-				// A killed supervisor leaves its socket behind.
-				if fi, err := os.Lstat(rec.Socket); rec.Socket != "" && err == nil && fi.Mode()&os.ModeSocket != 0 && filepath.Base(rec.Socket) == sockets.AgentSocket(rec.ID) {
-					os.Remove(rec.Socket)
-				}
+				removeSocket(rec)
 				s.Remove(rec.ID)
 				continue
 			}
