@@ -13,9 +13,15 @@
 #                 exit status come back
 #   rp2350        Cortex-M33 (soft and hard float) and RV32IMAC programs build;
 #                 OpenOCD, gdb-multiarch and picocom run
+# Before the images: containers/compose.yaml is read by podman-compose itself
+# (--dry-run build: it parses the file, merges the shared settings, fills in the
+# variables and prints the podman build command of each service, running
+# nothing and pulling nothing); each profile must be there with its own stage
+# and image name.
 # Exits non-zero when any check fails. (The checks are fed to bash on stdin, so
 # anything that reads stdin, like QEMU with -nographic, gets </dev/null.)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 all=(native-amd64 hazard3-sim rp2350)
 profiles=("$@")
@@ -103,6 +109,26 @@ fi
 EOF
 
 status=0
+printf 'containers/compose.yaml\n'
+if ! command -v podman-compose >/dev/null; then
+	printf '  FAIL  podman-compose is not installed: apt-get install podman-compose (or run make setup)\n'
+	status=1
+elif ! out=$(podman-compose -f containers/compose.yaml --dry-run build 2>&1); then
+	printf '  FAIL  podman-compose cannot read it:\n'
+	printf '%s\n' "$out" | sed 's/^/        /' | tail -n 20
+	status=1
+else
+	for p in "${all[@]}"; do
+		if printf '%s\n' "$out" | grep -q -- "^podman build -t localhost/stem-$p:latest -f ./Containerfile --target $p "; then
+			printf '  ok    service %s builds stage %s as localhost/stem-%s:latest\n' "$p" "$p" "$p"
+		else
+			printf '  FAIL  service %s: podman-compose would not build stage %s as localhost/stem-%s:latest:\n' "$p" "$p" "$p"
+			printf '%s\n' "$out" | sed 's/^/        /' | tail -n 20
+			status=1
+		fi
+	done
+fi
+
 for p in "${profiles[@]}"; do
 	case $p in
 	native-amd64) body=$native ;;

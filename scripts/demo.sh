@@ -40,6 +40,13 @@ cat <<TXT
 
 The demo instance is running.
 
+stemctl and stem-mcp are in $ROOT/bin, which this script put on its own PATH
+only. Put it on yours first (or use the full paths, $ROOT/bin/stemctl ...):
+
+  export PATH="$ROOT/bin:\$PATH"
+
+Then:
+
   Join the student's session:       stemctl attach hazard3-sim-inf-bss-t4
   Open the debugger layout:          stemctl debug hazard3-sim inf bss 4
   Build / test / run the task:       stemctl build hazard3-sim-inf-bss-t4   (test, run)

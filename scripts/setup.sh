@@ -3,6 +3,15 @@
 # packages, a Go toolchain new enough for go.mod, Go modules, a working
 # Podman configuration and its API service. Safe to run again: each step
 # checks before it acts. Needs root for apt (run it with sudo otherwise).
+#
+#   scripts/setup.sh                   everything
+#   scripts/setup.sh --podman-service  only the last step: make the API service
+#                                      answer with the CONTAINERS_CONF this host
+#                                      needs (.cache/podman.env), restarting one
+#                                      that runs with another
+#
+# STEM_PODMAN_SOCKET names the service's socket (default: root's
+# /run/podman/podman.sock, else $XDG_RUNTIME_DIR/podman/podman.sock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -11,12 +20,23 @@ mkdir -p "$CACHE"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
+ONLY_SERVICE=0
+case ${1:-} in
+"") ;;
+--podman-service) ONLY_SERVICE=1 ;;
+*) echo "usage: scripts/setup.sh [--podman-service]" >&2; exit 2 ;;
+esac
+
 GO_VERSION=$(awk '/^go /{print $2}' go.mod)
 
+if [ "$ONLY_SERVICE" = 0 ]; then # (not indented: most of the script)
 # Debian packages: host tools (tmux and nvim for the host client side and
 # tests; gdb/qemu/toolchains so tests can build and debug the examples on the
 # host as well as in the images), Podman, OpenSSH for the SSH tests.
-PKGS=(podman runc catatonit uidmap slirp4netns fuse-overlayfs containernetworking-plugins
+# crun is there for the test that provokes its refusal of a hybrid cgroup
+# layout (stem itself runs runc on such hosts); podman-compose validates
+# containers/compose.yaml (scripts/check-images.sh).
+PKGS=(podman runc crun catatonit uidmap slirp4netns fuse-overlayfs containernetworking-plugins podman-compose
       tmux neovim bash git make gcc libc6-dev gdb gdb-multiarch valgrind
       qemu-system-misc gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf
       gcc-arm-none-eabi libnewlib-arm-none-eabi
@@ -91,27 +111,70 @@ else
   CONTAINERS_CONF=$ROOT/containers/containers.conf podman run --rm --network none "$BASE" true >&2 || true
   exit 1
 fi
-[ -f "$CACHE/podman.env" ] && . "$CACHE/podman.env"
+fi # ONLY_SERVICE
 
-# The API service the Go bindings talk to.
-if [ "$(id -u)" = 0 ]; then SOCK=/run/podman/podman.sock; else SOCK=${XDG_RUNTIME_DIR:?XDG_RUNTIME_DIR is not set}/podman/podman.sock; fi
-# A service started from a checkout that has since been deleted keeps
-# answering but cannot start containers (its CONTAINERS_CONF is gone):
-# replace it.
-for pid in $(pgrep -f "podman system service .*unix://$SOCK" 2>/dev/null); do
-  conf=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | sed -n 's/^CONTAINERS_CONF=//p')
-  if [ -n "$conf" ] && [ ! -e "$conf" ]; then
-    say "restarting the Podman API service (its $conf is gone)"
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+# What this host needs: CONTAINERS_CONF from .cache/podman.env (recorded
+# above), or, without that file, Podman's defaults (or the caller's own
+# CONTAINERS_CONF).
+NEED_CONF=0
+if [ -f "$CACHE/podman.env" ]; then
+  . "$CACHE/podman.env"
+  NEED_CONF=1
+fi
+
+# The API service the Go bindings talk to. One that answers is kept only if
+# it runs with the CONTAINERS_CONF this host needs: a service started from a
+# shell without it (stemctl starts one with its caller's environment when
+# none answers) fails every container here, and one started from a checkout
+# since deleted cannot read its file. Its environment is in /proc/PID/environ
+# of the process listening on the socket.
+if [ -n "${STEM_PODMAN_SOCKET:-}" ]; then SOCK=$STEM_PODMAN_SOCKET
+elif [ "$(id -u)" = 0 ]; then SOCK=/run/podman/podman.sock
+else SOCK=${XDG_RUNTIME_DIR:?XDG_RUNTIME_DIR is not set}/podman/podman.sock; fi
+# alive: the process runs (a zombie waiting for its parent does not).
+alive() { kill -0 "$1" 2>/dev/null && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]; }
+conf_desc() { if [ -n "${CONTAINERS_CONF:-}" ]; then echo "CONTAINERS_CONF=$CONTAINERS_CONF"; else echo "the default Podman configuration"; fi; }
+service_pids() {
+  local pids
+  pids=$(ss -xlpn 2>/dev/null | awk -v s="$SOCK" '$1 == "u_str" && $5 == s' | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u || true)
+  [ -n "$pids" ] || pids=$(pgrep -f "podman system service .*unix://$SOCK\$" 2>/dev/null || true)
+  echo $pids
+}
+for pid in $(service_pids); do
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = podman ] || {
+    say "$SOCK is held by $(cat "/proc/$pid/comm" 2>/dev/null || echo "pid $pid") (socket activation?): not restarting it; if containers fail, give its podman.service CONTAINERS_CONF=${CONTAINERS_CONF:-} (systemctl edit)"
+    continue
+  }
+  env=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) || continue
+  if printf '%s\n' "$env" | grep -q '^CONTAINERS_CONF='; then
+    conf=$(printf '%s\n' "$env" | sed -n 's/^CONTAINERS_CONF=//p' | head -n1); have="CONTAINERS_CONF=$conf"
+  else
+    conf=; have="no CONTAINERS_CONF"
+  fi
+  why=
+  if [ "$NEED_CONF" = 1 ] && [ "$conf" != "$CONTAINERS_CONF" ]; then
+    why="it runs with $have, this host needs CONTAINERS_CONF=$CONTAINERS_CONF"
+  elif [ -n "$conf" ] && [ ! -e "$conf" ]; then
+    why="its $conf is gone"
+  fi
+  [ -n "$why" ] || continue
+  say "restarting the Podman API service on $SOCK (pid $pid): $why"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+  if alive "$pid"; then
+    echo "setup: the Podman API service (pid $pid) did not stop; stop it and run setup again" >&2
+    exit 1
   fi
 done
 if ! curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; then
-  say "starting the Podman API service on $SOCK"
+  say "starting the Podman API service on $SOCK ($(conf_desc))"
   mkdir -p "$(dirname "$SOCK")"
-  setsid nohup podman system service --time=0 "unix://$SOCK" >"$CACHE/podman-service.log" 2>&1 < /dev/null &
+  # CONTAINER_HOST would make this podman a client of the very socket.
+  env -u CONTAINER_HOST -u CONTAINER_CONNECTION setsid nohup podman system service --time=0 "unix://$SOCK" >>"$CACHE/podman-service.log" 2>&1 < /dev/null &
   for _ in $(seq 100); do curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
   curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null || { echo "setup: the Podman API service did not start; see $CACHE/podman-service.log" >&2; exit 1; }
+else
+  say "the Podman API service on $SOCK answers ($(conf_desc))"
 fi
 mkdir -p /run/sshd 2>/dev/null || true
 say "setup done"

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -69,6 +71,73 @@ func Ensure(card, instance string) (string, error) {
 	return dir, nil
 }
 
+// Prepare is Ensure for a first start: it also returns undo, which takes
+// away what Prepare made when that start fails, so the card is left as it
+// was: the history it carried over and an instance.json (only in a
+// directory Prepare created), then each directory it created, if empty.
+// Nothing is followed: every level is opened with O_NOFOLLOW, and a file
+// or directory someone else put there since stays.
+func Prepare(card, instance string) (dir string, undo func(), err error) {
+	var fresh []string // levels below card that do not exist yet, top first
+	cur := card
+	for _, part := range []string{primary, "instances", instance} {
+		cur = filepath.Join(cur, part)
+		if _, err := os.Lstat(cur); errors.Is(err, os.ErrNotExist) {
+			fresh = append(fresh, part)
+		} else {
+			fresh = fresh[:0]
+		}
+	}
+	undo = func() {
+		if len(fresh) == 0 {
+			return
+		}
+		parts := []string{primary, "instances", instance}
+		// The instance directory was ours: what stem put in it goes.
+		if fd, err := openDirChain(card, parts); err == nil {
+			unix.Unlinkat(fd, HistoryFile, 0)
+			unix.Unlinkat(fd, InstanceFile, 0)
+			unix.Close(fd)
+		}
+		for i := len(parts) - 1; i >= len(parts)-len(fresh); i-- {
+			fd, err := openDirChain(card, parts[:i])
+			if err != nil {
+				return
+			}
+			err = unix.Unlinkat(fd, parts[i], unix.AT_REMOVEDIR)
+			unix.Close(fd)
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				return
+			}
+		}
+	}
+	dir, err = Ensure(card, instance)
+	if err != nil {
+		undo()
+		return "", func() {}, err
+	}
+	return dir, undo, nil
+}
+
+// openDirChain opens card/parts... as a directory, each level with
+// O_NOFOLLOW|O_DIRECTORY relative to the one above, so no level can be a
+// symlink.
+func openDirChain(card string, parts []string) (int, error) {
+	fd, err := unix.Open(card, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	for _, p := range parts {
+		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
 // carryHistory copies .rv/instances/<instance>/bash_history into dir unless
 // dir already has one. Every component of the old path must be a real
 // directory (or, last, a regular file): the repository is not ours.
@@ -120,7 +189,7 @@ func Read(card, instance string, v any) (string, error) {
 	for _, root := range []string{primary, fallback} {
 		dir := filepath.Join(card, root, "instances", instance)
 		p := filepath.Join(dir, InstanceFile)
-		f, err := openRegular(p)
+		f, err := openRegularIn(card, []string{root, "instances", instance}, InstanceFile)
 		if err == nil {
 			var fi os.FileInfo
 			if fi, err = f.Stat(); err == nil && (!fi.Mode().IsRegular() || fi.Size() > maxState) {
@@ -148,6 +217,23 @@ func Read(card, instance string, v any) (string, error) {
 
 // maxState bounds instance.json as read back.
 const maxState = 1 << 20
+
+// openRegularIn opens card/parts.../name like openRegular, with no level
+// of the path a symlink: the container can replace .stem or .rv with a
+// link to somewhere on the host it cannot see.
+func openRegularIn(card string, parts []string, name string) (*os.File, error) {
+	p := filepath.Join(append(append([]string{card}, parts...), name)...)
+	fd, err := openDirChain(card, parts)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(ffd), p), nil
+}
 
 // openRegular opens a file in the card repo (which the container can
 // write) for reading: never through a final symlink, and without blocking

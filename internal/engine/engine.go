@@ -96,3 +96,11 @@ type Engine interface {
 	// (stdout and stderr interleaved), for error messages.
 	LogTail(ctx context.Context, id string, lines int) (string, error)
 }
+
+// Renamer is an engine that can rename a container, running or not.
+// Podman's names are unique, so a container re-created while its
+// predecessor is kept takes a second name first; an engine that can rename
+// gives it the usual name back once the predecessor is gone.
+type Renamer interface {
+	Rename(ctx context.Context, id, name string) error
+}

@@ -121,7 +121,8 @@ func (m *Manager) Up(ctx context.Context, r *workspace.Resolved, devices []strin
 func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 	// Instance names are per account: the same task in another workspace
 	// would take over this record.
-	if rec, err := m.Registry.Get(ctx, plan.Name); err == nil && rec.Workspace != plan.Resolved.Workspace {
+	rec, recErr := m.Registry.Get(ctx, plan.Name)
+	if recErr == nil && rec.Workspace != plan.Resolved.Workspace {
 		return UpResult{}, fmt.Errorf("instance %s belongs to workspace %s, not %s: remove it first with `stemctl rm %s`", plan.Name, rec.Workspace, plan.Resolved.Workspace, plan.Name)
 	}
 	// A runtime directory that is not ours (or not private) is the user's
@@ -130,20 +131,24 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 	if err := m.Layout.CheckExisting(plan.InstanceDir); err != nil {
 		return UpResult{}, fmt.Errorf("%w (nothing was changed)", err)
 	}
-	existing, err := m.Engine.Inspect(ctx, plan.ContainerName)
+	var known *registry.Record
+	if recErr == nil {
+		known = &rec
+	}
+	existing, err := m.findContainer(ctx, plan, known)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		action := Created
 		reason := ""
-		if _, gerr := m.Registry.Get(ctx, plan.Name); gerr == nil {
+		if known != nil {
 			action, reason = Recreated, "its container was removed outside stem"
 		}
 		return m.create(ctx, plan, action, reason)
 	case err != nil:
 		return UpResult{}, err
 	}
-	if existing.Labels[labels.Managed] != "true" || existing.Labels[labels.Workspace] != plan.Resolved.Workspace {
-		return UpResult{}, fmt.Errorf("a container named %s exists but stem did not create it for this workspace; remove or rename it (podman rm %s)", plan.ContainerName, plan.ContainerName)
+	if !m.ours(plan, existing) {
+		return UpResult{}, fmt.Errorf("a container named %s exists but stem did not create it for this workspace; remove or rename it (podman rm %s)", existing.Name, existing.Name)
 	}
 	if existing.Labels[labels.Schema] != labels.SchemaVersion {
 		return m.recreate(ctx, plan, existing, fmt.Sprintf("its schema %q differs from %q", existing.Labels[labels.Schema], labels.SchemaVersion))
@@ -201,14 +206,81 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		}
 		action, reason = Repaired, "nvim was not running: started it in a new tmux window \"edit\""
 	}
-	rec, err := m.Registry.Get(ctx, plan.Name)
-	if err != nil || rec.ContainerID != existing.ID || rec.SocketDir != dir.Path {
+	// A predecessor's directory left beside this one (a crash, a container
+	// removed behind stem's back) is dead: the container must only see its
+	// own. Only directories named like a container id prefix go.
+	removed, err := m.Layout.RemoveSiblings(plan.ThreadKey, plan.InstanceKey, dir.CID12())
+	for _, p := range removed {
+		m.progress("removed the stale socket directory %s", p)
+	}
+	if err != nil {
+		m.progress("warning: %v", err)
+	}
+	if recErr != nil || rec.ContainerID != existing.ID || rec.SocketDir != dir.Path {
 		rec, err = m.record(ctx, plan, dir, existing)
 		if err != nil {
 			return UpResult{}, err
 		}
+	} else {
+		m.refreshCardState(plan, rec)
 	}
-	return UpResult{Record: rec, Action: action, Reason: reason}, nil
+	return UpResult{Record: rec, Action: action, Reason: reason, Removed: removed}, nil
+}
+
+// nextSuffix makes the second name a re-created container takes while its
+// predecessor still holds the first (Podman's names are unique).
+const nextSuffix = "-next"
+
+// otherName is the name a re-creation of a container named current takes.
+func otherName(plan *Plan, current string) string {
+	if current == plan.ContainerName {
+		return plan.ContainerName + nextSuffix
+	}
+	return plan.ContainerName
+}
+
+// ours reports whether c is a container stem made for plan's instance in
+// plan's workspace.
+func (m *Manager) ours(plan *Plan, c engine.Container) bool {
+	return c.Labels[labels.Managed] == "true" && c.Labels[labels.Workspace] == plan.Resolved.Workspace && c.Labels[labels.Instance] == plan.Name
+}
+
+// findContainer returns plan's container: the one the record names when it
+// is still there and ours, else the one holding the instance's container
+// name, else the second name a re-creation uses (an engine that cannot
+// rename leaves the new container with it).
+func (m *Manager) findContainer(ctx context.Context, plan *Plan, rec *registry.Record) (engine.Container, error) {
+	if rec != nil && rec.ContainerID != "" {
+		c, err := m.Engine.Inspect(ctx, rec.ContainerID)
+		if err == nil && m.ours(plan, c) {
+			return c, nil
+		}
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return c, err
+		}
+	}
+	c, err := m.Engine.Inspect(ctx, plan.ContainerName)
+	if !errors.Is(err, engine.ErrNotFound) {
+		return c, err
+	}
+	if c2, err2 := m.Engine.Inspect(ctx, plan.ContainerName+nextSuffix); err2 == nil && m.ours(plan, c2) {
+		return c2, nil
+	}
+	return c, err
+}
+
+// refreshCardState rewrites the card-side copy of rec when it is missing or
+// names another container (the student deleted .stem/, or a card carries
+// only the older .rv/ layout). It is informational: failures are reported,
+// never fatal.
+func (m *Manager) refreshCardState(plan *Plan, rec registry.Record) {
+	var have registry.Record
+	if dir, err := cardstate.Read(plan.Resolved.CardPath, plan.Name, &have); err == nil && dir == cardstate.Dir(plan.Resolved.CardPath, plan.Name) && have.ContainerID == rec.ContainerID {
+		return
+	}
+	if err := cardstate.Write(plan.Resolved.CardPath, plan.Name, rec); err != nil {
+		m.progress("warning: %v", err)
+	}
 }
 
 // restartNvim opens a new background window running nvim on the instance's
@@ -239,6 +311,12 @@ func (m *Manager) restartNvim(ctx context.Context, plan *Plan, dir sockets.Dir, 
 	return nil
 }
 
+// recreate replaces old with a new container for plan, transactionally:
+// the new container is created under a second name while old is kept
+// (stopped), and only once both its servers answer does old go (container
+// and socket directory) and the new one take the usual name. If the new
+// one fails (a broken image, an OCI runtime error), it is removed and old
+// is started again: the record, the selection and the card still name old.
 func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container, reason string) (UpResult, error) {
 	// Everything create needs is checked before the old container goes.
 	if err := plan.checkRecordedDevices(); err != nil {
@@ -252,11 +330,209 @@ func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container
 			return UpResult{}, err
 		}
 	}
-	m.progress("re-creating %s: %s", plan.Name, reason)
-	if err := m.Engine.Remove(ctx, old.ID, true); err != nil {
-		return UpResult{}, fmt.Errorf("remove old container %.12s: %w", old.ID, err)
+	oldDir, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, old.ID)
+	if err != nil {
+		return UpResult{}, err
 	}
-	return m.create(ctx, plan, Recreated, reason)
+	name := otherName(plan, old.Name)
+	if err := m.clearLeftover(ctx, plan, name, old.ID); err != nil {
+		return UpResult{}, fmt.Errorf("%s must be re-created (%s), but %w (nothing was changed)", plan.Name, reason, err)
+	}
+	m.progress("re-creating %s: %s", plan.Name, reason)
+	// The instance directory is the bind source; after a reboot (a fresh
+	// runtime directory) it may not exist.
+	made, err := m.Layout.CreateLevels(sockets.Dir{Path: plan.InstanceDir})
+	if err != nil {
+		sockets.RemoveEmpty(made)
+		return UpResult{}, err
+	}
+	cur, _ := selection.Current(m.Layout)
+	follow := strings.HasPrefix(cur, plan.InstanceDir+string(filepath.Separator))
+	ctr, dir, err := m.launch(ctx, plan, name, func(sockets.Dir) error {
+		if !old.Running {
+			return nil
+		}
+		// Stopped, not removed: it comes back if the new one fails. A
+		// stop hangs up the panes, so the shells write their history.
+		m.progress("stopping the old container %.12s (kept until the new one answers)", old.ID)
+		if err := m.Engine.Stop(ctx, old.ID, oldStopTimeout); err != nil {
+			return fmt.Errorf("stop the old container %.12s: %w", old.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		err = m.keepOld(ctx, plan, old, oldDir, err)
+		sockets.RemoveEmpty(made)
+		return UpResult{}, err
+	}
+	// The new container answers: now the old one goes.
+	oldGone := true
+	if err := m.Engine.Remove(ctx, old.ID, true); err != nil {
+		oldGone = false
+		m.progress("warning: the old container %.12s could not be removed (%v): remove it with `podman rm -f %.12s`", old.ID, err, old.ID)
+	}
+	removed, err := m.Layout.RemoveStale(plan.ThreadKey, plan.InstanceKey, dir.CID12())
+	if err != nil {
+		m.progress("warning: %v", err)
+	}
+	if rn, ok := m.Engine.(engine.Renamer); ok && oldGone && ctr.Name != plan.ContainerName {
+		if err := rn.Rename(ctx, ctr.ID, plan.ContainerName); err != nil {
+			m.progress("warning: the new container keeps the name %s: %v", ctr.Name, err)
+		} else {
+			ctr.Name = plan.ContainerName
+			if err := m.writeContainerJSON(plan, dir, ctr); err != nil {
+				m.progress("warning: %v", err)
+			}
+		}
+	}
+	rec, err := m.record(ctx, plan, dir, ctr)
+	if err != nil {
+		return UpResult{}, fmt.Errorf("%s was re-created as container %.12s, but recording it failed: %w (the next `stemctl up` records it)", plan.Name, ctr.ID, err)
+	}
+	m.followSelection(plan, dir, follow)
+	return UpResult{Record: rec, Action: Recreated, Reason: reason, Removed: removed}, nil
+}
+
+// oldStopTimeout bounds a graceful stop of a container being replaced.
+const oldStopTimeout = 10 * time.Second
+
+// clearLeftover makes name free for a re-created container: a container
+// holding it that stem made for this instance is one an interrupted
+// re-creation left (never recorded, since keep is the recorded one), and
+// goes; anything else is the user's, and is refused.
+func (m *Manager) clearLeftover(ctx context.Context, plan *Plan, name, keep string) error {
+	c, err := m.Engine.Inspect(ctx, name)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.ID == keep || !m.ours(plan, c) {
+		return fmt.Errorf("a container named %s, which stem needs for the new container, exists and is not a leftover of this instance; remove or rename it (podman rm %s)", name, name)
+	}
+	if rec, err := m.Registry.Get(ctx, plan.Name); err == nil && rec.ContainerID == c.ID {
+		return fmt.Errorf("container %s (%.12s) is the one the registry names; not removing it", name, c.ID)
+	}
+	m.progress("removing %s (%.12s), left by an interrupted re-creation", name, c.ID)
+	if err := m.Engine.Remove(ctx, c.ID, true); err != nil {
+		return fmt.Errorf("remove the leftover container %s: %w", name, err)
+	}
+	if d, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, c.ID); err == nil {
+		os.RemoveAll(d.Path)
+	}
+	return nil
+}
+
+// keepOld undoes a failed re-creation's effect on old: launch has removed
+// the new container and its directory already; old, if it was running, is
+// started again on its own directory, and cause is returned saying so.
+func (m *Manager) keepOld(ctx context.Context, plan *Plan, old engine.Container, oldDir sockets.Dir, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	if !old.Running {
+		return fmt.Errorf("re-creating %s failed; its old container %.12s was kept as it was (%s), and nothing else changed: %w", plan.Name, old.ID, old.State, cause)
+	}
+	if c, err := m.Engine.Inspect(ctx, old.ID); err == nil && c.Running {
+		return fmt.Errorf("re-creating %s failed; its old container %.12s was kept running, and nothing else changed: %w", plan.Name, old.ID, cause)
+	}
+	m.progress("re-creating %s failed; starting the old container %.12s again", plan.Name, old.ID)
+	err := m.Layout.Create(oldDir)
+	if err == nil {
+		// The servers of its previous run are gone; their sockets are dead.
+		for _, s := range []string{oldDir.Tmux(), oldDir.Nvim(), oldDir.GDB()} {
+			os.Remove(s)
+		}
+		err = m.Engine.Start(ctx, old.ID)
+	}
+	if err == nil {
+		err = m.waitSockets(ctx, oldDir, old.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("re-creating %s failed, and starting its old container %.12s again failed too (%v); the registry still names it: `%s` tries again once the cause is fixed: %w", plan.Name, old.ID, err, UpCommand(m.recordOf(plan)), cause)
+	}
+	return fmt.Errorf("re-creating %s failed, so its old container %.12s was kept and started again (its shells and programs were restarted; the registry, the selection and the card still name it): %w", plan.Name, old.ID, cause)
+}
+
+// recordOf is the part of a record UpCommand needs.
+func (m *Manager) recordOf(plan *Plan) registry.Record {
+	r := plan.Resolved
+	return registry.Record{Profile: r.Profile.Name, Series: r.Series, Card: r.Card, Task: r.TaskID, Target: r.Target.Name}
+}
+
+// launch creates a container for plan named name, makes its socket
+// directory and container.json, runs beforeStart, starts it and waits until
+// both servers answer. On any failure it removes the container and its
+// socket directory again; the caller undoes the rest.
+func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeStart func(sockets.Dir) error) (engine.Container, sockets.Dir, error) {
+	spec := plan.Spec
+	spec.Name = name
+	m.progress("creating %s from %s", plan.Name, plan.Resolved.Profile.Image)
+	id, err := m.Engine.Create(ctx, spec)
+	if err != nil {
+		return engine.Container{}, sockets.Dir{}, fmt.Errorf("create %s: %w", plan.Name, err)
+	}
+	var made []string
+	fail := func(err error) (engine.Container, sockets.Dir, error) {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := m.Engine.Remove(c, id, true); rerr != nil {
+			m.progress("warning: removing the failed container %.12s: %v", id, rerr)
+		}
+		// Only the container's own directory (the instance directory and
+		// above are the caller's).
+		for _, p := range made {
+			if filepath.Base(p) == id[:12] {
+				os.RemoveAll(p)
+			}
+		}
+		return engine.Container{}, sockets.Dir{}, err
+	}
+	dir, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, id)
+	if err != nil {
+		return fail(err)
+	}
+	made, err = m.Layout.CreateLevels(dir)
+	if err != nil {
+		return fail(err)
+	}
+	ctr, err := m.Engine.Inspect(ctx, id)
+	if err != nil {
+		return fail(err)
+	}
+	if err := m.writeContainerJSON(plan, dir, ctr); err != nil {
+		return fail(err)
+	}
+	if beforeStart != nil {
+		if err := beforeStart(dir); err != nil {
+			return fail(err)
+		}
+	}
+	m.progress("starting %s (%.12s)", plan.Name, id)
+	if err := m.Engine.Start(ctx, id); err != nil {
+		return fail(fmt.Errorf("start %s: %w", plan.Name, err))
+	}
+	if err := m.waitSockets(ctx, dir, id); err != nil {
+		return fail(m.withLog(ctx, id, err))
+	}
+	if ctr, err = m.Engine.Inspect(ctx, id); err != nil {
+		return fail(err)
+	}
+	return ctr, dir, nil
+}
+
+// followSelection moves the MCP selection to dir when it named this
+// instance's previous container (verification then holds the new
+// container to the same checks).
+func (m *Manager) followSelection(plan *Plan, dir sockets.Dir, follow bool) {
+	if !follow {
+		return
+	}
+	if err := selection.Select(m.Layout, dir); err != nil {
+		m.progress("warning: the MCP selection still names the old container: %v (run `stemctl mcp select %s`)", err, plan.Name)
+	} else {
+		m.progress("the MCP selection follows %s to its new container", plan.Name)
+	}
 }
 
 // mayEndSession decides whether a running container may be re-created:
@@ -285,94 +561,65 @@ func (m *Manager) mayEndSession(ctx context.Context, plan *Plan, old engine.Cont
 	return nil
 }
 
+// create makes plan's first container (or one whose predecessor is gone).
+// When it fails, what it made goes again: the container, its socket
+// directory, the runtime levels above it and the card's state directory,
+// where they did not exist before.
 func (m *Manager) create(ctx context.Context, plan *Plan, action Action, reason string) (UpResult, error) {
 	r := plan.Resolved
 	if err := plan.checkRecordedDevices(); err != nil {
 		return UpResult{}, err
 	}
 	// The instance directory must exist before create (bind source).
-	probeDir, _ := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, zeroID)
-	if err := m.Layout.Create(sockets.Dir{Path: filepath.Dir(probeDir.Path)}); err != nil {
+	made, err := m.Layout.CreateLevels(sockets.Dir{Path: plan.InstanceDir})
+	if err != nil {
+		sockets.RemoveEmpty(made)
 		return UpResult{}, err
 	}
-	if _, err := cardstate.Ensure(r.CardPath, plan.Name); err != nil {
+	_, undoCard, err := cardstate.Prepare(r.CardPath, plan.Name)
+	if err != nil {
+		sockets.RemoveEmpty(made)
 		return UpResult{}, err
 	}
-	// The MCP selection names a container's directory; when it named this
-	// instance's previous container it follows the instance to the new one
-	// (verification then holds the new container to the same checks).
+	undo := func() {
+		undoCard()
+		sockets.RemoveEmpty(made)
+	}
 	cur, _ := selection.Current(m.Layout)
 	follow := strings.HasPrefix(cur, plan.InstanceDir+string(filepath.Separator))
-	m.progress("creating %s from %s", plan.Name, r.Profile.Image)
-	id, err := m.Engine.Create(ctx, plan.Spec)
+	var removed []string
+	ctr, dir, err := m.launch(ctx, plan, plan.ContainerName, func(dir sockets.Dir) error {
+		// A predecessor's directories (its container is gone) go before
+		// the new container can see them.
+		var err error
+		removed, err = m.Layout.RemoveStale(plan.ThreadKey, plan.InstanceKey, dir.CID12())
+		return err
+	})
 	if err != nil {
-		return UpResult{}, fmt.Errorf("create %s: %w", plan.Name, err)
-	}
-	cleanup := func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		defer cancel()
-		m.Engine.Remove(c, id, true)
-		m.Layout.RemoveStale(plan.ThreadKey, plan.InstanceKey, "")
-	}
-	dir, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, id)
-	if err != nil {
-		cleanup()
-		return UpResult{}, err
-	}
-	if err := m.Layout.Create(dir); err != nil {
-		cleanup()
-		return UpResult{}, err
-	}
-	removed, err := m.Layout.RemoveStale(plan.ThreadKey, plan.InstanceKey, dir.CID12())
-	if err != nil {
-		cleanup()
-		return UpResult{}, err
-	}
-	ctr, err := m.Engine.Inspect(ctx, id)
-	if err != nil {
-		cleanup()
-		return UpResult{}, err
-	}
-	if err := m.writeContainerJSON(plan, dir, ctr); err != nil {
-		cleanup()
-		return UpResult{}, err
-	}
-	m.progress("starting %s (%.12s)", plan.Name, id)
-	if err := m.Engine.Start(ctx, id); err != nil {
-		cleanup()
-		return UpResult{}, fmt.Errorf("start %s: %w", plan.Name, err)
-	}
-	if err := m.waitSockets(ctx, dir, id); err != nil {
-		err = m.withLog(ctx, id, err)
-		cleanup()
-		return UpResult{}, err
-	}
-	ctr, err = m.Engine.Inspect(ctx, id)
-	if err != nil {
-		cleanup()
+		undo()
 		return UpResult{}, err
 	}
 	rec, err := m.record(ctx, plan, dir, ctr)
 	if err != nil {
-		cleanup()
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		m.Engine.Remove(c, ctr.ID, true)
+		os.RemoveAll(dir.Path)
+		undo()
 		return UpResult{}, err
 	}
-	if follow {
-		if err := selection.Select(m.Layout, dir); err != nil {
-			m.progress("warning: the MCP selection still names the old container: %v (run `stemctl mcp select %s`)", err, plan.Name)
-		} else {
-			m.progress("the MCP selection follows %s to its new container", plan.Name)
-		}
-	}
+	m.followSelection(plan, dir, follow)
 	return UpResult{Record: rec, Action: action, Reason: reason, Removed: removed}, nil
 }
 
-const zeroID = "0000000000000000000000000000000000000000000000000000000000000000"
-
 func (m *Manager) writeContainerJSON(plan *Plan, dir sockets.Dir, c engine.Container) error {
+	name := c.Name
+	if name == "" {
+		name = plan.ContainerName
+	}
 	return sockets.WriteJSON(dir.Path, sockets.ContainerJSON, sockets.ContainerInfo{
 		ID:        c.ID,
-		Name:      plan.ContainerName,
+		Name:      name,
 		Instance:  plan.Name,
 		Profile:   plan.Resolved.Profile.Name,
 		Image:     plan.Resolved.Profile.Image,
@@ -533,6 +780,43 @@ type Status struct {
 	Selected  bool              `json:"selected"`
 	Problems  []string          `json:"problems,omitempty"`
 	Hint      string            `json:"hint,omitempty"` // what to run about it
+	// Stale lists predecessors' socket directories beside the current one
+	// (the next `stemctl up` removes them).
+	Stale []string `json:"stale_socket_dirs,omitempty"`
+	// CardState is what the card repository says about the instance.
+	CardState *CardState `json:"card_state,omitempty"`
+}
+
+// CardState is the card-side copy of an instance's record
+// (<card>/.stem/instances/<instance>/instance.json, or the older .rv/
+// layout). It is informational, for whoever looks at the card: the card is
+// writable from inside the container, so stem never acts on it; the
+// registry is what counts.
+type CardState struct {
+	Dir         string `json:"dir,omitempty"`
+	Legacy      bool   `json:"legacy,omitempty"` // read from .rv/
+	ContainerID string `json:"container_id,omitempty"`
+	// Current: it names the container the registry names.
+	Current bool   `json:"current"`
+	Error   string `json:"error,omitempty"`
+}
+
+// cardState reads rec's card-side state (cardstate.Read: .stem/, then .rv/).
+func cardState(rec registry.Record) *CardState {
+	if rec.CardPath == "" || rec.Instance == "" {
+		return nil
+	}
+	var have registry.Record
+	dir, err := cardstate.Read(rec.CardPath, rec.Instance, &have)
+	if err != nil {
+		return &CardState{Error: err.Error()}
+	}
+	cs := &CardState{Dir: dir, Legacy: dir != cardstate.Dir(rec.CardPath, rec.Instance)}
+	if len(have.ContainerID) == 64 && strings.Trim(have.ContainerID, "0123456789abcdef") == "" {
+		cs.ContainerID = have.ContainerID
+	}
+	cs.Current = cs.ContainerID != "" && cs.ContainerID == rec.ContainerID
+	return cs
 }
 
 // Status inspects one instance (by name or container id).
@@ -545,7 +829,12 @@ func (m *Manager) Status(ctx context.Context, ref string) (Status, error) {
 }
 
 func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
-	st := Status{Record: rec}
+	st := Status{Record: rec, CardState: cardState(rec)}
+	if rec.ThreadKey != "" && rec.SocketDir != "" {
+		if stale, err := m.Layout.Siblings(rec.ThreadKey, rec.InstanceKey, filepath.Base(rec.SocketDir)); err == nil {
+			st.Stale = stale
+		}
+	}
 	if cur, err := selection.Current(m.Layout); err == nil && cur == filepath.Clean(rec.SocketDir) {
 		st.Selected = true
 	}

@@ -191,33 +191,69 @@ func checkDir(path string, strict bool) error {
 }
 
 // mkdirPrivate creates path (0700) if missing and then checks it strictly.
-// An existing symlink or foreign directory is refused, never followed.
-func mkdirPrivate(path string) error {
-	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create %s: %w", path, err)
+// An existing symlink or foreign directory is refused, never followed. It
+// reports whether it made the directory.
+func mkdirPrivate(path string) (bool, error) {
+	made := true
+	if err := os.Mkdir(path, 0o700); err != nil {
+		if !errors.Is(err, os.ErrExist) {
+			return false, fmt.Errorf("create %s: %w", path, err)
+		}
+		made = false
 	}
-	return checkDir(path, true)
+	return made, checkDir(path, true)
 }
 
 // Create makes d and every level from the runtime's stem root down to it,
 // each 0700 and checked. The runtime directory itself must already pass
 // CheckRuntime.
 func (l Layout) Create(d Dir) error {
+	_, err := l.CreateLevels(d)
+	return err
+}
+
+// CreateLevels is Create that also returns the directories it made, top
+// first, so a caller whose work fails can take them away again
+// (RemoveEmpty) and leave the runtime directory as it found it.
+func (l Layout) CreateLevels(d Dir) ([]string, error) {
 	if err := CheckRuntime(l.Runtime); err != nil {
-		return fmt.Errorf("runtime directory: %w", err)
+		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
 	rel, err := filepath.Rel(l.Runtime, d.Path)
 	if err != nil || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("socket directory %s is not under %s", d.Path, l.Runtime)
+		return nil, fmt.Errorf("socket directory %s is not under %s", d.Path, l.Runtime)
 	}
-	cur := l.Runtime
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		cur = filepath.Join(cur, part)
-		if err := mkdirPrivate(cur); err != nil {
-			return err
+	var made []string
+	// A level can vanish under us: another stemctl whose first start failed
+	// removes the (then empty) levels it made. Start again from the top.
+	for attempt := 0; ; attempt++ {
+		cur := l.Runtime
+		var err error
+		for _, part := range strings.Split(rel, string(filepath.Separator)) {
+			cur = filepath.Join(cur, part)
+			var m bool
+			if m, err = mkdirPrivate(cur); m {
+				made = append(made, cur)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == 2 {
+			return made, err
 		}
 	}
-	return nil
+}
+
+// RemoveEmpty removes the directories CreateLevels made, deepest first,
+// each only if it is empty (rmdir): what someone else put there since
+// stays, and so does every level above it.
+func RemoveEmpty(made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := os.Remove(made[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return
+		}
+	}
 }
 
 // Check verifies that every level of d exists with the right owner and mode
@@ -307,6 +343,66 @@ func (l Layout) RemoveStale(threadKey, instanceKey, keep string) ([]string, erro
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return removed, fmt.Errorf("remove stale socket directory %s: %w", p, err)
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// IsCID12 reports whether name has the form of a container directory's
+// name: the 12 lower-case hex digits of a container id prefix.
+func IsCID12(name string) bool {
+	return len(name) == 12 && cidRE.MatchString(name)
+}
+
+// Siblings lists an instance's container directories other than keep (a
+// cid12): real directories, not symlinks, whose names are container id
+// prefixes. They are a predecessor's, left behind (a crash, a container
+// removed behind stem's back). Anything else in the instance directory is
+// not listed, and RemoveSiblings leaves it alone.
+func (l Layout) Siblings(threadKey, instanceKey, keep string) ([]string, error) {
+	if !validKey(threadKey) || !validKey(instanceKey) {
+		return nil, fmt.Errorf("invalid socket keys %q/%q", threadKey, instanceKey)
+	}
+	dir := l.InstanceDir(threadKey, instanceKey)
+	if err := checkDir(dir, true); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		// ReadDir's type comes from lstat semantics: a symlink is never
+		// reported as a directory.
+		if e.Name() == keep || !IsCID12(e.Name()) || !e.IsDir() || e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	return out, nil
+}
+
+// RemoveSiblings removes the directories Siblings lists and returns them.
+// Each is checked again (Lstat: a directory, not a symlink) right before it
+// goes; RemoveAll does not follow symlinks inside it.
+func (l Layout) RemoveSiblings(threadKey, instanceKey, keep string) ([]string, error) {
+	list, err := l.Siblings(threadKey, instanceKey, keep)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, p := range list {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || fi.Mode()&os.ModeSymlink != 0 {
+			continue
+		}
 		if err := os.RemoveAll(p); err != nil {
 			return removed, fmt.Errorf("remove stale socket directory %s: %w", p, err)
 		}

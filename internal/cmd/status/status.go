@@ -26,8 +26,10 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Use:   "status INSTANCE",
 		Short: "Show an instance's container, sockets and health",
 		Long: `Show whether the instance's container exists and runs, whether tmux and nvim
-answer on its sockets, and whether it is the MCP selection. The exit status is 0
-when the instance is running and healthy, 3 otherwise.`,
+answer on its sockets, and whether it is the MCP selection; also the card's copy
+of the instance's record (.stem/instances/INSTANCE/, or the older .rv/ layout)
+and any socket directory a previous container left. The exit status is 0 when
+the instance is running and healthy, 3 otherwise.`,
 		Example: `  stemctl status native-amd64-demo-hello-t1
   stemctl status 3f2a9c1b7d4e --json`,
 		Args:              cmdutil.ExactArgs(1, "INSTANCE (name or container id)"),
@@ -92,10 +94,36 @@ func Print(w io.Writer, st instance.Status) {
 		sel = "yes (MCP providers talk to this instance)"
 	}
 	fmt.Fprintf(w, "selected   %s\n", sel)
+	if cs := st.CardState; cs != nil {
+		fmt.Fprintf(w, "card state %s\n", cardStateLine(*cs))
+	}
+	for _, p := range st.Stale {
+		fmt.Fprintf(w, "stale      %s (a previous container's socket directory; `%s` removes it)\n", p, instance.UpCommand(r))
+	}
 	for _, p := range st.Problems {
 		fmt.Fprintf(w, "problem    %s\n", p)
 	}
 	if st.Hint != "" {
 		fmt.Fprintf(w, "fix        %s\n", st.Hint)
 	}
+}
+
+// cardStateLine says where the card's copy of the record is and whether it
+// names the current container. The card is container-writable: only the
+// directory it was read from and a well-formed container id are shown.
+func cardStateLine(cs instance.CardState) string {
+	if cs.Error != "" {
+		return "none (" + cs.Error + "); the next `stemctl up` writes it"
+	}
+	s := cs.Dir
+	if cs.Legacy {
+		s += " (older .rv/ layout; the next `stemctl up` writes .stem/)"
+	}
+	switch {
+	case cs.Current:
+		return s + fmt.Sprintf(", names the current container %.12s", cs.ContainerID)
+	case cs.ContainerID != "":
+		return s + fmt.Sprintf(", names container %.12s, not the current one; the next `stemctl up` rewrites it", cs.ContainerID)
+	}
+	return s + ", names no container"
 }

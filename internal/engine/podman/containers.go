@@ -146,12 +146,25 @@ func (e *Engine) create(ctx context.Context, s *specgen.SpecGenerator) (string, 
 	return r.ID, nil
 }
 
-// Start starts a created or stopped container.
+// Start starts a created or stopped container. An OCI runtime failure
+// whose fix is in containers.conf also says which CONTAINERS_CONF the
+// service runs with (serviceNote).
 func (e *Engine) Start(ctx context.Context, id string) error {
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	if err := containers.Start(ctx, id, nil); err != nil {
-		return ExplainError(notFound(err, "start container %s", id))
+		return e.withServiceNote(ExplainError(notFound(err, "start container %s", id)))
+	}
+	return nil
+}
+
+// Rename gives a container a new name (Podman 4.3's service renames
+// running containers too; the hostname, the id prefix, stays).
+func (e *Engine) Rename(ctx context.Context, id, name string) error {
+	ctx, cancel := e.call(ctx)
+	defer cancel()
+	if err := containers.Rename(ctx, id, new(containers.RenameOptions).WithName(name)); err != nil {
+		return notFound(err, "rename container %.12s to %s", id, name)
 	}
 	return nil
 }

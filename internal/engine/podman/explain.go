@@ -16,9 +16,18 @@ import (
 type HintError struct {
 	Err  error
 	Hint string
+	// Service, when set, says which configuration the Podman service runs
+	// with (a line of its own after the hint).
+	Service string
 }
 
-func (e *HintError) Error() string { return e.Err.Error() + "\n  hint: " + e.Hint }
+func (e *HintError) Error() string {
+	s := e.Err.Error() + "\n  hint: " + e.Hint
+	if e.Service != "" {
+		s += "\n  service: " + e.Service
+	}
+	return s
+}
 
 func (e *HintError) Unwrap() error { return e.Err }
 
@@ -69,28 +78,28 @@ func ExplainError(err error) error {
 	msg := strings.ToLower(err.Error())
 	switch {
 	case (errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) && strings.Contains(msg, "fork/exec")) && strings.Contains(msg, "podman"):
-		return &HintError{err, hintNoPodman}
+		return &HintError{Err: err, Hint: hintNoPodman}
 	case strings.Contains(msg, "cgroups in hybrid mode not supported"):
-		return &HintError{err, hintCrunCgroups}
+		return &HintError{Err: err, Hint: hintCrunCgroups}
 	case strings.Contains(msg, "rlimit") && strings.Contains(msg, "operation not permitted"):
-		return &HintError{err, hintRlimit}
+		return &HintError{Err: err, Hint: hintRlimit}
 	case strings.Contains(msg, "rlimit") && strings.Contains(msg, "invalid argument"):
-		return &HintError{err, hintRlimitSwapped}
+		return &HintError{Err: err, Hint: hintRlimitSwapped}
 	case strings.Contains(msg, "oci runtime attempted to invoke a command that was not found"),
 		strings.Contains(msg, "no valid executable found for oci runtime"),
 		strings.Contains(msg, "no logs from conmon"),
 		strings.Contains(msg, "default oci runtime") && strings.Contains(msg, "not found"):
-		return &HintError{err, hintRuntimeMissing}
+		return &HintError{Err: err, Hint: hintRuntimeMissing}
 	case errors.Is(err, engine.ErrNotFound) && strings.Contains(msg, "image"),
 		strings.Contains(msg, "image not known"),
 		strings.Contains(msg, "no such image"):
-		return &HintError{err, hintImage}
+		return &HintError{Err: err, Hint: hintImage}
 	case isDialError(err) && errors.Is(err, syscall.EACCES),
 		strings.Contains(msg, "dial unix") && strings.Contains(msg, "permission denied"):
-		return &HintError{err, hintPermission}
+		return &HintError{Err: err, Hint: hintPermission}
 	case isDialError(err) && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)),
 		strings.Contains(msg, "dial unix") && (strings.Contains(msg, "no such file or directory") || strings.Contains(msg, "connection refused")):
-		return &HintError{err, "the Podman service is not running: " + startHint(socketURI(err.Error()))}
+		return &HintError{Err: err, Hint: "the Podman service is not running: " + startHint(socketURI(err.Error()))}
 	}
 	return err
 }

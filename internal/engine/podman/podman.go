@@ -79,6 +79,7 @@ type Engine struct {
 	client      *bindings.Connection
 	callTimeout time.Duration
 	service     *Service
+	getenv      func(string) string
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -180,7 +181,7 @@ func Connect(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to Podman at %s: %w", uri, err)
 	}
-	return &Engine{uri: uri, conn: conn, client: client, callTimeout: opts.CallTimeout, service: started}, nil
+	return &Engine{uri: uri, conn: conn, client: client, callTimeout: opts.CallTimeout, service: started, getenv: opts.Getenv}, nil
 }
 
 // probe dials a unix socket once, so a dead or missing socket fails fast

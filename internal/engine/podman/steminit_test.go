@@ -4,7 +4,8 @@ package podman
 // run through this engine against a built profile image: the socket
 // directory named after the container id, tmux and Neovim answering on it,
 // the STEM_* environment in every pane, history in the card, and a refusal
-// when the directory is missing. Skipped when the image is not built.
+// when the directory is missing. A missing image fails them (skipped with
+// -short).
 
 import (
 	"bytes"
@@ -40,7 +41,11 @@ func newInstance(t testing.TB) instance {
 	}
 	image := envOr("STEM_TEST_PROFILE_IMAGE", p.Image)
 	if _, err := testEng.ImageInspect(testCtx(t), image); errors.Is(err, engine.ErrNotFound) {
-		t.Skipf("%s is not built (scripts/build-images.sh %s)", image, p.Name)
+		// Only -short passes over it: `make test` builds the images first.
+		if testing.Short() {
+			t.Skipf("%s is not built (scripts/build-images.sh %s)", image, p.Name)
+		}
+		t.Fatalf("%s is not built: run `make images` (or scripts/build-images.sh %s)", image, p.Name)
 	}
 	// Short paths: the sockets must stay under 100 bytes.
 	dir, err := os.MkdirTemp("/tmp", "stem-it-")
