@@ -1,5 +1,6 @@
 // Package audit appends hash-chained JSON lines: every MCP session (start,
-// end), every effectful call and every refusal. Each line carries the hash of
+// end), every effectful call (an intent before it runs, its outcome after)
+// and every refusal. Each line carries the hash of
 // the previous line, so an edited, removed or reordered line breaks the chain
 // at that point and `stemctl audit verify` names it; a head file beside the
 // log records the last entry, so entries cut off the end are noticed too.
@@ -19,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -31,12 +33,20 @@ import (
 const (
 	SessionStart = "session_start"
 	SessionEnd   = "session_end"
-	ToolCall     = "tool_call"
-	Refused      = "refused"
-	Select       = "select"
-	Grant        = "grant"
-	Revoke       = "revoke"
-	Agent        = "agent"
+	// ToolIntent is written before an effectful call runs; the call does
+	// not run unless it was written. Its outcome follows as a ToolCall (or
+	// Refused) entry whose Intent is the intent's Seq. An intent with no
+	// outcome is a call that was still running when the log was read, or
+	// whose server ended (was killed) during it: it may have acted.
+	ToolIntent = "tool_intent"
+	// ToolCall is an effectful call's outcome (Result ok or error). Logs
+	// written before intents existed have it alone, with no Intent.
+	ToolCall = "tool_call"
+	Refused  = "refused"
+	Select   = "select"
+	Grant    = "grant"
+	Revoke   = "revoke"
+	Agent    = "agent"
 )
 
 // maxDetail bounds free text so one line can never grow without limit.
@@ -62,8 +72,12 @@ type Entry struct {
 	ArgsDigest  string `json:"args_digest,omitempty"`
 	Result      string `json:"result,omitempty"` // ok, error, refused
 	Detail      string `json:"detail,omitempty"`
-	Prev        string `json:"prev"`
-	Hash        string `json:"hash,omitempty"`
+	// Intent is, on an outcome, the Seq of the tool_intent it closes.
+	Intent int64 `json:"intent,omitempty"`
+	// Duration is how long an effectful call ran (Go duration text).
+	Duration string `json:"duration,omitempty"`
+	Prev     string `json:"prev"`
+	Hash     string `json:"hash,omitempty"`
 }
 
 // Digest returns a stable digest of tool arguments (sha256 of their JSON).
@@ -97,53 +111,109 @@ func (l *Log) Path() string { return l.path }
 func (l *Log) withLock(ctx context.Context, fn func() error) error {
 	unlock, err := filelock.Lock(ctx, l.lock, filelock.Exclusive)
 	if err != nil {
-		return fmt.Errorf("audit log: %w", err)
+		return err
 	}
 	defer unlock()
 	return fn()
 }
 
+// WriteError is an entry that could not be appended, or a log that
+// cannot take one (Check). Whoever acts on an audited request must not act
+// when they get one: auditing fails closed.
+type WriteError struct {
+	Path string
+	Err  error
+}
+
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("the audit log %s cannot be written (%v): run `stemctl audit verify` to find the broken line; to start a new log, move %s and %s aside (keep them as the record)",
+		e.Path, e.Err, filepath.Base(e.Path), filepath.Base(headPath(e.Path)))
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
 // Append writes e as the next line of the chain and returns it as written.
+// Its errors are *WriteError.
 func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 	if e.Time.IsZero() {
 		e.Time = l.now().UTC()
 	}
 	e.Detail = clip(e.Detail, maxDetail)
 	err := l.withLock(ctx, func() error {
-		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			return fmt.Errorf("open audit log: %w", err)
-		}
-		defer f.Close()
-		last, err := lastLine(f)
+		f, last, err := l.openTail()
 		if err != nil {
 			return err
 		}
-		e.Seq, e.Prev = 1, ""
-		if len(last) > 0 {
-			var prev Entry
-			if err := json.Unmarshal(last, &prev); err != nil {
-				return fmt.Errorf("audit log %s: last line is not valid JSON (%v); run `stemctl audit verify`", l.path, err)
-			}
-			e.Seq, e.Prev = prev.Seq+1, prev.Hash
-		}
+		defer f.Close()
+		e.Seq, e.Prev = last.Seq+1, last.Hash
 		line, h, err := seal(e)
 		if err != nil {
 			return err
 		}
 		e.Hash = h
 		if _, err := f.Seek(0, io.SeekEnd); err != nil {
-			return fmt.Errorf("append audit log: %w", err)
+			return fmt.Errorf("append: %w", err)
 		}
 		if _, err := f.Write(line); err != nil {
-			return fmt.Errorf("append audit log: %w", err)
+			return fmt.Errorf("append: %w", err)
 		}
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("append audit log: %w", err)
+			return fmt.Errorf("append: %w", err)
 		}
 		return writeHead(l.path, Head{Seq: e.Seq, Hash: e.Hash})
 	})
-	return e, err
+	if err != nil {
+		return e, &WriteError{Path: l.path, Err: err}
+	}
+	return e, nil
+}
+
+// Check reports whether an entry could be appended now (the lock can be
+// taken, the log opened for writing, its last line read) without writing
+// or creating anything but the lock. Its errors are *WriteError. A server
+// checks before it answers a client, so a log that cannot be written
+// refuses the session at once.
+func (l *Log) Check(ctx context.Context) error {
+	err := l.withLock(ctx, func() error {
+		if _, err := os.Lstat(l.path); errors.Is(err, os.ErrNotExist) {
+			return nil // the first append creates it
+		}
+		f, _, err := l.openTail()
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	})
+	if err != nil {
+		return &WriteError{Path: l.path, Err: err}
+	}
+	return nil
+}
+
+// openTail opens the log for appending (the lock held) and returns the
+// last entry (zero for an empty log).
+func (l *Log) openTail() (*os.File, Entry, error) {
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	last, err := lastLine(f)
+	if err != nil {
+		f.Close()
+		return nil, Entry{}, err
+	}
+	var prev Entry
+	if len(last) > 0 {
+		if err := json.Unmarshal(last, &prev); err != nil {
+			f.Close()
+			return nil, Entry{}, fmt.Errorf("last line is not valid JSON (%v)", err)
+		}
+		if len(prev.Hash) != 64 || prev.Seq < 1 {
+			f.Close()
+			return nil, Entry{}, errors.New("last line is not an audit entry (no seq or hash)")
+		}
+	}
+	return f, prev, nil
 }
 
 // Head records where the chain ended at the last append. The chain alone
@@ -270,20 +340,40 @@ func lastLine(f *os.File) ([]byte, error) {
 
 // VerifyResult reports a verification.
 type VerifyResult struct {
-	Lines       int    `json:"lines"` // entries read (blank lines are not counted)
-	OK          bool   `json:"ok"`
-	BrokenLine  int    `json:"broken_line,omitempty"` // 1-based line number in the file
-	Reason      string `json:"reason,omitempty"`
-	LastHash    string `json:"last_hash,omitempty"`
-	LastSeq     int64  `json:"last_seq,omitempty"`
-	Description string `json:"-"`
+	Lines      int    `json:"lines"` // entries read (blank lines are not counted)
+	OK         bool   `json:"ok"`
+	BrokenLine int    `json:"broken_line,omitempty"` // 1-based line number in the file
+	Reason     string `json:"reason,omitempty"`
+	LastHash   string `json:"last_hash,omitempty"`
+	LastSeq    int64  `json:"last_seq,omitempty"`
+	// Unfinished are the effectful calls whose intent has no outcome (up
+	// to maxUnfinished of them, oldest first; UnfinishedCount counts all).
+	// They do not break the chain: a call may still be running, or its
+	// server ended during it, and then it may have acted.
+	Unfinished      []Unfinished `json:"unfinished,omitempty"`
+	UnfinishedCount int          `json:"unfinished_count,omitempty"`
+	Description     string       `json:"-"`
 }
+
+// Unfinished is an intent without an outcome.
+type Unfinished struct {
+	Line     int       `json:"line"`
+	Seq      int64     `json:"seq"`
+	Time     time.Time `json:"time"`
+	Tool     string    `json:"tool"`
+	Session  string    `json:"session,omitempty"`
+	Instance string    `json:"instance,omitempty"`
+}
+
+// maxUnfinished bounds the unfinished calls a VerifyResult lists.
+const maxUnfinished = 20
 
 // Verify reads the whole chain from r and reports the first broken line.
 func Verify(r io.Reader) (VerifyResult, error) {
 	dec := newLineReader(r)
 	var res VerifyResult
 	prevHash, prevSeq, prevLine := "", int64(0), 0
+	open := map[int64]Unfinished{}
 	for {
 		line, err := dec.next()
 		if err == io.EOF {
@@ -320,9 +410,23 @@ func Verify(r io.Reader) (VerifyResult, error) {
 			return fail("the line's content does not match its hash (it was edited)")
 		}
 		prevHash, prevSeq, prevLine = e.Hash, e.Seq, n
+		switch {
+		case e.Event == ToolIntent:
+			open[e.Seq] = Unfinished{Line: n, Seq: e.Seq, Time: e.Time, Tool: e.Tool, Session: e.Session, Instance: e.Instance}
+		case e.Intent != 0:
+			delete(open, e.Intent)
+		}
 	}
 	res.OK = true
 	res.LastHash, res.LastSeq = prevHash, prevSeq
+	res.UnfinishedCount = len(open)
+	for _, u := range open {
+		res.Unfinished = append(res.Unfinished, u)
+	}
+	sort.Slice(res.Unfinished, func(i, j int) bool { return res.Unfinished[i].Seq < res.Unfinished[j].Seq })
+	if len(res.Unfinished) > maxUnfinished {
+		res.Unfinished = res.Unfinished[:maxUnfinished]
+	}
 	return res, nil
 }
 
@@ -352,11 +456,15 @@ type Filter struct {
 	Agent    string
 	Since    time.Time
 	Until    time.Time
-	Limit    int // keep the last Limit matches
+	// Unfinished keeps only intents with no outcome in the log.
+	Unfinished bool
+	Limit      int // keep the last Limit matches
 }
 
 func (f Filter) match(e Entry) bool {
 	switch {
+	case f.Unfinished && e.Event != ToolIntent:
+		return false
 	case f.Instance != "" && e.Instance != f.Instance,
 		f.Level != "" && e.Level != f.Level,
 		f.Event != "" && e.Event != f.Event,
@@ -382,6 +490,7 @@ func (l *Log) Read(f Filter) ([]Entry, error) {
 	defer fh.Close()
 	lr := newLineReader(fh)
 	var out []Entry
+	closed := map[int64]bool{}
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
@@ -394,13 +503,33 @@ func (l *Log) Read(f Filter) ([]Entry, error) {
 		if json.Unmarshal(line, &e) != nil {
 			continue
 		}
+		if e.Intent != 0 {
+			closed[e.Intent] = true
+		}
 		if f.match(e) {
 			out = append(out, e)
 		}
 	}
+	if f.Unfinished {
+		out = slices.DeleteFunc(out, func(e Entry) bool { return closed[e.Seq] })
+	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[len(out)-f.Limit:]
+	}
+	return out, nil
+}
+
+// UnfinishedSeqs returns the Seq of every intent in the log that has no
+// outcome (see ToolIntent).
+func (l *Log) UnfinishedSeqs() (map[int64]bool, error) {
+	es, err := l.Read(Filter{Unfinished: true})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]bool, len(es))
+	for _, e := range es {
+		out[e.Seq] = true
 	}
 	return out, nil
 }

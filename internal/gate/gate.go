@@ -217,6 +217,11 @@ func Run(ctx context.Context, opt Options) error {
 // expires: revoking must not leave an open session running at a level
 // nobody grants any more.
 func (s *session) serve(ctx context.Context, store *access.Store, instance string) error {
+	// Every session is audited (the server writes its start): one that
+	// cannot be is refused before anything is served.
+	if err := s.checkAudit(ctx); err != nil {
+		return s.unaudited("MCP session not served", err)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	every := s.opt.RecheckEvery
@@ -264,10 +269,17 @@ func (s *session) serve(ctx context.Context, store *access.Store, instance strin
 	}
 	var r *Refusal
 	if cause := context.Cause(ctx); errors.As(cause, &r) {
-		s.audit(context.WithoutCancel(ctx), audit.Entry{
+		if aerr := s.audit(context.WithoutCancel(ctx), audit.Entry{
 			Event: audit.SessionEnd, Instance: instance, Level: s.grant.Level, Result: "refused", Detail: r.Reason,
-		})
+		}); aerr != nil {
+			return &Refusal{Reason: r.Reason + " (" + notAudited(aerr) + ")"}
+		}
 		return r
+	}
+	var we *audit.WriteError
+	if errors.As(err, &we) {
+		// The server refused the session: its start could not be audited.
+		return s.unaudited("MCP session not served", we)
 	}
 	return err
 }
@@ -350,29 +362,60 @@ func ParseCommand(cmd string) (verb, instance string, err error) {
 	return "", "", fmt.Errorf("%q is not a verb of this key; it only accepts %s (no shell)", verb, verbsHelp)
 }
 
-// refuse audits a refusal and returns it.
+// refuse audits a refusal and returns it. A refusal that cannot be
+// audited is still a refusal; its one line says it was not recorded.
 func (s *session) refuse(ctx context.Context, instance, reason string) error {
-	s.audit(ctx, audit.Entry{
+	if err := s.audit(ctx, audit.Entry{
 		Event: audit.Refused, Instance: instance, Level: s.grant.Level, Result: "refused",
 		Detail: fmt.Sprintf("ssh command %q: %s", s.request, reason),
-	})
+	}); err != nil {
+		reason += " (" + notAudited(err) + ")"
+	}
 	return &Refusal{Reason: reason}
 }
 
-func (s *session) audit(ctx context.Context, e audit.Entry) {
+// unaudited refuses an accepted request whose audit entry cannot be
+// written (err): nothing is served or answered unaudited.
+// what names the request ("MCP session not served").
+func (s *session) unaudited(what string, err error) error {
+	return &Refusal{Reason: fmt.Sprintf("%s: %v", what, err)}
+}
+
+func notAudited(err error) string {
+	return "this refusal is not in the audit log: " + err.Error()
+}
+
+// audit appends e (with the session's identity); the error says why the
+// entry could not be written.
+func (s *session) audit(ctx context.Context, e audit.Entry) error {
 	log, err := s.auditLog()
 	if err != nil {
-		fmt.Fprintf(s.opt.ErrOut, "stem-mcp gate: audit log unavailable: %s\n", oneLine(err.Error()))
-		return
+		return fmt.Errorf("audit log unavailable: %w", err)
 	}
 	e.Account, e.Grant, e.KeyFP, e.Client = s.id.Account, s.id.Grant, s.id.KeyFP, s.id.Client
 	if e.Grant == "" {
 		e.Grant = s.opt.GrantID
 	}
-	if _, err := log.Append(ctx, e); err != nil {
-		fmt.Fprintf(s.opt.ErrOut, "stem-mcp gate: audit: %s\n", oneLine(err.Error()))
-	}
+	actx, cancel := context.WithTimeout(ctx, auditTimeout)
+	defer cancel()
+	_, err = log.Append(actx, e)
+	return err
 }
+
+// checkAudit reports whether the audit log can take an entry now.
+func (s *session) checkAudit(ctx context.Context) error {
+	log, err := s.auditLog()
+	if err != nil {
+		return fmt.Errorf("audit log unavailable: %w", err)
+	}
+	actx, cancel := context.WithTimeout(ctx, auditTimeout)
+	defer cancel()
+	return log.Check(actx)
+}
+
+// auditTimeout bounds one audit write (another stem process may hold the
+// log's lock).
+const auditTimeout = 5 * time.Second
 
 func (s *session) auditLog() (*audit.Log, error) {
 	if s.log != nil {

@@ -227,9 +227,23 @@ return table.concat(out, '\n')`, nil)
 		ArgsDigest: audit.Digest(hintArgs), Result: "ok",
 	}
 	got := e
-	got.Seq, got.Time, got.Prev, got.Hash = 0, time.Time{}, "", ""
+	got.Seq, got.Time, got.Prev, got.Hash, got.Intent, got.Duration = 0, time.Time{}, "", "", 0, ""
 	if got != want || e.Account == "" || e.Session == "" || e.Time.IsZero() || len(s.inst.Record.ContainerID) != 64 {
 		t.Errorf("nvim_hint audit entry\n got %+v\nwant %+v", got, want)
+	}
+	// Its intent came first, with the same identity, and names no outcome.
+	var intent audit.Entry
+	for _, in := range entries(t, s, audit.ToolIntent) {
+		if in.Seq == e.Intent {
+			intent = in
+		}
+	}
+	wantIntent := want
+	wantIntent.Event, wantIntent.Result = audit.ToolIntent, ""
+	gotIntent := intent
+	gotIntent.Seq, gotIntent.Time, gotIntent.Prev, gotIntent.Hash = 0, time.Time{}, "", ""
+	if e.Intent == 0 || e.Duration == "" || gotIntent != wantIntent || intent.Seq >= e.Seq {
+		t.Errorf("nvim_hint's intent (outcome names seq %d, duration %q)\n got %+v\nwant %+v", e.Intent, e.Duration, gotIntent, wantIntent)
 	}
 	if other := audit.Digest(map[string]any{"path": "t1/words.c", "line": 4, "text": note}); other == e.ArgsDigest {
 		t.Error("the digest does not depend on the arguments: the comparison above proves nothing")

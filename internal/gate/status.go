@@ -115,7 +115,11 @@ func (s *session) status(ctx context.Context) error {
 		t := s.grant.Expires.UTC()
 		st.Expires = &t
 	}
-	s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.status", Level: s.grant.Level, Result: "ok"})
+	// Audited before it is answered: a status that cannot be recorded is
+	// not given.
+	if err := s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.status", Level: s.grant.Level, Result: "ok"}); err != nil {
+		return s.unaudited("status not given", err)
+	}
 	enc := json.NewEncoder(s.opt.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(st)
@@ -126,12 +130,14 @@ func (s *session) list(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.list", Level: s.grant.Level, Result: "ok"}); err != nil {
+		return s.unaudited("list not given", err)
+	}
 	for _, is := range list {
 		if _, err := fmt.Fprintln(s.opt.Out, is.Instance); err != nil {
 			return err
 		}
 	}
-	s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.list", Level: s.grant.Level, Result: "ok"})
 	return nil
 }
 

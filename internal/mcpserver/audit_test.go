@@ -1,8 +1,9 @@
 package mcpserver_test
 
 // The audit log as the server writes it: a session with effectful and
-// refused calls leaves session_start, one tool_call per effectful call,
-// one refused per refused call, session_end, and a chain that verifies.
+// refused calls leaves session_start, a tool_intent and its outcome
+// (tool_call, or refused) per effectful call, one refused per other
+// refused call, session_end, and a chain that verifies.
 
 import (
 	"bufio"
@@ -43,6 +44,7 @@ type auditWant struct {
 	event, tool, result string
 	args                map[string]any
 	detail              string // substring of the detail
+	intent              bool   // an effectful tool: a tool_intent comes first
 }
 
 func TestAuditThroughTheServer(t *testing.T) {
@@ -77,12 +79,20 @@ func TestAuditThroughTheServer(t *testing.T) {
 	ok := func(tool string, args map[string]any) {
 		t.Helper()
 		s.ok(tool, args)
-		want = append(want, auditWant{audit.ToolCall, tool, "ok", args, ""})
+		want = append(want, auditWant{audit.ToolCall, tool, "ok", args, "", true})
 	}
+	// refused: an effectful tool refused by its handler (intent, then the
+	// refusal); refusedRO: a read-only one, or one refused before any
+	// handler runs (the refusal alone).
 	refused := func(tool string, args map[string]any, detail string) {
 		t.Helper()
 		s.refused(tool, args)
-		want = append(want, auditWant{audit.Refused, tool, "refused", args, detail})
+		want = append(want, auditWant{audit.Refused, tool, "refused", args, detail, true})
+	}
+	refusedRO := func(tool string, args map[string]any, detail string) {
+		t.Helper()
+		s.refused(tool, args)
+		want = append(want, auditWant{audit.Refused, tool, "refused", args, detail, false})
 	}
 	ok("nvim_open", map[string]any{"path": "t1/words.c"})
 	s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "end": 1}) // read: not audited
@@ -90,23 +100,23 @@ func TestAuditThroughTheServer(t *testing.T) {
 	ok("nvim_hint", map[string]any{"path": "t1/words.c", "line": 2, "text": "look here"})
 	refused("pane_send_keys", map[string]any{"pane": shell, "keys": "echo AUDIT-KEYS{Enter}"}, "@stem_allow")
 	s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
-	want = append(want, auditWant{audit.ToolCall, "nvim_open", "ok", map[string]any{"path": "t1/hello.c"}, ""})
+	want = append(want, auditWant{audit.ToolCall, "nvim_open", "ok", map[string]any{"path": "t1/hello.c"}, "", true})
 	refused("nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"x"}}, "not editable")
 	refused("nvim_open", map[string]any{"path": "../outside/secret.txt"}, "leaves the card")
-	refused("gdb_print", map[string]any{"expression": "system(\"id\")"}, "")
+	refusedRO("gdb_print", map[string]any{"expression": "system(\"id\")"}, "")
 	ok("task_action", map[string]any{"action": "build"})
 	// gdb_break with no debugger: effectful, audited as an error.
 	s.refused("gdb_break", map[string]any{"location": "main"})
-	want = append(want, auditWant{audit.ToolCall, "gdb_break", "error", map[string]any{"location": "main"}, "not running"})
+	want = append(want, auditWant{audit.ToolCall, "gdb_break", "error", map[string]any{"location": "main"}, "not running", true})
 	// Refused before a handler runs: arguments the schema rejects, and a
 	// tool of a higher level.
-	refused("pane_capture", map[string]any{"pane": shell, "level": "full"}, "")
-	refused("nvim_buffer_edit", map[string]any{"path": 7, "start": 1, "end": 1, "lines": []any{}}, "")
-	refused("nvim_command", map[string]any{"command": "!id"}, "")
-	refused("pane_run", map[string]any{"pane": shell, "command": "id"}, "")
+	refusedRO("pane_capture", map[string]any{"pane": shell, "level": "full"}, "")
+	refusedRO("nvim_buffer_edit", map[string]any{"path": 7, "start": 1, "end": 1, "lines": []any{}}, "")
+	refusedRO("nvim_command", map[string]any{"command": "!id"}, "")
+	refusedRO("pane_run", map[string]any{"pane": shell, "command": "id"}, "")
 	// A megabyte of tool name must not bloat (and so break) the log.
 	long := strings.Repeat("n", 1<<20)
-	refused(long, map[string]any{}, "not a tool at level assist")
+	refusedRO(long, map[string]any{}, "not a tool at level assist")
 	ok("nvim_hint", map[string]any{"path": "t1/words.c", "clear": true})
 	s.c.Close()
 	obs.c.Close()
@@ -169,30 +179,53 @@ func TestAuditThroughTheServer(t *testing.T) {
 			t.Errorf("level %q in %+v", e.Level, e)
 		}
 	}
-	if len(got) != len(want) {
+	nwant := len(want)
+	for _, w := range want {
+		if w.intent {
+			nwant++
+		}
+	}
+	if len(got) != nwant {
 		var b strings.Builder
 		for _, e := range got {
 			b.WriteString(e.Event + " " + e.Tool + " " + e.Result + " " + e.Detail + "\n")
 		}
-		t.Fatalf("assist session: %d audit entries between start and end, want %d:\n%s", len(got), len(want), b.String())
+		t.Fatalf("assist session: %d audit entries between start and end, want %d:\n%s", len(got), nwant, b.String())
 	}
-	for i, w := range want {
+	i := 0
+	for _, w := range want {
+		if w.intent {
+			in := got[i]
+			i++
+			if in.Event != audit.ToolIntent || in.Tool != w.tool || in.Result != "" || in.ArgsDigest != audit.Digest(w.args) || in.Intent != 0 {
+				t.Errorf("entry %d: %s %s %q, want the intent of %s", i-1, in.Event, clip(in.Tool, 100), in.Result, w.tool)
+			}
+			if e := got[i]; e.Intent != in.Seq || e.Duration == "" {
+				t.Errorf("entry %d (%s): intent %d duration %q, want the intent %d and a duration", i, w.tool, e.Intent, e.Duration, in.Seq)
+			}
+		} else if got[i].Intent != 0 || got[i].Duration != "" {
+			t.Errorf("entry %d (%s): names an intent (%d) or a duration (%q)", i, w.tool, got[i].Intent, got[i].Duration)
+		}
 		e := got[i]
+		i++
 		if len(w.tool) > 100 && len(e.Tool) < 100 && strings.HasPrefix(w.tool, strings.TrimSuffix(e.Tool, "…")) {
 			w.tool = e.Tool
 		}
 		if e.Event != w.event || e.Tool != w.tool || e.Result != w.result {
-			t.Errorf("entry %d: %s %s %s, want %s %s %s (%s)", i, e.Event, clip(e.Tool, 100), e.Result, w.event, clip(w.tool, 100), w.result, e.Detail)
+			t.Errorf("entry %d: %s %s %s, want %s %s %s (%s)", i-1, e.Event, clip(e.Tool, 100), e.Result, w.event, clip(w.tool, 100), w.result, e.Detail)
 		}
 		if d := audit.Digest(w.args); e.ArgsDigest != d {
-			t.Errorf("entry %d (%s): args digest %s, want %s", i, w.tool, e.ArgsDigest, d)
+			t.Errorf("entry %d (%s): args digest %s, want %s", i-1, w.tool, e.ArgsDigest, d)
 		}
 		if w.detail != "" && !strings.Contains(e.Detail, w.detail) {
-			t.Errorf("entry %d (%s): detail %q does not say %q", i, w.tool, e.Detail, w.detail)
+			t.Errorf("entry %d (%s): detail %q does not say %q", i-1, w.tool, e.Detail, w.detail)
 		}
 		if w.result == "refused" && e.Detail == "" {
-			t.Errorf("entry %d (%s): a refusal without the reason", i, w.tool)
+			t.Errorf("entry %d (%s): a refusal without the reason", i-1, w.tool)
 		}
+	}
+	if res.UnfinishedCount != 0 {
+		t.Errorf("intents without an outcome: %+v", res.Unfinished)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -97,7 +98,22 @@ type Server struct {
 	started   chan struct{}
 	beginOnce sync.Once
 	serveCtx  context.Context
+
+	// refused is set when the audit log cannot take the session's start
+	// (checked before the first request, written once verified): from
+	// then on every request is refused and serving ends.
+	refuseMu  sync.Mutex
+	refused   error
+	stopServe context.CancelCauseFunc
 }
+
+// auditTimeout bounds one audit append (the lock may be held by another
+// stem process).
+const auditTimeout = 5 * time.Second
+
+// refusedLinger is how long a refused server waits for a first request
+// to answer with the refusal before it ends anyway.
+const refusedLinger = 5 * time.Second
 
 // reverifyEvery bounds how long a verification is trusted without change.
 const reverifyEvery = 3 * time.Second
@@ -157,11 +173,35 @@ func New(opt Options) (*Server, error) {
 		server.WithRecovery(),
 		server.WithInputSchemaValidation(),
 		server.WithStrictInputSchemaDefault(),
-		server.WithHooks(s.refusalHooks()),
+		server.WithHooks(s.hooks()),
 		server.WithInstructions(instructions(opt.Level)),
 	)
 	s.register()
 	return s, nil
+}
+
+// hooks are the refusal hooks plus the fail-closed audit gate: once the
+// session's start cannot be audited, every request but ping (initialize
+// included) is answered with that error, and serving ends.
+func (s *Server) hooks() *server.Hooks {
+	h := s.refusalHooks()
+	h.AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
+		err := s.refusal()
+		if err == nil {
+			return nil
+		}
+		if raw, ok := message.(json.RawMessage); ok {
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(raw, &m) == nil && m.Method == string(mcp.MethodPing) {
+				return nil
+			}
+		}
+		s.endServe()
+		return fmt.Errorf("stem-mcp refuses to serve: %w", err)
+	})
+	return h
 }
 
 func instructions(l Level) string {
@@ -182,9 +222,24 @@ func Serve(ctx context.Context, opt Options) error {
 }
 
 // ServeStdio speaks MCP on the given streams.
+//
+// Every session is audited, and fails closed: before anything is answered
+// the audit log must be able to take an entry (Log.Check), and the
+// session_start entry must then be written; if either fails, initialize
+// (or the first request after it) is answered with the error, serving ends
+// and ServeStdio returns it (stem-mcp exits non-zero with it on stderr).
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	start := time.Now()
-	s.serveCtx = ctx
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	s.refuseMu.Lock()
+	s.serveCtx, s.stopServe = ctx, stop
+	s.refuseMu.Unlock()
+	cctx, ccancel := context.WithTimeout(ctx, auditTimeout)
+	if err := s.audit.Check(cctx); err != nil {
+		s.refuse(err)
+	}
+	ccancel()
 	// Verify at the start of the session, once the client has its
 	// initialize reply: on 2 cores the dials (Podman, a tmux client, nvim)
 	// would otherwise compete with the handshake.
@@ -192,8 +247,14 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	go s.events.run(ctx)
 	t := &stdioTransport{mcp: s.mcp, maxLine: maxRequestBytes, logf: s.logf, out: out}
 	err := t.serve(ctx, s.session, in)
+	if rerr := s.refusal(); rerr != nil {
+		return fmt.Errorf("refusing to serve: %w", rerr)
+	}
 	s.begin()
 	<-s.started
+	if rerr := s.refusal(); rerr != nil {
+		return fmt.Errorf("refusing to serve: %w", rerr)
+	}
 	end := s.entry(audit.SessionEnd)
 	end.Result = "ok"
 	end.Detail = fmt.Sprintf("duration %s", time.Since(start).Round(time.Millisecond))
@@ -207,16 +268,56 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	return err
 }
 
+// refuse makes the session refuse everything from now on (err says why:
+// its start cannot be audited). Serving ends at the first refused request,
+// or after refusedLinger.
+func (s *Server) refuse(err error) {
+	s.refuseMu.Lock()
+	defer s.refuseMu.Unlock()
+	if s.refused != nil {
+		return
+	}
+	s.refused = err
+	if s.stopServe != nil {
+		stop := s.stopServe
+		time.AfterFunc(refusedLinger, func() { stop(err) })
+	}
+}
+
+// refusal is why the session is refused, or nil.
+func (s *Server) refusal() error {
+	s.refuseMu.Lock()
+	defer s.refuseMu.Unlock()
+	return s.refused
+}
+
+// endServe ends a refused session's serving. The request being refused is
+// still answered: the transport writes the answers of requests it has read
+// before it returns.
+func (s *Server) endServe() {
+	s.refuseMu.Lock()
+	defer s.refuseMu.Unlock()
+	if s.stopServe != nil && s.refused != nil {
+		s.stopServe(s.refused)
+	}
+}
+
 // begin starts the session's verification and its session_start audit
-// entry (once); started closes when both are done.
+// entry (once); started closes when both are done. If the entry cannot be
+// written the session is refused (see ServeStdio).
 func (s *Server) begin() {
 	s.beginOnce.Do(func() {
+		s.refuseMu.Lock()
 		ctx := s.serveCtx
+		s.refuseMu.Unlock()
 		if ctx == nil {
 			ctx = context.Background()
 		}
 		go func() {
 			defer close(s.started)
+			if s.refusal() != nil {
+				return
+			}
 			target, verr := s.target(ctx)
 			entry := s.entry(audit.SessionStart)
 			if verr != nil {
@@ -228,7 +329,11 @@ func (s *Server) begin() {
 			} else {
 				entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
 			}
-			s.appendAudit(ctx, entry)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+			defer cancel()
+			if _, err := s.audit.Append(actx, entry); err != nil {
+				s.refuse(err)
+			}
 		}()
 	})
 }
@@ -252,8 +357,10 @@ func (s *Server) entry(event string) audit.Entry {
 		Agent: id.Agent, Session: s.session, Level: s.opt.Level.String()}
 }
 
+// appendAudit records what already happened (an outcome, a refusal, the
+// session's end): a failure can only be reported, on stderr.
 func (s *Server) appendAudit(ctx context.Context, e audit.Entry) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
 	defer cancel()
 	if _, err := s.audit.Append(ctx, e); err != nil {
 		s.logf("audit: %v", err)

@@ -93,6 +93,12 @@ func rawSchema(t mcp.Tool) mcp.Tool {
 
 // call runs a tool with a deadline, audits it, and turns errors into tool
 // errors (isError results) so the session always goes on.
+//
+// Auditing fails closed: an effectful tool runs only once its intent (tool,
+// argument digest, level, account, instance, container id) is in the audit
+// log, and its outcome (ok, error or refused, with the duration) follows
+// under a context of its own, so a cancelled call is still recorded.
+// Read-only tools are not audited unless they are refused.
 func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	timeout := d.timeout
 	if timeout == 0 {
@@ -104,19 +110,41 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 	select {
 	case <-s.started:
 	case <-ctx.Done():
+	}
+	if err := s.refusal(); err != nil {
+		// The session's start could not be audited: nothing is served.
+		s.endServe()
+		return mcp.NewToolResultError(fmt.Sprintf("%s refused: %v", d.tool.Name, err)), nil
+	}
+	if ctx.Err() != nil {
 		return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
 	}
+	digest := audit.Digest(req.GetRawArguments())
+	var intent audit.Entry
+	if d.effect {
+		e := s.callEntry(audit.ToolIntent, d.tool.Name, digest)
+		actx, acancel := context.WithTimeout(ctx, auditTimeout)
+		written, err := s.audit.Append(actx, e)
+		acancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
+			}
+			s.logf("%s refused: %v", d.tool.Name, err)
+			return mcp.NewToolResultError(fmt.Sprintf("%s refused: nothing was done, because %v", d.tool.Name, err)), nil
+		}
+		intent = written
+	}
+	start := time.Now()
 	out, err := d.run(ctx, s, req)
 	if err == nil && d.clean {
 		out, err = cleanJSON(out)
 	}
 	refused := isRefusal(err)
 	if d.effect || refused {
-		e := s.entry(audit.ToolCall)
-		e.Tool = d.tool.Name
-		e.ArgsDigest = audit.Digest(req.GetRawArguments())
-		if c := s.current(); c != nil {
-			e.Instance, e.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+		e := s.callEntry(audit.ToolCall, d.tool.Name, digest)
+		if d.effect {
+			e.Intent, e.Duration = intent.Seq, time.Since(start).Round(time.Microsecond).String()
 		}
 		switch {
 		case refused:
@@ -126,13 +154,26 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 		default:
 			e.Result = "ok"
 		}
-		s.appendAudit(ctx, e)
+		// The call is over whether or not its context was cancelled; its
+		// outcome is recorded all the same.
+		s.appendAudit(context.WithoutCancel(ctx), e)
 	}
 	if err != nil {
 		// gdb, Neovim and tmux quote the session's text in their errors.
 		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
 	}
 	return resultOf(out)
+}
+
+// callEntry is an audit entry about a call of tool on the instance the
+// session is connected to.
+func (s *Server) callEntry(event, tool, digest string) audit.Entry {
+	e := s.entry(event)
+	e.Tool, e.ArgsDigest = tool, digest
+	if c := s.current(); c != nil {
+		e.Instance, e.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+	}
+	return e
 }
 
 func toolErrorText(tool string, err error) string {

@@ -4,6 +4,7 @@ package show
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -27,7 +28,9 @@ type Options struct {
 	Since    string
 	Until    string
 	Limit    int
-	JSON     bool
+	// Unfinished shows only effectful calls whose intent has no outcome.
+	Unfinished bool
+	JSON       bool
 }
 
 // NewCmdShow builds the command.
@@ -39,7 +42,8 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Example: `  stemctl audit show --instance hazard3-sim-inf-bss-t4
   stemctl audit show --level full --since 24h
   stemctl audit show --event refused --since 2026-11-01 --json
-  stemctl audit show --agent 3f9a1c`,
+  stemctl audit show --agent 3f9a1c
+  stemctl audit show --unfinished`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -51,18 +55,19 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Instance, "instance", "", "only this instance")
 	fl.StringVar(&opts.Level, "level", "", "only this level (observe, assist, full)")
-	fl.StringVar(&opts.Event, "event", "", "only this event (session_start, session_end, tool_call, refused, select, grant, revoke, agent)")
+	fl.StringVar(&opts.Event, "event", "", "only this event (session_start, session_end, tool_intent, tool_call, refused, select, grant, revoke, agent)")
 	fl.StringVar(&opts.Account, "account", "", "only this account or grant")
 	fl.StringVar(&opts.Agent, "agent", "", "only the MCP sessions of this agent (the id stemctl agent list shows)")
 	fl.StringVar(&opts.Since, "since", "", "from this time: RFC 3339, \"2026-11-01 14:00\", a date (2026-11-01), or a duration ago (24h, 7d)")
 	fl.StringVar(&opts.Until, "until", "", "up to this time (same forms as --since; a date includes that whole day)")
 	fl.IntVar(&opts.Limit, "limit", 0, "only the newest N matches")
+	fl.BoolVar(&opts.Unfinished, "unfinished", false, "only effectful calls with no outcome (still running, or their server ended during them: they may have acted)")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
 	cmd.RegisterFlagCompletionFunc("agent", agentutil.CompleteAgent(f))
 	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("event", cobra.FixedCompletions([]string{
-		audit.SessionStart, audit.SessionEnd, audit.ToolCall, audit.Refused, audit.Select, audit.Grant, audit.Revoke, audit.Agent,
+		audit.SessionStart, audit.SessionEnd, audit.ToolIntent, audit.ToolCall, audit.Refused, audit.Select, audit.Grant, audit.Revoke, audit.Agent,
 	}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -137,9 +142,15 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	entries, err := log.Read(audit.Filter{Instance: opts.Instance, Level: opts.Level, Event: opts.Event, Account: opts.Account, Agent: opts.Agent, Since: since, Until: until, Limit: opts.Limit})
+	entries, err := log.Read(audit.Filter{Instance: opts.Instance, Level: opts.Level, Event: opts.Event, Account: opts.Account, Agent: opts.Agent, Since: since, Until: until, Unfinished: opts.Unfinished, Limit: opts.Limit})
 	if err != nil {
 		return err
+	}
+	unfinished := map[int64]bool{}
+	if !opts.JSON && slices.ContainsFunc(entries, func(e audit.Entry) bool { return e.Event == audit.ToolIntent }) {
+		if unfinished, err = log.UnfinishedSeqs(); err != nil {
+			return err
+		}
 	}
 	if opts.JSON {
 		if entries == nil {
@@ -157,7 +168,23 @@ func Run(ctx context.Context, opts *Options) error {
 		if e.Grant != "" {
 			acct += " (grant " + e.Grant + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), e.Event, acct, e.Level, e.Instance, e.Tool, e.Result)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), e.Event, acct, e.Level, e.Instance, e.Tool, result(e, unfinished))
 	}
 	return tw.Flush()
+}
+
+// result is the RESULT column: an intent says whether its outcome follows
+// (the outcome's line names it), an outcome carries its intent and time.
+func result(e audit.Entry, unfinished map[int64]bool) string {
+	switch {
+	case e.Event == audit.ToolIntent && unfinished[e.Seq]:
+		return "no outcome (may have acted)"
+	case e.Event == audit.ToolIntent:
+		return "started"
+	case e.Intent != 0 && e.Duration != "":
+		return fmt.Sprintf("%s (intent %d, %s)", e.Result, e.Intent, e.Duration)
+	case e.Intent != 0:
+		return fmt.Sprintf("%s (intent %d)", e.Result, e.Intent)
+	}
+	return e.Result
 }
