@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -145,6 +146,11 @@ func TestFailedRecreateKeepsTheSession(t *testing.T) {
 		}
 		if r := a.must(0, "list", "--json"); strings.Count(r.Stdout, `"instance": "`) != 1 || strings.Contains(r.Stdout, "orphan") {
 			t.Fatalf("list after re-creation %d: %s", i, r.Stdout)
+		}
+		// stemctl's engine renames: the new container has the usual name.
+		name, err := exec.Command("podman", "inspect", "--format", "{{.Name}}", st.Record.ContainerID).Output()
+		if err != nil || !strings.HasPrefix(string(name), inst+"-") || strings.HasSuffix(strings.TrimSpace(string(name)), "-next") {
+			t.Fatalf("re-created container %d is named %q (%v), want %s-THREADKEY", i, name, err, inst)
 		}
 		before = st
 		os.WriteFile(own, append(data, 0, byte(i)), 0o755)

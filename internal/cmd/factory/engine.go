@@ -70,3 +70,11 @@ func (x explaining) LogTail(ctx context.Context, id string, n int) (string, erro
 	v, err := x.e.LogTail(ctx, id, n)
 	return v, podman.ExplainError(err)
 }
+
+// Rename keeps the wrapper an engine.Renamer, so a re-created container
+// gets its usual name back (instance.Manager checks for the interface).
+func (x explaining) Rename(ctx context.Context, id, name string) error {
+	return podman.ExplainError(x.e.Rename(ctx, id, name))
+}
+
+var _ engine.Renamer = explaining{}
