@@ -392,6 +392,19 @@ func (s *Server) current() *conn {
 func (s *Server) target(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.targetLocked(ctx)
+}
+
+// verifyNow is target with the full verification done now, whatever the
+// cheap checks say: what effectful calls use.
+func (s *Server) verifyNow(ctx context.Context) (*conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.verifiedAt = time.Time{}
+	return s.targetLocked(ctx)
+}
+
+func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 	link := ""
 	if s.opt.Instance == "" {
 		l, err := os.Readlink(s.layout.Selected())

@@ -122,6 +122,17 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 	digest := audit.Digest(req.GetRawArguments())
 	var intent audit.Entry
 	if d.effect {
+		// Reads may use a verification up to reverifyEvery old; an effect
+		// goes only to a container verified just now (registry record,
+		// full id, label, live sockets), so the intent names it.
+		if _, err := s.verifyNow(ctx); err != nil {
+			if isRefusal(err) {
+				e := s.callEntry(audit.Refused, d.tool.Name, digest)
+				e.Result, e.Detail = "refused", err.Error()
+				s.appendAudit(context.WithoutCancel(ctx), e)
+			}
+			return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+		}
 		e := s.callEntry(audit.ToolIntent, d.tool.Name, digest)
 		actx, acancel := context.WithTimeout(ctx, auditTimeout)
 		written, err := s.audit.Append(actx, e)
