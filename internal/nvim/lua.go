@@ -168,7 +168,16 @@ return res
 // student's own config turned modelines back on. A swap file left by another
 // editor would make Neovim show ATTENTION and wait for a key; the file is
 // opened read-only instead and the caller is told.
-const luaOpen = `
+//
+// The file is read with the read autocommands ignored ('eventignore', put
+// back afterwards whatever happens). Those are what Neovim's gzip, tar and
+// zip plugins hook by file name (*.gz, *.tar, *.zip, ...) to run gzip,
+// tar or unzip on the file, and what netrw hooks for URL-like names; a
+// student's config can turn them back on, or hook reads itself. The file
+// then gets its filetype as with :edit, by running only the filetypedetect
+// group for it (no modelines), once it is in the student's window (so
+// window-local options of filetype plugins land there).
+const luaOpen = luaReadEvents + `
 local path = ...
 local api, fn = vim.api, vim.fn
 if fn.isdirectory(path) == 1 then return {err = 'directory'} end
@@ -184,8 +193,8 @@ if api.nvim_buf_get_name(cur) ~= path and vim.bo[cur].modified and not vim.o.hid
 end
 local buf = fn.bufadd(path)
 if buf == 0 then return {err = 'bufadd'} end
-local swap = false
-local saved = vim.go.modelines
+local swap, loaded = false, false
+local saved, savedei = vim.go.modelines, vim.go.eventignore
 vim.go.modelines = 0
 local ok, msg = pcall(function()
   if not api.nvim_buf_is_loaded(buf) then
@@ -196,9 +205,12 @@ local ok, msg = pcall(function()
     -- own swap file not getting the first name (.swp).
     local shm = vim.go.shortmess
     vim.go.shortmess = shm .. 'A'
+    vim.go.eventignore = savedei == '' and readEvents or savedei .. ',' .. readEvents
     local lok, lerr = pcall(fn.bufload, buf)
+    vim.go.eventignore = savedei
     vim.go.shortmess = shm
     if not lok then error(lerr, 0) end
+    loaded = true
     local sw = fn.swapname(buf)
     if sw ~= '' and not sw:match('%.swp$') then
       swap = true
@@ -208,7 +220,18 @@ local ok, msg = pcall(function()
   api.nvim_buf_set_option(buf, 'modeline', false)
   api.nvim_buf_set_option(buf, 'buflisted', true)
   api.nvim_win_set_buf(0, buf)
+  if loaded then
+    -- The filetype, as :edit would set it: the filetypedetect group only
+    -- (no group means the student turned detection off). It sets
+    -- 'filetype', whose FileType event loads syntax and filetype plugins.
+    -- A failing hook of the student's does not undo the open.
+    pcall(api.nvim_buf_call, buf, function()
+      api.nvim_exec_autocmds(existed and 'BufRead' or 'BufNewFile',
+        {group = 'filetypedetect', buffer = buf, modeline = false})
+    end)
+  end
 end)
+vim.go.eventignore = savedei
 vim.go.modelines = saved
 if not ok then return {err = 'open', msg = tostring(msg), buf = buf} end
 return {
@@ -216,6 +239,17 @@ return {
   lines = api.nvim_buf_line_count(buf), new = not existed,
   swap = swap, readonly = api.nvim_buf_get_option(buf, 'readonly'),
 }
+`
+
+// luaReadEvents defines readEvents: the events ignored while stem loads a
+// buffer. The read events themselves (BufRead is BufReadPost, FileRead
+// likewise), the *Cmd events that replace reading or sourcing with a
+// plugin's code, and what a read can set off: FileType and Syntax (from
+// the detection, which stem runs itself afterwards), SpellFileMissing (a
+// download), SwapExists (bufload answers that itself).
+const luaReadEvents = `
+local readEvents = 'BufNewFile,BufReadPre,BufReadPost,BufReadCmd,FileReadPre,FileReadPost,FileReadCmd,' ..
+  'FilterReadPre,FilterReadPost,SourcePre,SourcePost,SourceCmd,FileType,Syntax,SpellFileMissing,SwapExists'
 `
 
 // luaSetLines(bufnr, first, last, lines): replace lines first..last

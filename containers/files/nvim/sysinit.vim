@@ -19,3 +19,18 @@ set noexrc
 " If 'exrc' is turned on anyway, local rc files may not run shell commands,
 " autocommands or write files.
 set secure
+" Neovim's gzip, tar and zip plugins take over reading any file whose name
+" ends in .gz, .bz2, .xz, .Z, .zst, .tar, .tgz, .zip, .jar, ... and run
+" gzip, tar or unzip on it: opening a file would start programs on contents
+" someone else chose (tar.vim and zip.vim have had shell injections through
+" crafted archives). stem opens files without read autocommands anyway; this
+" keeps the student's own :edit from doing it too.
+let g:loaded_gzip = 1
+let g:loaded_tarPlugin = 1
+let g:loaded_zipPlugin = 1
+" The spellfile plugin offers to download a missing spell file (through
+" netrw, with curl or wget). Task containers have no network, so it could
+" only start programs that fail.
+let g:loaded_spellfile_plugin = 1
+" netrw stays: it runs programs only for URL names (scp://, http://, ...),
+" which stem never opens, and students browse directories with :Explore.
