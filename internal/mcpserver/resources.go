@@ -79,6 +79,9 @@ func (s *Server) registerSessionResources() {
 			if err != nil {
 				return nil, err
 			}
+			if err := s.checkBufferInCard(c, bt.Buffer, bt.Name); err != nil {
+				return nil, err
+			}
 			text := bt.Joined()
 			if bt.Count > 0 {
 				text += "\n"

@@ -71,7 +71,7 @@ func nvimAssistTools() []toolDef {
 }
 
 // loadedBuffer resolves a card path to the buffer holding it.
-func loadedBuffer(ctx context.Context, c *conn, p string) (cardPath, *nvim.BufferText, error) {
+func (s *Server) loadedBuffer(ctx context.Context, c *conn, p string) (cardPath, *nvim.BufferText, error) {
 	cp, err := resolveCardPath(c.target.Record.CardPath, p, true)
 	if err != nil {
 		return cp, nil, badInput("%v", err)
@@ -80,7 +80,17 @@ func loadedBuffer(ctx context.Context, c *conn, p string) (cardPath, *nvim.Buffe
 	if errors.Is(err, nvim.ErrNotLoaded) {
 		return cp, nil, badInput("%s is not open in Neovim: open it first with nvim_open", cp.Rel)
 	}
-	return cp, bt, err
+	if err != nil {
+		return cp, nil, err
+	}
+	// Neovim may have found the buffer through a symlink made in the
+	// container since the path was checked.
+	if rawName(bt.Name) != cp.Abs {
+		if err := s.checkBufferInCard(c, bt.Buffer, bt.Name); err != nil {
+			return cp, nil, err
+		}
+	}
+	return cp, bt, nil
 }
 
 func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
@@ -114,7 +124,7 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if err != nil {
 		return nil, err
 	}
-	cp, bt, err := loadedBuffer(ctx, c, p)
+	cp, bt, err := s.loadedBuffer(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +182,7 @@ func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	cp, bt, err := loadedBuffer(ctx, c, p)
+	cp, bt, err := s.loadedBuffer(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}
