@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const oneTask = "schema = 1\n[[tasks]]\nid = \"1\"\nprofiles = [\"native-amd64\"]\n"
@@ -78,9 +80,23 @@ func TestLoadManifestNotARegularFile(t *testing.T) {
 	}
 	dev := filepath.Join(dir, "dev")
 	os.MkdirAll(dev, 0o755)
-	os.Symlink("/dev/zero", filepath.Join(dev, ManifestName))
+	if err := syscall.Mknod(filepath.Join(dev, ManifestName), syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 5))); err != nil {
+		t.Fatalf("mknod (the tests run as root): %v", err)
+	}
 	if _, err := LoadManifest(dev); err == nil || !strings.Contains(err.Error(), "not a regular file (a device)") {
 		t.Errorf("device: err = %v", err)
+	}
+	// A link, to a device or to a host file with a valid manifest in it:
+	// the card is writable from the container, so neither is read.
+	outside := filepath.Join(t.TempDir(), "host-secret.toml")
+	os.WriteFile(outside, []byte(oneTask), 0o600)
+	for target, name := range map[string]string{"/dev/zero": "devlink", outside: "filelink"} {
+		d := filepath.Join(dir, name)
+		os.MkdirAll(d, 0o755)
+		os.Symlink(target, filepath.Join(d, ManifestName))
+		if _, err := LoadManifest(d); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+			t.Errorf("%s -> %s: err = %v", name, target, err)
+		}
 	}
 }
 

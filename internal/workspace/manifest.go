@@ -10,10 +10,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/tomlmsg"
 )
@@ -103,20 +103,25 @@ func ValidTaskID(s string) bool { return len(s) <= 12 && taskRE.MatchString(s) }
 // LoadManifest reads and validates the manifest of the card at dir.
 func LoadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
-	// Non-blocking: a FIFO planted as stem.toml must not hang stemctl
-	// (nor shell completion) waiting for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read card manifest: %w", err)
+	// Opened without following a symlink and non-blocking: the card is
+	// writable from the container, where a stem.toml linked to a host file
+	// would have stemctl and stem-mcp read (and quote in errors) that file,
+	// and a FIFO would hang them (and shell completion) waiting for a
+	// writer.
+	f, err := beneath.Open(dir, ManifestName)
+	switch {
+	case errors.Is(err, beneath.ErrSymlink):
+		return nil, fmt.Errorf("card manifest %s is a symlink: stem reads only a plain file there (the card is writable from its container, so a link could lead anywhere): replace it with the file itself", path)
+	case errors.Is(err, beneath.ErrNotRegular):
+		kind := "not a regular file"
+		if fi, lerr := os.Lstat(path); lerr == nil {
+			kind = fileKind(fi.Mode())
+		}
+		return nil, fmt.Errorf("card manifest %s is not a regular file (%s): make it a plain TOML file (see docs/manifest.md)", path, kind)
+	case err != nil:
+		return nil, fmt.Errorf("read card manifest: %w", &os.PathError{Op: "open", Path: path, Err: errors.Unwrap(err)})
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read card manifest: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("card manifest %s is not a regular file (%s): make it a plain TOML file (see docs/manifest.md)", path, fileKind(fi.Mode()))
-	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(ioLimit(f, maxManifestBytes+1)); err != nil {
 		return nil, fmt.Errorf("read card manifest %s: %w", path, err)
