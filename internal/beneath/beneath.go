@@ -17,6 +17,14 @@
 // Files are opened read-only with O_NONBLOCK (a FIFO or device would
 // otherwise block the open; it is refused after) and O_NOCTTY, and must be
 // regular files.
+//
+// The write side (MkdirAll, Mkdir, WriteFileAtomic, Remove, RemoveDir,
+// Lstat) opens the parent directory the same way and then acts on one
+// name relative to that descriptor (mkdirat, openat O_CREAT|O_EXCL|
+// O_NOFOLLOW, renameat, unlinkat), so a directory swapped for a symlink
+// can never make it create, replace or remove a file outside the root. A
+// descriptor held while the container renames the directory stays on that
+// directory, which a rename cannot take out of the mount it is in.
 package beneath
 
 import (
@@ -61,7 +69,7 @@ func Open(root, rel string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: root, Err: err}
 	}
 	defer unix.Close(rfd)
-	fd, err := openBeneath(rfd, rel)
+	fd, err := openBeneath(rfd, rel, openFlags)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: rel, Err: mapErr(err)}
 	}
@@ -108,10 +116,15 @@ func checkRel(rel string) error {
 	return nil
 }
 
-func openBeneath(rfd int, rel string) (int, error) {
+// openBeneath opens rel below the directory rfd with flags (the last
+// component; the directories on the way are only looked up).
+func openBeneath(rfd int, rel string, flags int) (int, error) {
 	if !forceWalk {
+		// O_NOFOLLOW is the walk's: RESOLVE_NO_SYMLINKS refuses a symlink
+		// at the end too (ELOOP), where O_NOFOLLOW|O_DIRECTORY would say
+		// ENOTDIR.
 		how := &unix.OpenHow{
-			Flags:   openFlags,
+			Flags:   uint64(flags &^ unix.O_NOFOLLOW),
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		}
 		for i := 0; ; i++ {
@@ -126,14 +139,14 @@ func openBeneath(rfd int, rel string) (int, error) {
 			break
 		}
 	}
-	return walk(rfd, rel)
+	return walk(rfd, rel, flags)
 }
 
 // walk opens rel one component at a time: each directory with
 // O_NOFOLLOW|O_DIRECTORY relative to the one before (a symlink fails with
-// ENOTDIR), the file with O_NOFOLLOW (ELOOP). checkRel already refused
-// "..", "." and absolute paths.
-func walk(rfd int, rel string) (int, error) {
+// ENOTDIR), the last one with lastFlags, which hold O_NOFOLLOW (ELOOP).
+// checkRel already refused "..", "." and absolute paths.
+func walk(rfd int, rel string, lastFlags int) (int, error) {
 	parts := strings.Split(rel, "/")
 	dir := rfd
 	closeDir := func() {
@@ -145,15 +158,12 @@ func walk(rfd int, rel string) (int, error) {
 		last := i == len(parts)-1
 		flags := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 		if last {
-			flags = openFlags
+			flags = lastFlags
 		}
 		fd, err := openat(dir, part, flags)
-		if err == unix.ENOTDIR && !last {
-			// A symlink, or a file where a directory belongs.
-			var st unix.Stat_t
-			if unix.Fstatat(dir, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				err = unix.ELOOP
-			}
+		if err == unix.ENOTDIR && isSymlinkAt(dir, part) {
+			// O_PATH|O_NOFOLLOW|O_DIRECTORY on a symlink: ENOTDIR.
+			err = unix.ELOOP
 		}
 		closeDir()
 		if err != nil {
@@ -162,6 +172,11 @@ func walk(rfd int, rel string) (int, error) {
 		dir = fd
 	}
 	return dir, nil
+}
+
+func isSymlinkAt(dir int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 func openat(dir int, name string, flags int) (int, error) {

@@ -126,7 +126,7 @@ func TestPlantedFIFOsDoNotBlock(t *testing.T) {
 		_, err := Read(card, "i", &v)
 		done <- err
 	}()
-	go func() { done <- carryHistory(card, "i", t.TempDir()) }()
+	go func() { done <- carryHistory(card, "i") }()
 	for i := 0; i < 2; i++ {
 		select {
 		case <-done: // refusing (Read) or carrying nothing (history) are both fine

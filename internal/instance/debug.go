@@ -11,6 +11,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/shellwords"
+	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -99,7 +100,7 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 		editor = np.Pane
 	}
 	res.EditorPane = editor
-	os.Remove(rec.Dir().GDB()) // a bridge killed with its pane may leave it
+	dir.Remove(sockets.GDBSocket) // a bridge killed with its pane may leave it
 
 	progArgv := []string{"bash", "-c", `printf '\033[2m[stem] the program runs on this terminal; its output appears here\033[0m\n'; exec sleep 2147483647`}
 	if r.Commands.DebugProgram != "" {

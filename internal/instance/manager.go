@@ -170,8 +170,8 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		}
 		// Sockets left by the previous run are dead; remove them so the
 		// wait below sees the new servers' sockets.
-		for _, s := range []string{dir.Tmux(), dir.Nvim(), dir.GDB()} {
-			os.Remove(s)
+		for _, s := range []string{sockets.TmuxSocket, sockets.NvimSocket, sockets.GDBSocket} {
+			dir.Remove(s)
 		}
 		if err := m.writeContainerJSON(plan, dir, existing); err != nil {
 			return UpResult{}, err
@@ -289,10 +289,9 @@ func (m *Manager) refreshCardState(plan *Plan, rec registry.Record) {
 func (m *Manager) restartNvim(ctx context.Context, plan *Plan, dir sockets.Dir, id string) error {
 	m.progress("nvim in %s is not running; starting it in a new tmux window", plan.Name)
 	// A dead nvim can leave its socket behind, and nvim will not listen on
-	// an existing path. Only a socket is removed, never what replaced it.
-	if fi, err := os.Lstat(dir.Nvim()); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(dir.Nvim())
-	}
+	// an existing path. Only a socket is removed, never what replaced it,
+	// and never through a <cid12> swapped for a symlink.
+	dir.RemoveSocket(sockets.NvimSocket)
 	var out strings.Builder
 	code, err := m.Engine.Exec(ctx, id, engine.ExecSpec{
 		Cmd: []string{"tmux", "-S", dir.Tmux(), "new-window", "-d", "-n", "edit", "-c", plan.Resolved.TaskDir,
@@ -440,8 +439,8 @@ func (m *Manager) keepOld(ctx context.Context, plan *Plan, old engine.Container,
 	err := m.Layout.Create(oldDir)
 	if err == nil {
 		// The servers of its previous run are gone; their sockets are dead.
-		for _, s := range []string{oldDir.Tmux(), oldDir.Nvim(), oldDir.GDB()} {
-			os.Remove(s)
+		for _, s := range []string{sockets.TmuxSocket, sockets.NvimSocket, sockets.GDBSocket} {
+			oldDir.Remove(s)
 		}
 		err = m.Engine.Start(ctx, old.ID)
 	}

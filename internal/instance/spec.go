@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/profiles"
@@ -335,11 +336,13 @@ func gitProtection(card string) ([]engine.Mount, error) {
 	}
 	var out []engine.Mount
 	hooks := filepath.Join(git, "hooks")
-	if hfi, err := os.Lstat(hooks); err != nil {
-		if err := os.Mkdir(hooks, 0o755); err != nil {
-			return nil, fmt.Errorf("protect %s: %w", hooks, err)
-		}
-	} else if !hfi.IsDir() {
+	// Below the card through internal/beneath: a running container (the
+	// one being re-created) can swap .git for a symlink at any moment, and
+	// a followed one would make stemctl create a directory on the host.
+	if err := beneath.Mkdir(card, ".git/hooks", 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("protect %s: %w", hooks, err)
+	}
+	if hfi, err := beneath.Lstat(card, ".git/hooks"); err != nil || !hfi.IsDir() {
 		return nil, fmt.Errorf("refusing card %s: .git/hooks is not a directory (a symlink?)", card)
 	}
 	out = append(out, engine.Mount{Source: hooks, Dest: hooks, ReadOnly: true})

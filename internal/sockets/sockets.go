@@ -9,6 +9,7 @@
 package sockets
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +20,8 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/stem-edu/stem/internal/beneath"
 )
 
 // MaxPath is our bound on AF_UNIX socket paths (the kernel's sun_path is 108
@@ -411,18 +414,41 @@ func (l Layout) RemoveSiblings(threadKey, instanceKey, keep string) ([]string, e
 	return removed, nil
 }
 
-// WriteJSON writes v as JSON to name inside d atomically: a temporary file
-// in the same directory, fsync, then rename. The target is never followed if
-// it is a symlink (rename replaces the link itself).
+// The container can write its socket directory's parent, the instance
+// directory it has mounted: it can rename <cid12> away and put a symlink
+// to any host directory in its place at any moment. The instance directory
+// itself is the mount point, which the container cannot replace, so host-
+// side reads and writes in a socket directory go through internal/beneath
+// below it: <cid12>/name is opened, created, replaced or removed relative
+// to a descriptor of the instance directory with no symlink followed.
+
+// beneathDir splits a socket directory into the instance directory (the
+// root) and the slash-separated path of name below it.
+func beneathDir(dir, name string) (root, rel string) {
+	dir = filepath.Clean(dir)
+	return filepath.Dir(dir), filepath.Base(dir) + "/" + name
+}
+
+// WriteJSON writes v as JSON to name inside the socket directory dir
+// atomically (beneath.WriteFileAtomic below dir's parent): a temporary file
+// in the same directory, fsync, then rename. Neither dir nor name is ever
+// followed if it is a symlink (rename replaces a link at name itself).
 func WriteJSON(dir, name string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	return WriteFileAtomic(filepath.Join(dir, name), append(data, '\n'), 0o600)
+	root, rel := beneathDir(dir, name)
+	if err := beneath.WriteFileAtomic(root, rel, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	}
+	return nil
 }
 
 // WriteFileAtomic replaces path with data via a same-directory temp file.
+// It resolves path as given: use it only for paths stem alone controls
+// (its state and config directories); in a socket directory or the card
+// repository use WriteJSON or internal/beneath.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -458,28 +484,53 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
-// ReadJSON reads name inside dir into v, refusing symlinks and files larger
-// than 1 MiB.
+// maxJSON bounds a JSON file read from a socket directory.
+const maxJSON = 1 << 20
+
+// ReadJSON reads name inside the socket directory dir into v: opened below
+// dir's parent with no symlink followed (internal/beneath, O_NONBLOCK so a
+// planted FIFO does not block), a regular file of at most 1 MiB.
 func ReadJSON(dir, name string, v any) error {
 	p := filepath.Join(dir, name)
-	// O_NONBLOCK: a FIFO planted from the container would block the open
-	// until a writer came; it is refused below instead.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	root, rel := beneathDir(dir, name)
+	data, err := beneath.ReadFile(root, rel, maxJSON)
 	if err != nil {
+		if errors.Is(err, beneath.ErrNotRegular) || errors.Is(err, beneath.ErrTooLarge) {
+			return fmt.Errorf("read %s: not a regular file under 1 MiB: %w", p, err)
+		}
 		return fmt.Errorf("read %s: %w", p, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("read %s: %w", p, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > 1<<20 {
-		return fmt.Errorf("read %s: not a regular file under 1 MiB", p)
-	}
-	if err := json.NewDecoder(f).Decode(v); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
 		return fmt.Errorf("decode %s: %w", p, err)
 	}
 	return nil
+}
+
+// Lstat describes name in d without following d or name (see ReadJSON).
+func (d Dir) Lstat(name string) (os.FileInfo, error) {
+	root, rel := beneathDir(d.Path, name)
+	return beneath.Lstat(root, rel)
+}
+
+// Remove removes name (not a directory) in d without following d or name:
+// a <cid12> swapped for a symlink makes it fail, never remove a file of the
+// directory the link names.
+func (d Dir) Remove(name string) error {
+	root, rel := beneathDir(d.Path, name)
+	return beneath.Remove(root, rel)
+}
+
+// RemoveSocket removes name in d if it is a socket (a dead server's),
+// leaving anything else there, as Remove does not follow anything.
+func (d Dir) RemoveSocket(name string) error {
+	fi, err := d.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return &NotOursError{filepath.Join(d.Path, name), "not a socket"}
+	}
+	return d.Remove(name)
 }
 
 // ContainerInfo is written to container.json by stemctl after creation.

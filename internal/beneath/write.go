@@ -1,0 +1,212 @@
+package beneath
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// dirFlags opens a directory that is acted in (mkdirat, openat, renameat,
+// unlinkat) and can be fsynced: not O_PATH.
+const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK
+
+// parent opens the directory holding rel (root itself for a single
+// component) below root, nothing followed, and returns it with rel's last
+// component. op names the caller in errors.
+func parent(op, root, rel string) (int, string, error) {
+	if err := checkRel(rel); err != nil {
+		return -1, "", &os.PathError{Op: op, Path: rel, Err: err}
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", &os.PathError{Op: op, Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	dir, base := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, base = rel[:i], rel[i+1:]
+	}
+	var fd int
+	if dir == "" {
+		fd, err = openat(rfd, ".", dirFlags)
+	} else {
+		fd, err = openBeneath(rfd, dir, dirFlags)
+	}
+	if err != nil {
+		return -1, "", &os.PathError{Op: op, Path: rel, Err: mapErr(err)}
+	}
+	return fd, base, nil
+}
+
+// MkdirAll makes the directory rel below root and every missing level
+// above it (mode perm, less the umask), one level at a time: mkdirat in
+// the level above, then that level opened with O_NOFOLLOW|O_DIRECTORY
+// relative to it. An existing level must be a directory, not a symlink
+// (ErrSymlink) nor anything else (ENOTDIR). It returns the levels it made,
+// slash-separated relative to root, top first (on an error too), so a
+// caller can take them away again with RemoveDir.
+func MkdirAll(root, rel string, perm os.FileMode) (made []string, err error) {
+	if err := checkRel(rel); err != nil {
+		return nil, &os.PathError{Op: "mkdir", Path: rel, Err: err}
+	}
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "mkdir", Path: root, Err: err}
+	}
+	parts := strings.Split(rel, "/")
+	for i, part := range parts {
+		cur := strings.Join(parts[:i+1], "/")
+		err := mkdirat(fd, part, perm)
+		switch err {
+		case nil:
+			made = append(made, cur)
+		case unix.EEXIST:
+		default:
+			unix.Close(fd)
+			return made, &os.PathError{Op: "mkdir", Path: cur, Err: mapErr(err)}
+		}
+		next, err := openat(fd, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		if err == unix.ENOTDIR && isSymlinkAt(fd, part) {
+			err = unix.ELOOP
+		}
+		unix.Close(fd)
+		if err != nil {
+			return made, &os.PathError{Op: "mkdir", Path: cur, Err: mapErr(err)}
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	return made, nil
+}
+
+// Mkdir makes the directory rel below root (its parent must exist).
+// An existing name is an error wrapping os.ErrExist, whatever it is.
+func Mkdir(root, rel string, perm os.FileMode) error {
+	dfd, base, err := parent("mkdir", root, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := mkdirat(dfd, base, perm); err != nil {
+		return &os.PathError{Op: "mkdir", Path: rel, Err: mapErr(err)}
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces rel below root with data (mode perm): the
+// parent directory is opened below root without following anything; a
+// temporary file is created in it with openat(O_CREAT|O_EXCL|O_NOFOLLOW),
+// written, fchmod'ed and fsynced, then renamed over rel within that
+// directory (renameat replaces a symlink at rel, never follows it), and
+// the directory is fsynced. The temporary file goes again on failure.
+func WriteFileAtomic(root, rel string, data []byte, perm os.FileMode) error {
+	dfd, base, err := parent("write", root, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	var tmp string
+	var fd int
+	for i := 0; ; i++ {
+		tmp = "." + base + ".tmp" + randomSuffix()
+		err = retry(func() (err error) {
+			fd, err = unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
+			return err
+		})
+		if err != unix.EEXIST || i == 9 {
+			break
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: rel, Err: mapErr(err)}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	fail := func(err error) error {
+		f.Close()
+		unix.Unlinkat(dfd, tmp, 0)
+		return &os.PathError{Op: "write", Path: rel, Err: err}
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return &os.PathError{Op: "write", Path: rel, Err: err}
+	}
+	if err := retry(func() error { return unix.Renameat(dfd, tmp, dfd, base) }); err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return &os.PathError{Op: "write", Path: rel, Err: err}
+	}
+	if err := retry(func() error { return unix.Fsync(dfd) }); err != nil {
+		return &os.PathError{Op: "sync", Path: rel, Err: err}
+	}
+	return nil
+}
+
+// Remove removes the name rel below root, which must not be a directory
+// (a symlink there is removed itself, not followed).
+func Remove(root, rel string) error {
+	return unlink("remove", root, rel, 0)
+}
+
+// RemoveDir removes the empty directory rel below root.
+func RemoveDir(root, rel string) error {
+	return unlink("rmdir", root, rel, unix.AT_REMOVEDIR)
+}
+
+func unlink(op, root, rel string, flags int) error {
+	dfd, base, err := parent(op, root, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := retry(func() error { return unix.Unlinkat(dfd, base, flags) }); err != nil {
+		return &os.PathError{Op: op, Path: rel, Err: err}
+	}
+	return nil
+}
+
+// Lstat describes rel below root without following it: the directories
+// on the way are opened as everywhere here, the last component is not
+// followed (a symlink is described as one).
+func Lstat(root, rel string) (os.FileInfo, error) {
+	dfd, base, err := parent("lstat", root, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	fd, err := openat(dfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), base)
+	defer f.Close()
+	return f.Stat()
+}
+
+func mkdirat(dir int, name string, perm os.FileMode) error {
+	return retry(func() error { return unix.Mkdirat(dir, name, uint32(perm.Perm())) })
+}
+
+func retry(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,107 @@
+package sockets
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stem-edu/stem/internal/beneath/swaptest"
+)
+
+// TestSocketDirSwapRace: the container swaps its <cid12> directory (which
+// sits in the instance directory it has mounted writable) for a symlink to
+// a host directory holding the same names, as fast as it can, while the
+// host reads container.json, writes gdb-sync.json and removes dead
+// sockets there. Nothing of the host directory may be read, and nothing
+// may be created in it or removed from it.
+func TestSocketDirSwapRace(t *testing.T) {
+	inst, host := runtimeDir(t), runtimeDir(t)
+	d := Dir{Path: filepath.Join(inst, cid[:12]), ContainerID: cid}
+	if err := os.Mkdir(d.Path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(d.Path, ContainerJSON, ContainerInfo{ID: "inside"}); err != nil {
+		t.Fatal(err)
+	}
+	// The host directory: a container.json to leak, files and a live
+	// socket under the names stem writes or removes.
+	os.WriteFile(filepath.Join(host, ContainerJSON), []byte(`{"id":"SECRET"}`), 0o600)
+	os.WriteFile(filepath.Join(host, NvimSocket), []byte("host file\n"), 0o600)
+	hostSock, err := net.Listen("unix", filepath.Join(host, TmuxSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostSock.Close()
+	list := func(dir string) string {
+		ents, _ := os.ReadDir(dir)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		return strings.Join(names, " ")
+	}
+	want := list(host)
+	hostFile, err := os.Lstat(filepath.Join(host, NvimSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The real <cid12>, held open so the test can put a socket in it
+	// whatever name it has at the moment.
+	pin, err := unix.Open(d.Path, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pin)
+	inside := fmt.Sprintf("/proc/self/fd/%d/%s", pin, TmuxSocket)
+
+	stop := swaptest.Swap(t, d.Path, host)
+	var ok, refused int
+	count := func(err error) {
+		if err == nil {
+			ok++
+		} else {
+			refused++
+		}
+	}
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		var info ContainerInfo
+		err := ReadJSON(d.Path, ContainerJSON, &info)
+		count(err)
+		if info.ID == "SECRET" {
+			stop()
+			t.Fatal("ReadJSON read container.json of the host directory through the swapped <cid12>")
+		}
+		count(WriteJSON(d.Path, GDBSync, map[string]int{"seq": ok}))
+		// A dead socket inside (bound through the pinned descriptor).
+		if l, err := net.Listen("unix", inside); err == nil {
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close()
+		}
+		count(d.RemoveSocket(TmuxSocket))
+		count(d.Remove(NvimSocket))
+		if fi, err := d.Lstat(NvimSocket); err == nil && os.SameFile(fi, hostFile) {
+			stop()
+			t.Fatal("Lstat described the host's file through the swapped <cid12>")
+		}
+		if have := list(host); have != want {
+			stop()
+			t.Fatalf("the host directory changed through the swapped <cid12>:\nhave %s\nwant %s", have, want)
+		}
+	}
+	stop()
+	t.Logf("%d calls done, %d refused", ok, refused)
+	if ok == 0 || refused == 0 {
+		t.Errorf("the race did not happen (%d done, %d refused)", ok, refused)
+	}
+	if got, _ := os.ReadFile(filepath.Join(host, NvimSocket)); string(got) != "host file\n" {
+		t.Errorf("the host file changed: %q", got)
+	}
+}
