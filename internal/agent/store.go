@@ -176,8 +176,8 @@ func (s Store) ReadState(id string) (State, error) {
 // removeSocket removes the agent's socket, which a killed supervisor leaves
 // behind (only a socket of that name: the directory is the container's too).
 func removeSocket(rec Record) {
-	if fi, err := os.Lstat(rec.Socket); rec.Socket != "" && err == nil && fi.Mode()&os.ModeSocket != 0 && filepath.Base(rec.Socket) == sockets.AgentSocket(rec.ID) {
-		os.Remove(rec.Socket)
+	if rec.Socket != "" && filepath.Base(rec.Socket) == sockets.AgentSocket(rec.ID) {
+		sockets.Dir{Path: filepath.Dir(rec.Socket)}.RemoveSocket(filepath.Base(rec.Socket))
 	}
 }
 

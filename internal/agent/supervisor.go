@@ -95,23 +95,25 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 		spec.Grace = 3 * time.Second
 	}
 
-	if fi, err := os.Lstat(spec.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(spec.Socket)
-	}
-	ln, err := net.Listen("unix", spec.Socket)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", spec.Socket, err)
-	}
-	ul := ln.(*net.UnixListener)
-	ul.SetUnlinkOnClose(true)
-	defer ln.Close()
-	if err := os.Chmod(spec.Socket, 0o600); err != nil {
-		return err
-	}
-	sockInfo, err := os.Lstat(spec.Socket)
+	// The socket directory is the container's too (it can swap it for a
+	// symlink to a host directory at any moment): the socket is made,
+	// checked and removed through sockets.Dir, which follows nothing.
+	sdir, sname := sockets.Dir{Path: filepath.Dir(spec.Socket)}, filepath.Base(spec.Socket)
+	sdir.RemoveSocket(sname)
+	ul, err := sdir.Listen(sname)
 	if err != nil {
 		return err
 	}
+	defer ul.Close()
+	sockInfo, err := sdir.Lstat(sname)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if fi, err := sdir.Lstat(sname); err == nil && os.SameFile(fi, sockInfo) {
+			sdir.Remove(sname)
+		}
+	}()
 	lg.Printf("agent %s (%s) for %s: listening on %s", spec.ID, spec.Provider, spec.Instance, spec.Socket)
 	say(readyListening)
 
@@ -228,7 +230,7 @@ wait:
 				stop("its window was closed")
 			}
 		case <-watch.C:
-			if fi, err := os.Lstat(spec.Socket); err != nil || !os.SameFile(fi, sockInfo) {
+			if fi, err := sdir.Lstat(sname); err != nil || !os.SameFile(fi, sockInfo) {
 				stop("the instance's socket directory went away (the container was removed or re-created)")
 			}
 		case <-escalate:

@@ -41,6 +41,25 @@ func parent(op, root, rel string) (int, string, error) {
 	return fd, base, nil
 }
 
+// OpenDir opens the directory rel below root, nothing followed, for use
+// as the directory of *at calls (and, through /proc/self/fd/N/NAME, of
+// calls that take only a path, such as bind).
+func OpenDir(root, rel string) (*os.File, error) {
+	if err := checkRel(rel); err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	fd, err := openBeneath(rfd, rel, dirFlags)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: mapErr(err)}
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
 // MkdirAll makes the directory rel below root and every missing level
 // above it (mode perm, less the umask), one level at a time: mkdirat in
 // the level above, then that level opened with O_NOFOLLOW|O_DIRECTORY

@@ -105,3 +105,87 @@ func TestSocketDirSwapRace(t *testing.T) {
 		t.Errorf("the host file changed: %q", got)
 	}
 }
+
+// TestListenSwapRace: an agent's supervisor (on the host) binds its
+// terminal socket in the socket directory while the container swaps
+// <cid12> for a symlink to a host directory and keeps renaming a symlink
+// to a host file over the socket's name. No socket may appear in the host
+// directory and the host file's mode must not change (a chmod by path
+// follows the planted link).
+func TestListenSwapRace(t *testing.T) {
+	inst, host := runtimeDir(t), runtimeDir(t)
+	d := Dir{Path: filepath.Join(inst, cid[:12]), ContainerID: cid}
+	if err := os.Mkdir(d.Path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(host, "victim")
+	os.WriteFile(victim, []byte("x"), 0o644)
+	name := AgentSocket("abcdef")
+	pin, err := unix.Open(d.Path, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pin)
+	pinned := fmt.Sprintf("/proc/self/fd/%d/", pin)
+	// The planter works in the real <cid12> only (through the pinned
+	// descriptor), so the host directory changes only through stem.
+	done := make(chan struct{})
+	planted := make(chan struct{})
+	go func() {
+		defer close(planted)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			tmp := pinned + fmt.Sprintf("plant%d", i%2)
+			os.Remove(tmp)
+			if os.Symlink(victim, tmp) == nil {
+				os.Rename(tmp, pinned+name)
+			}
+		}
+	}()
+	stop := swaptest.Swap(t, d.Path, host)
+	var ok, refused int
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		d.Remove(name)
+		ln, err := d.Listen(name)
+		if err != nil {
+			refused++
+		} else {
+			ok++
+			ln.Close()
+		}
+		if ents, _ := os.ReadDir(host); len(ents) != 1 {
+			close(done)
+			stop()
+			t.Fatalf("the host directory changed: %v", ents)
+		}
+		if fi, _ := os.Stat(victim); fi == nil || fi.Mode().Perm() != 0o644 {
+			close(done)
+			stop()
+			t.Fatalf("the host file's mode changed through a planted symlink: %v", fi)
+		}
+	}
+	close(done)
+	<-planted
+	stop()
+	t.Logf("%d listened, %d refused", ok, refused)
+	if ok == 0 || refused == 0 {
+		t.Errorf("the race did not happen (%d listened, %d refused)", ok, refused)
+	}
+	// Without the race: a socket of mode 0600 in d.
+	d.Remove(name)
+	ln, err := d.Listen(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if fi, err := os.Lstat(filepath.Join(d.Path, name)); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket: %v %v", fi, err)
+	}
+	if err := d.RemoveSocket(name); err != nil {
+		t.Fatal(err)
+	}
+}

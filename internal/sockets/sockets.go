@@ -15,11 +15,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/beneath"
 )
@@ -531,6 +535,49 @@ func (d Dir) RemoveSocket(name string) error {
 		return &NotOursError{filepath.Join(d.Path, name), "not a socket"}
 	}
 	return d.Remove(name)
+}
+
+// Listen binds a unix socket at name in d with mode 0600, following
+// neither d nor name: the bind goes through /proc/self/fd/N/name, N being
+// d opened below its parent (the instance directory), and the chmod
+// through an O_PATH descriptor of the socket node it made. (A bind or
+// chmod by path through a swapped <cid12> would create a socket in a host
+// directory, or chmod a host file a planted symlink names.) The listener
+// does not unlink its path on Close: remove the socket with RemoveSocket.
+func (d Dir) Listen(name string) (*net.UnixListener, error) {
+	p := filepath.Join(d.Path, name)
+	clean := filepath.Clean(d.Path)
+	df, err := beneath.OpenDir(filepath.Dir(clean), filepath.Base(clean))
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", p, err)
+	}
+	defer df.Close()
+	via := "/proc/self/fd/" + strconv.Itoa(int(df.Fd())) + "/" + name
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: via, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", p, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	fail := func(err error) (*net.UnixListener, error) {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s: %w", p, err)
+	}
+	fd, err := unix.Openat(int(df.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fail(err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fail(errors.New("the name was replaced by something that is not a socket"))
+	}
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o600); err != nil {
+		return fail(err)
+	}
+	return ln, nil
 }
 
 // ContainerInfo is written to container.json by stemctl after creation.
