@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/beneath/swaptest"
 )
 
 // listen serves one line naming who answered on every connection.
@@ -158,4 +160,44 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// TestDirectorySwapCannotRedirect: the container renames its whole socket
+// directory (it can write the instance directory above it) and puts a
+// symlink to another directory with a t.sock (another instance's, or a
+// host tmux's) in its place, as fast as it can. No connect may reach the
+// other server; a plain connect by path does (the control).
+func TestDirectorySwapCannotRedirect(t *testing.T) {
+	base := t.TempDir()
+	dir, other := filepath.Join(base, "0123456789ab"), filepath.Join(base, "other")
+	os.Mkdir(dir, 0o700)
+	os.Mkdir(other, 0o700)
+	listen(t, filepath.Join(dir, "t.sock"), "ours")
+	listen(t, filepath.Join(other, "t.sock"), "host")
+	stop := swaptest.Swap(t, dir, other)
+	path := filepath.Join(dir, "t.sock")
+	var ours, refused, control int
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		c, err := Dial(context.Background(), path)
+		if err != nil {
+			if !errors.Is(err, ErrSymlink) && !errors.Is(err, os.ErrNotExist) {
+				stop()
+				t.Fatalf("refused with %v, want ErrSymlink", err)
+			}
+			refused++
+		} else if got := who(t, c); got != "ours" {
+			stop()
+			t.Fatalf("the connect reached %q through the swapped directory", got)
+		} else {
+			ours++
+		}
+		if c, err := net.Dial("unix", path); err == nil && who(t, c) == "host" {
+			control++
+		}
+	}
+	stop()
+	t.Logf("%d reached ours, %d refused; a plain connect reached the other server %d times", ours, refused, control)
+	if ours == 0 || refused == 0 || control == 0 {
+		t.Errorf("the race did not happen (%d ours, %d refused, control %d)", ours, refused, control)
+	}
 }
