@@ -3,6 +3,7 @@ package beneath
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 
@@ -113,6 +114,36 @@ func Mkdir(root, rel string, perm os.FileMode) error {
 		return &os.PathError{Op: "mkdir", Path: rel, Err: mapErr(err)}
 	}
 	return nil
+}
+
+// OpenOrCreate opens the regular file rel below root for reading and
+// writing, creating it with perm if it is missing (never truncating):
+// the parent directory is opened below root without following anything,
+// the file with openat(O_CREAT|O_NOFOLLOW|O_NONBLOCK|O_NOCTTY) in it. A
+// lock file beside a socket is what it is for.
+func OpenOrCreate(root, rel string, perm os.FileMode) (*os.File, error) {
+	dfd, base, err := parent("open", root, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	var fd int
+	err = retry(func() (err error) {
+		fd, err = unix.Openat(dfd, base, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, uint32(perm.Perm()))
+		return err
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: mapErr(err)}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))
+		}
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return f, nil
 }
 
 // WriteFileAtomic replaces rel below root with data (mode perm): the

@@ -186,6 +186,11 @@ func TestWriteSwapRace(t *testing.T) {
 			errs = append(errs, WriteFileAtomic(root, "a/b/victim", []byte("inside"), 0o600))
 			errs = append(errs, Remove(root, "a/b/victim"))
 			errs = append(errs, RemoveDir(root, "a/b/made"))
+			if f, err := OpenOrCreate(root, "a/b/lock", 0o600); err == nil {
+				f.Close()
+			} else {
+				errs = append(errs, err)
+			}
 			fi, err := Lstat(root, "a/b/f.txt")
 			errs = append(errs, err)
 			if err == nil && os.SameFile(fi, secret) {
@@ -225,6 +230,46 @@ func TestWriteSwapRace(t *testing.T) {
 		}
 		if got, _ := os.ReadFile(filepath.Join(out, "victim")); string(got) != "keep\n" {
 			t.Errorf("the file outside changed: %q", got)
+		}
+	})
+}
+
+func TestOpenOrCreate(t *testing.T) {
+	modes(t, func(t *testing.T) {
+		root, outside := tree(t)
+		f, err := OpenOrCreate(root, "a/lock", 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("held")
+		f.Close()
+		if f, err = OpenOrCreate(root, "a/lock", 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if got, _ := read(root, "a/lock"); got != "held" {
+			t.Errorf("reopening truncated: %q", got)
+		}
+		os.Symlink(outside, filepath.Join(root, "out"))
+		os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "a", "leak"))
+		for _, rel := range []string{"out/lock", "a/leak"} {
+			if _, err := OpenOrCreate(root, rel, 0o600); !errors.Is(err, ErrSymlink) {
+				t.Errorf("%s: %v, want ErrSymlink", rel, err)
+			}
+		}
+		syscall.Mkfifo(filepath.Join(root, "a", "fifo"), 0o600)
+		done := make(chan error, 1)
+		go func() { _, err := OpenOrCreate(root, "a/fifo", 0o600); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotRegular) {
+				t.Errorf("FIFO: %v, want ErrNotRegular", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a FIFO blocks")
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 2 {
+			t.Errorf("something appeared outside: %v", ents)
 		}
 	})
 }

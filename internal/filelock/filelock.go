@@ -33,6 +33,14 @@ func Lock(ctx context.Context, path string, mode Mode) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
+	return LockFile(ctx, f, path, mode)
+}
+
+// LockFile is Lock on a lock file the caller opened (for one in a
+// directory the container can swap, internal/beneath.OpenOrCreate); path
+// names it in errors. LockFile owns f: it is closed on failure and by the
+// returned function.
+func LockFile(ctx context.Context, f *os.File, path string, mode Mode) (func(), error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		if err == nil {

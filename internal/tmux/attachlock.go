@@ -3,8 +3,10 @@ package tmux
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
+	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/filelock"
 )
 
@@ -15,9 +17,17 @@ const attachGrace = 5 * time.Second
 // lockAttach takes the exclusive lock SOCKET.lock beside the socket (in a
 // private directory). If it cannot be created there, attaching goes on
 // unserialized rather than failing; a context that ends while waiting is an
-// error.
+// error. The socket's directory is an instance's <cid12>, which its
+// container can swap for a symlink: the lock file is opened below the
+// directory above it with nothing followed (internal/beneath), as unixpin
+// opens the socket, so it is never created in a host directory.
 func lockAttach(ctx context.Context, socket string) (func(), error) {
-	unlock, err := filelock.Lock(ctx, socket+".lock", filelock.Exclusive)
+	dir := filepath.Dir(socket)
+	f, err := beneath.OpenOrCreate(filepath.Dir(dir), filepath.Base(dir)+"/"+filepath.Base(socket)+".lock", 0o600)
+	var unlock func()
+	if err == nil {
+		unlock, err = filelock.LockFile(ctx, f, socket+".lock", filelock.Exclusive)
+	}
 	if err == nil {
 		return unlock, nil
 	}
