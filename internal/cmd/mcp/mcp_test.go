@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,9 +297,17 @@ func TestSelect(t *testing.T) {
 	if cur, _ := selection.Current(w.layout); cur != c.SocketDir {
 		t.Fatalf("selection %s, want %s", cur, c.SocketDir)
 	}
-	// The selected sockets answer through the fixed path providers dial.
-	if err := probe.Tmux(context.Background(), filepath.Join(w.layout.Selected(), sockets.TmuxSocket)); err != nil {
+	// The selected sockets answer through the fixed path providers dial
+	// (a plain connect: the kernel follows the `current` link), and stem's
+	// own clients reach them in the directory the link names (unixpin
+	// follows no symlink in place of a socket's directory).
+	if conn, err := net.Dial("unix", filepath.Join(w.layout.Selected(), sockets.TmuxSocket)); err != nil {
 		t.Fatalf("tmux through the selection: %v", err)
+	} else {
+		conn.Close()
+	}
+	if err := probe.Tmux(context.Background(), filepath.Join(c.SocketDir, sockets.TmuxSocket)); err != nil {
+		t.Fatalf("tmux of the selected directory: %v", err)
 	}
 
 	// Each select is audited.
