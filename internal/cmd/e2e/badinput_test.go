@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // badCase is one hostile or careless invocation and what its error must say.
@@ -177,7 +179,12 @@ func hostileCards(t *testing.T, ws string) string {
 	must(os.MkdirAll(filepath.Join(bad, "fifo"), 0o755))
 	must(syscall.Mkfifo(filepath.Join(bad, "fifo", "stem.toml"), 0o644))
 	must(os.MkdirAll(filepath.Join(bad, "devtoml"), 0o755))
-	must(os.Symlink("/dev/zero", filepath.Join(bad, "devtoml", "stem.toml")))
+	must(syscall.Mknod(filepath.Join(bad, "devtoml", "stem.toml"), syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 5))))
+	// A manifest linked to a host file (a valid one, so only the link
+	// itself can be the reason for the refusal).
+	must(os.MkdirAll(filepath.Join(bad, "linktoml"), 0o755))
+	must(os.WriteFile(filepath.Join(outside, "host.toml"), []byte(good("")), 0o600))
+	must(os.Symlink(filepath.Join(outside, "host.toml"), filepath.Join(bad, "linktoml", "stem.toml")))
 	// A card and a series that live outside the workspace.
 	must(os.MkdirAll(filepath.Join(outside, "card"), 0o755))
 	must(os.WriteFile(filepath.Join(outside, "card", "stem.toml"), []byte(good("")), 0o644))
@@ -312,6 +319,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"up", "native-amd64", "bad", "empty", "1"}, code: 1, want: []string{"schema = 0 is not supported"}},
 		{args: []string{"up", "native-amd64", "bad", "dirtoml", "1"}, code: 1, want: []string{"not a regular file", "directory"}},
 		{args: []string{"up", "native-amd64", "bad", "devtoml", "1"}, code: 1, want: []string{"not a regular file", "device"}},
+		{args: []string{"up", "native-amd64", "bad", "linktoml", "1"}, code: 1, want: []string{"stem.toml is a symlink", "replace it with the file"}},
 		{args: []string{"build", "native-amd64", "bad", "linkdir", "1", "--print"}, code: 1, want: []string{"leads out of the card"}},
 		// The repository must not redirect stem's writes.
 		{args: []string{"up", "native-amd64", "bad", "gitlink", "1"}, code: 1, want: []string{".git/hooks is not a directory"}},
