@@ -81,7 +81,7 @@ func Open(root, rel string) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, &os.PathError{Op: "open", Path: rel, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))}
+		return nil, &os.PathError{Op: "open", Path: rel, Err: fmt.Errorf("%w (%s)", ErrNotRegular, Kind(fi.Mode()))}
 	}
 	return f, nil
 }
@@ -202,7 +202,9 @@ func mapErr(err error) error {
 	return err
 }
 
-func kind(m os.FileMode) string {
+// Kind names a file type for an error message ("a directory", "a named
+// pipe", ...).
+func Kind(m os.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"

@@ -139,7 +139,7 @@ func OpenOrCreate(root, rel string, perm os.FileMode) (*os.File, error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		if err == nil {
-			err = fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))
+			err = fmt.Errorf("%w (%s)", ErrNotRegular, Kind(fi.Mode()))
 		}
 		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
 	}

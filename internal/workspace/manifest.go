@@ -115,7 +115,7 @@ func LoadManifest(dir string) (*Manifest, error) {
 	case errors.Is(err, beneath.ErrNotRegular):
 		kind := "not a regular file"
 		if fi, lerr := os.Lstat(path); lerr == nil {
-			kind = fileKind(fi.Mode())
+			kind = beneath.Kind(fi.Mode())
 		}
 		return nil, fmt.Errorf("card manifest %s is not a regular file (%s): make it a plain TOML file (see docs/manifest.md)", path, kind)
 	case err != nil:
@@ -130,20 +130,6 @@ func LoadManifest(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("card manifest %s is larger than %d bytes", path, maxManifestBytes)
 	}
 	return ParseManifest(path, buf.Bytes())
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
 }
 
 // ParseManifest parses manifest bytes; name is used in error messages.
