@@ -61,17 +61,9 @@ const openFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEX
 // slash-separated and relative; root itself may be reached through
 // symlinks (it is the caller's trusted path), nothing below it may.
 func Open(root, rel string) (*os.File, error) {
-	if err := checkRel(rel); err != nil {
-		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
-	}
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openRel("open", root, rel, openFlags)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
-	}
-	defer unix.Close(rfd)
-	fd, err := openBeneath(rfd, rel, openFlags)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: rel, Err: mapErr(err)}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), rel)
 	fi, err := f.Stat()
@@ -102,6 +94,24 @@ func ReadFile(root, rel string, limit int64) ([]byte, error) {
 		return nil, &os.PathError{Op: "read", Path: rel, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)}
 	}
 	return data, nil
+}
+
+// openRel opens rel below root with flags, nothing followed; errors are
+// *os.PathError with op and stem's meanings (mapErr).
+func openRel(op, root, rel string, flags int) (int, error) {
+	if err := checkRel(rel); err != nil {
+		return -1, &os.PathError{Op: op, Path: rel, Err: err}
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: op, Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	fd, err := openBeneath(rfd, rel, flags)
+	if err != nil {
+		return -1, &os.PathError{Op: op, Path: rel, Err: mapErr(err)}
+	}
+	return fd, nil
 }
 
 func checkRel(rel string) error {

@@ -21,42 +21,28 @@ func parent(op, root, rel string) (int, string, error) {
 	if err := checkRel(rel); err != nil {
 		return -1, "", &os.PathError{Op: op, Path: rel, Err: err}
 	}
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		fd, err := unix.Open(root, dirFlags&^unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return -1, "", &os.PathError{Op: op, Path: root, Err: err}
+		}
+		return fd, rel, nil
+	}
+	fd, err := openRel(op, root, rel[:i], dirFlags)
 	if err != nil {
-		return -1, "", &os.PathError{Op: op, Path: root, Err: err}
+		return -1, "", err
 	}
-	defer unix.Close(rfd)
-	dir, base := "", rel
-	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		dir, base = rel[:i], rel[i+1:]
-	}
-	var fd int
-	if dir == "" {
-		fd, err = openat(rfd, ".", dirFlags)
-	} else {
-		fd, err = openBeneath(rfd, dir, dirFlags)
-	}
-	if err != nil {
-		return -1, "", &os.PathError{Op: op, Path: rel, Err: mapErr(err)}
-	}
-	return fd, base, nil
+	return fd, rel[i+1:], nil
 }
 
 // OpenDir opens the directory rel below root, nothing followed, for use
 // as the directory of *at calls (and, through /proc/self/fd/N/NAME, of
 // calls that take only a path, such as bind).
 func OpenDir(root, rel string) (*os.File, error) {
-	if err := checkRel(rel); err != nil {
-		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
-	}
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openRel("open", root, rel, dirFlags)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
-	}
-	defer unix.Close(rfd)
-	fd, err := openBeneath(rfd, rel, dirFlags)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: rel, Err: mapErr(err)}
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), rel), nil
 }

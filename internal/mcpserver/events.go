@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,159 +157,29 @@ func (h *eventHub) attach(c *conn) {
 // watchPanes follows every pane's output for commands finishing.
 func (h *eventHub) watchPanes(c *conn, sub *tmux.Subscription, instance string) {
 	defer sub.Close()
-	panes := map[tmux.PaneID]*paneWatch{}
+	panes := map[tmux.PaneID]*tmux.Marks{}
 	for n := range sub.C() {
 		if n.Kind != "output" || n.Pane == "" {
 			continue
 		}
-		w := panes[n.Pane]
-		if w == nil {
-			w = &paneWatch{marks: c.tmux.NewMarks(n.Pane)}
-			panes[n.Pane] = w
+		m := panes[n.Pane]
+		if m == nil {
+			m = c.tmux.NewMarks(n.Pane)
+			panes[n.Pane] = m
 		}
-		// A stem-wait mark comes just before the D mark it describes,
-		// in this chunk or an earlier one.
-		w.osc.feed(n.Data, func(payload string) {
-			if ws, key, ok := parseWaitMark(payload); ok && w.known(c, n.Pane, key) {
-				w.wait = &ws
-			}
-		})
-		for _, cmd := range w.marks.FeedCommands(n.Data) {
-			ws := w.wait
-			w.wait = nil
-			h.finished(c, n.Pane, instance, cmd, ws)
+		for _, cmd := range m.FeedCommands(n.Data) {
+			h.finished(c, n.Pane, instance, cmd)
 		}
 	}
 }
 
-// paneWatch is what watchPanes keeps for one pane.
-type paneWatch struct {
-	marks *tmux.Marks
-	osc   oscReader
-	// wait is the real wait status of the command about to finish, from
-	// a stem-wait mark (the debug layout's program pane writes one).
-	wait   *waitStatus
-	keys   map[string]bool // the pane's @stem_keys when last read
-	loaded time.Time
-}
-
-// waitStatus is a stem-wait mark: a program's wait status as the pane's
-// program runner saw it (instance.ProgramPaneArgv),
+// finished publishes the event of a command that finished in pane p.
 //
-//	ESC ] 133 ; stem-wait ; STATUS ; SIGNAL ; KEY BEL
-//
-// just before its D mark: STATUS is the shell's form of it (128+n for
-// signal n) and SIGNAL the number of the signal that killed the program, 0
-// if it exited with STATUS. A D mark alone cannot tell a program killed by
-// SIGSEGV from one that called exit(139).
-type waitStatus struct{ status, signal int }
-
-func parseWaitMark(payload string) (waitStatus, string, bool) {
-	rest, ok := strings.CutPrefix(payload, "133;stem-wait;")
-	if !ok {
-		return waitStatus{}, "", false
-	}
-	f := strings.Split(rest, ";")
-	if len(f) != 3 {
-		return waitStatus{}, "", false
-	}
-	st, err1 := strconv.Atoi(f[0])
-	sig, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || st < 0 || st > 255 || sig < 0 || sig > 64 || (sig > 0 && st != 128+sig) {
-		return waitStatus{}, "", false
-	}
-	return waitStatus{status: st, signal: sig}, f[2], true
-}
-
-// known reports whether the pane lists key in @stem_keys (as tmux.Marks
-// checks the marks it counts), re-reading the list at most every 250 ms so
-// a flood of made-up keys costs little.
-func (w *paneWatch) known(c *conn, pane tmux.PaneID, key string) bool {
-	if w.keys[key] {
-		return true
-	}
-	if len(key) != 16 || strings.Trim(key, "0123456789abcdef") != "" || time.Since(w.loaded) < 250*time.Millisecond {
-		return false
-	}
-	w.loaded = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := c.tmux.DisplayFormat(ctx, pane, "@stem_keys")
-	if err != nil {
-		return false
-	}
-	w.keys = map[string]bool{}
-	for _, k := range strings.Fields(s) {
-		w.keys[k] = true
-	}
-	return w.keys[key]
-}
-
-// oscReader picks OSC strings (ESC ] ... BEL or ESC ] ... ESC \) out of a
-// pane's output, across chunks; longer ones than any mark are dropped.
-type oscReader struct {
-	state int // 0 text, 1 after ESC, 2 in an OSC, 3 ESC in an OSC
-	buf   []byte
-	over  bool
-}
-
-func (r *oscReader) feed(p []byte, f func(string)) {
-	for _, b := range p {
-		switch r.state {
-		case 0:
-			if b == 0x1b {
-				r.state = 1
-			}
-		case 1:
-			switch b {
-			case ']':
-				r.state, r.buf, r.over = 2, r.buf[:0], false
-			case 0x1b:
-			default:
-				r.state = 0
-			}
-		case 2:
-			switch b {
-			case 0x07:
-				r.state = 0
-				if !r.over {
-					f(string(r.buf))
-				}
-			case 0x1b:
-				r.state = 3
-			case 0x18, 0x1a:
-				r.state = 0
-			default:
-				if len(r.buf) < 128 {
-					r.buf = append(r.buf, b)
-				} else {
-					r.over = true
-				}
-			}
-		case 3:
-			switch b {
-			case '\\':
-				r.state = 0
-				if !r.over {
-					f(string(r.buf))
-				}
-			case ']':
-				r.state, r.buf, r.over = 2, r.buf[:0], false
-			default:
-				r.state = 0
-			}
-		}
-	}
-}
-
-// finished publishes the event of a command that finished in pane p; ws is
-// its real wait status when the pane reported one.
-//
-// Without it the signal is inferred from the shell's status: 128+n is taken
+// Without a real wait status (cmd.Waited) the signal is inferred from the shell's status: 128+n is taken
 // for signal n, so in a shell pane a program calling exit(139) is reported
 // as killed by SIGSEGV. The debug layout's program pane reports the real
 // wait status: there only a program killed by a signal has one.
-func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, cmd tmux.Command, ws *waitStatus) {
+func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, cmd tmux.Command) {
 	code := cmd.Status
 	h.mu.Lock()
 	action := h.expects[p]
@@ -327,8 +196,8 @@ func (h *eventHub) finished(c *conn, p tmux.PaneID, instance string, cmd tmux.Co
 	ev := Event{Instance: instance, Pane: string(p), Role: info.Role, Action: action, ExitCode: &code}
 	var sig syscall.Signal
 	switch {
-	case ws != nil && ws.status == code:
-		sig = syscall.Signal(ws.signal)
+	case cmd.Waited:
+		sig = syscall.Signal(cmd.Signal)
 	case code > 128 && code < 160:
 		sig = syscall.Signal(code - 128)
 	}

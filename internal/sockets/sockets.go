@@ -333,20 +333,37 @@ func (d Dir) CheckSockets() error {
 // (a cid12, or "" to remove all). It refuses to act on a symlinked or foreign
 // instance directory. It returns the removed paths.
 func (l Layout) RemoveStale(threadKey, instanceKey, keep string) ([]string, error) {
+	return l.removeEntries(threadKey, instanceKey, func(e os.DirEntry) bool { return e.Name() != keep })
+}
+
+// entries lists an instance directory (none if it is missing), refusing a
+// symlinked or foreign one.
+func (l Layout) entries(threadKey, instanceKey string) (string, []os.DirEntry, error) {
 	dir := l.InstanceDir(threadKey, instanceKey)
 	if err := checkDir(dir, true); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+			return dir, nil, nil
 		}
-		return nil, err
+		return dir, nil, err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return dir, nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	return dir, ents, nil
+}
+
+// removeEntries removes the entries of an instance directory that pick
+// chooses (RemoveAll follows no symlink inside them) and returns their
+// paths. A missing instance directory has none.
+func (l Layout) removeEntries(threadKey, instanceKey string, pick func(os.DirEntry) bool) ([]string, error) {
+	dir, ents, err := l.entries(threadKey, instanceKey)
+	if err != nil {
+		return nil, err
 	}
 	var removed []string
 	for _, e := range ents {
-		if e.Name() == keep {
+		if !pick(e) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
@@ -373,49 +390,31 @@ func (l Layout) Siblings(threadKey, instanceKey, keep string) ([]string, error) 
 	if !validKey(threadKey) || !validKey(instanceKey) {
 		return nil, fmt.Errorf("invalid socket keys %q/%q", threadKey, instanceKey)
 	}
-	dir := l.InstanceDir(threadKey, instanceKey)
-	if err := checkDir(dir, true); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	ents, err := os.ReadDir(dir)
+	dir, ents, err := l.entries(threadKey, instanceKey)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return nil, err
 	}
 	var out []string
 	for _, e := range ents {
-		// ReadDir's type comes from lstat semantics: a symlink is never
-		// reported as a directory.
-		if e.Name() == keep || !IsCID12(e.Name()) || !e.IsDir() || e.Type()&os.ModeSymlink != 0 {
-			continue
+		if isSibling(e, keep) {
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
-		out = append(out, filepath.Join(dir, e.Name()))
 	}
 	return out, nil
 }
 
+// isSibling: ReadDir's type comes from lstat semantics, so a symlink is
+// never reported as a directory.
+func isSibling(e os.DirEntry, keep string) bool {
+	return e.Name() != keep && IsCID12(e.Name()) && e.IsDir() && e.Type()&os.ModeSymlink == 0
+}
+
 // RemoveSiblings removes the directories Siblings lists and returns them.
-// Each is checked again (Lstat: a directory, not a symlink) right before it
-// goes; RemoveAll does not follow symlinks inside it.
 func (l Layout) RemoveSiblings(threadKey, instanceKey, keep string) ([]string, error) {
-	list, err := l.Siblings(threadKey, instanceKey, keep)
-	if err != nil {
-		return nil, err
+	if !validKey(threadKey) || !validKey(instanceKey) {
+		return nil, fmt.Errorf("invalid socket keys %q/%q", threadKey, instanceKey)
 	}
-	var removed []string
-	for _, p := range list {
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.IsDir() || fi.Mode()&os.ModeSymlink != 0 {
-			continue
-		}
-		if err := os.RemoveAll(p); err != nil {
-			return removed, fmt.Errorf("remove stale socket directory %s: %w", p, err)
-		}
-		removed = append(removed, p)
-	}
-	return removed, nil
+	return l.removeEntries(threadKey, instanceKey, func(e os.DirEntry) bool { return isSibling(e, keep) })
 }
 
 // The container can write its socket directory's parent, the instance

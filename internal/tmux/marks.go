@@ -69,6 +69,35 @@ type Marks struct {
 	known   func(key string) bool
 	line    cmdLine
 	cmd     string // the line of the running command, "" if unknown
+	wait    *waitMark
+}
+
+// waitMark is a stem-wait mark, written just before a D mark by a runner
+// that waited for the program itself (the debug layout's program pane,
+// instance.ProgramPaneArgv):
+//
+//	ESC ] 133 ; stem-wait ; STATUS ; SIGNAL ; KEY BEL
+//
+// STATUS is the shell's form (128+n for signal n), SIGNAL the signal that
+// killed the program or 0 if it exited with STATUS: a D mark alone cannot
+// tell a program killed by SIGSEGV from one that called exit(139).
+type waitMark struct{ status, signal int }
+
+func parseWaitMark(body string) (*waitMark, bool) {
+	rest, ok := strings.CutPrefix(body, "stem-wait;")
+	if !ok {
+		return nil, false
+	}
+	st, sig, ok := strings.Cut(rest, ";")
+	if !ok {
+		return nil, false
+	}
+	s, err1 := strconv.Atoi(st)
+	n, err2 := strconv.Atoi(sig)
+	if err1 != nil || err2 != nil || s < 0 || s > 255 || n < 0 || n > 64 || (n > 0 && s != 128+n) {
+		return nil, false
+	}
+	return &waitMark{status: s, signal: n}, true
 }
 
 // Command is a command that finished in a pane.
@@ -78,6 +107,11 @@ type Command struct {
 	// showed it after the prompt; "" when that could not be read for
 	// certain (see cmdLine). It is the student's text: untrusted.
 	Line string
+	// Waited is set when the program's real wait status was reported (a
+	// stem-wait mark): then Signal is the signal that killed it, 0 if it
+	// exited. Otherwise only Status is known (128+n may be signal n).
+	Waited bool
+	Signal int
 }
 
 // NewMarks returns Marks for pane that count only marks with a key the pane
@@ -157,10 +191,18 @@ func (m *Marks) FeedCommands(p []byte) []Command {
 		case strings.HasPrefix(body, "D;"):
 			if m.running {
 				if n, err := strconv.Atoi(body[len("D;"):]); err == nil {
-					out = append(out, Command{Status: n, Line: m.cmd})
+					c := Command{Status: n, Line: m.cmd}
+					if m.wait != nil && m.wait.status == n {
+						c.Waited, c.Signal = true, m.wait.signal
+					}
+					out = append(out, c)
 				}
 			}
-			m.running, m.cmd = false, ""
+			m.running, m.cmd, m.wait = false, "", nil
+		default:
+			if w, ok := parseWaitMark(body); ok {
+				m.wait = w
+			}
 		}
 	}
 	m.line.endChunk()

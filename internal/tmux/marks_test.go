@@ -159,7 +159,40 @@ func TestMarksCommandLine(t *testing.T) {
 	for _, c := range []string{prompt, "make", enter, done, "make test", "\r\n" + mk("C", k) + "ok\r\n" + mk("D;0", k) + mk("A", k) + "student$ "} {
 		got = append(got, m.FeedCommands([]byte(c))...)
 	}
-	if !reflect.DeepEqual(got, []Command{{2, "make"}, {0, "make test"}}) {
+	if !reflect.DeepEqual(got, []Command{{Status: 2, Line: "make"}, {Status: 0, Line: "make test"}}) {
 		t.Fatalf("back to back: %+v", got)
+	}
+}
+
+// A stem-wait mark before D gives the real wait status; one with an
+// unknown key, malformed, or for another status is ignored, and it never
+// carries over to the next command.
+func TestMarksWaitStatus(t *testing.T) {
+	k := testKey
+	run := func(s string) []Command {
+		t.Helper()
+		return testMarks().FeedCommands([]byte(mk("A", k) + mk("C", k) + s))
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     Command
+	}{
+		{"killed", mk("C", k) + mk("stem-wait;139;11", k) + mk("D;139", k), Command{Status: 139, Waited: true, Signal: 11}},
+		{"exit 139", mk("stem-wait;139;0", k) + mk("D;139", k), Command{Status: 139, Waited: true}},
+		{"no wait mark", mk("D;139", k), Command{Status: 139}},
+		{"forged key", mk("stem-wait;139;0", "fedcba9876543210") + mk("D;139", k), Command{Status: 139}},
+		{"other status", mk("stem-wait;2;0", k) + mk("D;139", k), Command{Status: 139}},
+		{"signal without 128+n", mk("stem-wait;3;11", k) + mk("D;3", k), Command{Status: 3}},
+		{"malformed", mk("stem-wait;x;0", k) + mk("D;1", k), Command{Status: 1}},
+	} {
+		got := run(tc.in)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	m := testMarks()
+	m.FeedCommands([]byte(mk("C", k) + mk("stem-wait;139;11", k) + mk("D;139", k)))
+	if got := m.FeedCommands([]byte(mk("C", k) + mk("D;139", k))); len(got) != 1 || got[0].Waited {
+		t.Errorf("a wait mark carried over: %+v", got)
 	}
 }
