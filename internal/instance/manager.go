@@ -755,9 +755,9 @@ func (m *Manager) probe(ctx context.Context, dir sockets.Dir, id string) error {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.probe(pctx, s.path)
-		if errors.Is(err, probe.ErrTmuxVersion) || errors.Is(err, probe.ErrNoHostTmux) {
-			// The host's tmux speaks another protocol version (or there is
-			// none): ask the container's own tmux instead, rather than
+		if errors.Is(err, probe.ErrTmuxVersion) {
+			// The server speaks another tmux protocol version than
+			// stem's client: ask the container's own tmux instead, rather than
 			// taking a healthy session for a dead one.
 			err = tmuxInside(pctx, m.Engine, id, s.path)
 		}

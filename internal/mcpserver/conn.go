@@ -23,14 +23,12 @@ type conn struct {
 	closed bool
 }
 
-// programs names the programs dial starts; the zero value means "tmux"
-// and "podman" from PATH (tests put stand-ins there).
+// programs names the programs dial may start; the zero value means
+// "podman" from PATH (tests put a stand-in there). On the host no tmux
+// program is ever run: the client is tmux's protocol spoken in Go, which
+// obeys nothing the container's server asks (see package tmux).
 type programs struct {
-	tmux, podman string
-}
-
-func (p programs) hostTmux() []string {
-	return []string{cmp.Or(p.tmux, "tmux")}
+	podman string
 }
 
 // containerTmux runs the container's own tmux client, which speaks its
@@ -40,7 +38,7 @@ func (p programs) containerTmux(t verify.Target) []string {
 }
 
 func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
-	tm, err := tmux.DialOrInside(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem", Command: progs.hostTmux()}, progs.containerTmux(t), logf)
+	tm, err := tmux.DialOrInside(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem"}, progs.containerTmux(t), logf)
 	if err != nil {
 		return nil, fmt.Errorf("instance %s: tmux does not answer: %w", t.Record.Instance, err)
 	}

@@ -4,61 +4,38 @@
 package probe
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/neovim/go-client/nvim"
 
+	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/unixpin"
 )
 
-// ErrTmuxVersion means the host's tmux cannot talk to the server (the
-// client/server protocol is version-specific).
-var ErrTmuxVersion = errors.New("tmux protocol version mismatch between the host client and the container's server")
+// ErrTmuxVersion means the server speaks another tmux protocol version
+// than stem's client.
+var ErrTmuxVersion = errors.New("tmux protocol version mismatch between stem's client and the container's server")
 
-// ErrNoHostTmux means there is no tmux client on this host to ask with.
-var ErrNoHostTmux = errors.New("tmux is not installed on this host (apt-get install tmux)")
-
-// Tmux asks the server on socket for its sessions with a host tmux client.
+// Tmux asks the server on socket whether it has a session. The client is
+// tmux's protocol spoken in Go (tmux.Ping): it needs no tmux on this host
+// and does nothing the server asks, since the server belongs to the
+// container. The socket is opened without following a symlink.
 func Tmux(ctx context.Context, socket string) error {
-	ctx, cancel := withDefault(ctx, 2*time.Second)
-	defer cancel()
-	// Pinned (see package unixpin): a symlink planted from the container
-	// must not make us report some other server as the instance's.
-	pinned, err := unixpin.Open(socket)
-	if err != nil {
-		return fmt.Errorf("tmux server on %s does not answer: %w", socket, err)
-	}
-	defer pinned.Close()
-	cmd := exec.CommandContext(ctx, "tmux", "-S", unixpin.ChildPath, "list-sessions", "-F", "#{session_name}")
-	cmd.ExtraFiles = []*os.File{pinned.File()}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if errors.Is(err, exec.ErrNotFound) {
-		return fmt.Errorf("%w: %v", ErrNoHostTmux, err)
-	}
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "protocol version mismatch") {
-			return fmt.Errorf("%w: %s", ErrTmuxVersion, msg)
-		}
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("tmux server on %s does not answer: %s", socket, msg)
-	}
-	if len(bytes.TrimSpace(out)) == 0 {
+	err := tmux.Ping(ctx, socket)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tmux.ErrVersionMismatch):
+		return fmt.Errorf("%w: %w", ErrTmuxVersion, err)
+	case errors.Is(err, tmux.ErrNoSession):
 		return fmt.Errorf("tmux server on %s has no session", socket)
 	}
-	return nil
+	return fmt.Errorf("tmux server on %s does not answer: %w", socket, err)
 }
 
 // Nvim dials the RPC socket and asks for the mode (a "fast" request that

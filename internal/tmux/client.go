@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/tmux/imsg"
 	"github.com/stem-edu/stem/internal/unixpin"
 )
 
@@ -26,15 +27,20 @@ type Options struct {
 	Socket string
 	// Session is the session to attach to; default "stem".
 	Session string
-	// Command is the argv prefix that starts a tmux client; default
-	// ["tmux"]. When the host's tmux cannot talk to the container's server
-	// (ErrVersionMismatch), use e.g. ["podman", "exec", "-i", CID, "tmux"].
-	// Dial appends "-u -N -S SOCKET -C attach-session -t =SESSION -f
-	// ignore-size" (-N: never start a server on a missing socket).
+	// Command, when set, is the argv prefix of a tmux client program to
+	// run instead of the client spoken in Go (see wire.go); it is for a
+	// client that runs inside the server's container, e.g. ["podman",
+	// "exec", "-i", CID, "tmux"], where obeying the server harms only the
+	// container. Never name the host's tmux here: a tmux client executes
+	// what its server tells it to. Dial appends "-u -N -S SOCKET -C
+	// attach-session -t =SESSION -f ignore-size" (-N: never start a server
+	// on a missing socket).
 	Command []string
-	// AllowVersionMismatch skips the check that the client's `tmux -V`
-	// equals the server's #{version}. The protocol check (the client
-	// refusing the server) still applies.
+	// AllowVersionMismatch skips the check that a Command client's
+	// `tmux -V` equals the server's #{version}. The protocol check (the
+	// server refusing the client) still applies. The Go client speaks
+	// tmux's protocol version 8 (tmux 2.x to 3.5) and has no version of
+	// its own to compare.
 	AllowVersionMismatch bool
 	// CommandTimeout bounds a call whose context has no deadline;
 	// default 10s.
@@ -65,9 +71,8 @@ type Client struct {
 	serverVersion string
 	serverID      string // pid and start time, see ServerID
 
-	cmd    *exec.Cmd
-	stdin  *os.File
-	stderr *limitedBuffer
+	peer  peer
+	stdin *os.File
 
 	wmu sync.Mutex // serialises writes and keeps pending in write order
 
@@ -120,9 +125,6 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Session == "" {
 		opts.Session = defaultSession
 	}
-	if len(opts.Command) == 0 {
-		opts.Command = []string{"tmux"}
-	}
 	if opts.CommandTimeout <= 0 {
 		opts.CommandTimeout = defaultCommandTimeout
 	}
@@ -151,7 +153,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 
 	var clientVersion string
-	if !opts.AllowVersionMismatch {
+	if len(opts.Command) > 0 && !opts.AllowVersionMismatch {
 		v, err := clientVersionOf(ctx, opts.Command)
 		if err != nil {
 			return nil, err
@@ -169,7 +171,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := start(opts)
+	c, err := start(ctx, opts)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -200,7 +202,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: unexpected handshake answer %q", ErrProtocol, out)
 	}
 	c.serverVersion, c.session, c.serverID = f[0], f[1], f[2]+"-"+f[3]
-	if !opts.AllowVersionMismatch && clientVersion != "tmux "+c.serverVersion {
+	if clientVersion != "" && clientVersion != "tmux "+c.serverVersion {
 		c.Close()
 		return nil, fmt.Errorf("%w: client %q, server %q", ErrVersionMismatch, clientVersion, "tmux "+c.serverVersion)
 	}
@@ -239,7 +241,109 @@ func clientEnv() []string {
 	return env
 }
 
-func start(opts Options) (*Client, error) {
+// peer is the other end of the control stream's pipes: a tmux client
+// process inside the container, or the Go client's socket.
+type peer interface {
+	// kill ends the client at once.
+	kill()
+	// wait returns once the client has ended, after the control stream
+	// did; its error says why, when the client knows.
+	wait() error
+	// diag is what the client said about its end (a process's stderr).
+	diag() string
+}
+
+// procPeer is a tmux client program (see Options.Command).
+type procPeer struct {
+	cmd    *exec.Cmd
+	stderr *limitedBuffer
+}
+
+func (p procPeer) kill()        { p.cmd.Process.Kill() }
+func (p procPeer) wait() error  { return p.cmd.Wait() }
+func (p procPeer) diag() string { return p.stderr.String() }
+
+// wirePeer is the Go client.
+type wirePeer struct {
+	w    *wireClient
+	name string // the client's name in tmux
+}
+
+func (p wirePeer) kill() { p.w.kill() }
+
+// wait: the control stream has ended, so the server has dropped us or
+// is about to; a server that keeps the socket open without a word is
+// not waited for long.
+func (p wirePeer) wait() error {
+	select {
+	case <-p.w.done:
+	case <-time.After(2 * time.Second):
+		p.w.kill()
+	}
+	return p.w.wait()
+}
+
+func (p wirePeer) diag() string {
+	_, msg, _ := p.w.result()
+	return msg
+}
+
+func start(ctx context.Context, opts Options) (*Client, error) {
+	if len(opts.Command) == 0 {
+		return startWire(ctx, opts)
+	}
+	return startProcess(opts)
+}
+
+// startWire attaches the Go client: the server gets our pipes as the
+// client's stdin and stdout and speaks the control protocol on them.
+func startWire(ctx context.Context, opts Options) (*Client, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("tmux: stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("tmux: stdout pipe: %w", err)
+	}
+	name := "stem-" + newNonce()[5:17]
+	w, err := dialWire(ctx, opts.Socket, wireOptions{
+		name:   name,
+		flags:  imsg.ClientControl | imsg.ClientNoStartServer,
+		argv:   []string{"attach-session", "-t", "=" + opts.Session, "-f", "ignore-size"},
+		stdin:  inR,
+		stdout: outW,
+	})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, err
+	}
+	c := newClient(opts, wirePeer{w: w, name: name}, inW)
+	go c.read(outR)
+	return c, nil
+}
+
+func newClient(opts Options, p peer, stdin *os.File) *Client {
+	return &Client{
+		opts:     opts,
+		peer:     p,
+		stdin:    stdin,
+		subs:     make(map[*Subscription]struct{}),
+		taps:     make(map[uint64]tap),
+		paneMu:   make(map[PaneID]*sync.Mutex),
+		done:     make(chan struct{}),
+		closing:  make(chan struct{}),
+		attached: make(chan struct{}),
+	}
+}
+
+// startProcess runs a tmux client program (Options.Command).
+func startProcess(opts Options) (*Client, error) {
 	socket := opts.Socket
 	var pinned *unixpin.Socket
 	if !opts.SocketInContainer {
@@ -293,18 +397,7 @@ func start(opts Options) (*Client, error) {
 	inR.Close()
 	outW.Close()
 
-	c := &Client{
-		opts:     opts,
-		cmd:      cmd,
-		stdin:    inW,
-		stderr:   stderr,
-		subs:     make(map[*Subscription]struct{}),
-		taps:     make(map[uint64]tap),
-		paneMu:   make(map[PaneID]*sync.Mutex),
-		done:     make(chan struct{}),
-		closing:  make(chan struct{}),
-		attached: make(chan struct{}),
-	}
+	c := newClient(opts, procPeer{cmd: cmd, stderr: stderr}, inW)
 	go c.read(outR)
 	return c, nil
 }
@@ -370,7 +463,7 @@ func (c *Client) Close() error {
 			select {
 			case <-c.done:
 			case <-time.After(2 * time.Second):
-				c.cmd.Process.Kill()
+				c.peer.kill()
 				<-c.done
 			}
 		}
@@ -443,13 +536,15 @@ func (c *Client) read(r *os.File) {
 func (c *Client) finish(readErr error, attachErr string) {
 	// Stop the process if it is still running (we stopped reading).
 	if readErr != nil {
-		c.cmd.Process.Kill()
+		c.peer.kill()
 	}
-	waitErr := c.cmd.Wait()
-	stderr := strings.TrimSpace(c.stderr.String())
+	waitErr := c.peer.wait()
+	stderr := strings.TrimSpace(c.peer.diag())
 
 	var reason error
 	switch {
+	case errors.Is(waitErr, ErrVersionMismatch), errors.Is(waitErr, ErrProtocol):
+		reason = fmt.Errorf("%w: %w", ErrClosed, waitErr)
 	case strings.Contains(stderr, "protocol version mismatch"):
 		reason = fmt.Errorf("%w: %w: %s", ErrClosed, ErrVersionMismatch, stderr)
 	case strings.Contains(stderr, "no server running"), strings.Contains(stderr, "error connecting to"):
@@ -540,13 +635,13 @@ func (c *Client) exec(ctx context.Context, cmds ...string) ([]string, error) {
 				c.dropPending(req)
 			} else {
 				// A partial command line poisons the stream.
-				c.cmd.Process.Kill()
+				c.peer.kill()
 			}
 			return nil, fmt.Errorf("tmux: sending %s: %w", firstWord(line), ctx.Err())
 		}
-		// The pipe broke: the client process is gone or going. Make sure
-		// it is, and report the connection's end rather than EPIPE.
-		c.cmd.Process.Kill()
+		// The pipe broke: the client is gone or going. Make sure it is,
+		// and report the connection's end rather than EPIPE.
+		c.peer.kill()
 		select {
 		case <-c.done:
 			return nil, c.Err()
@@ -650,18 +745,18 @@ func (b *limitedBuffer) String() string {
 	return b.buf.String()
 }
 
-// DialOrInside dials with opts (the host's tmux client) and, when that
-// client cannot serve (another tmux version than the server's, or no tmux
-// on the host), again with inside: a tmux client run in the server's
-// container, e.g. ["podman", "exec", "-i", CID, "tmux"], which always
-// speaks its server's protocol. logf, if set, says which way it went.
+// DialOrInside dials with opts (the Go client unless opts.Command is set)
+// and, when the server speaks another protocol version, again with
+// inside: a tmux client run in the server's container, e.g. ["podman",
+// "exec", "-i", CID, "tmux"], which always speaks its server's protocol.
+// logf, if set, says which way it went.
 func DialOrInside(ctx context.Context, opts Options, inside []string, logf func(string, ...any)) (*Client, error) {
 	c, err := Dial(ctx, opts)
 	var why string
 	switch {
 	case errors.Is(err, ErrVersionMismatch):
 		why = "tmux versions differ"
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+	case len(opts.Command) > 0 && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)) && !errors.Is(err, ErrNoServer):
 		why = "no tmux client on this host"
 	default:
 		return c, err

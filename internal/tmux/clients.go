@@ -29,24 +29,30 @@ func (c *Client) ListClients(ctx context.Context) ([]ClientInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tmux: list-clients: %w", err)
 	}
-	self := c.clientPID()
+	selfName, selfPID := c.self()
 	out := make([]ClientInfo, 0, len(recs))
 	for _, r := range recs {
 		pid, _ := strconv.Atoi(r[2])
 		w, _ := strconv.Atoi(r[6])
 		h, _ := strconv.Atoi(r[7])
 		out = append(out, ClientInfo{Name: r[0], TTY: r[1], PID: pid, Session: r[3], ControlMode: r[4] == "1",
-			ReadOnly: r[5] == "1", Width: w, Height: h, Self: self != 0 && pid == self})
+			ReadOnly: r[5] == "1", Width: w, Height: h, Self: (selfName != "" && r[0] == selfName) || (selfPID != 0 && pid == selfPID)})
 	}
 	return out, nil
 }
 
-// clientPID is the pid of our own tmux client process (0 if unknown). When
-// the client runs through a prefix such as podman exec, the pid tmux sees
-// is a different one and Self stays false.
-func (c *Client) clientPID() int {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return 0
+// self is how the server knows our client: the Go client by its name, a
+// client program by its pid. When the program runs through a prefix such
+// as podman exec, the pid tmux sees is a different one and Self stays
+// false.
+func (c *Client) self() (name string, pid int) {
+	switch p := c.peer.(type) {
+	case wirePeer:
+		return p.name, 0
+	case procPeer:
+		if p.cmd.Process != nil {
+			return "", p.cmd.Process.Pid
+		}
 	}
-	return c.cmd.Process.Pid
+	return "", 0
 }

@@ -44,7 +44,7 @@ type Checker struct {
 	Tmux      Probe // nil: not probed (the caller connects itself)
 	Nvim      Probe
 	// TmuxInside asks the container's own tmux, for when Tmux fails with
-	// probe.ErrTmuxVersion or probe.ErrNoHostTmux (nil: no fallback).
+	// probe.ErrTmuxVersion (nil: no fallback).
 	TmuxInside func(ctx context.Context, containerID, socket string) error
 }
 
@@ -123,7 +123,7 @@ func (c *Checker) Record(ctx context.Context, rec registry.Record) (Target, erro
 	}
 	if c.Tmux != nil {
 		err := c.Tmux(ctx, want.Tmux())
-		if c.TmuxInside != nil && (errors.Is(err, probe.ErrTmuxVersion) || errors.Is(err, probe.ErrNoHostTmux)) {
+		if c.TmuxInside != nil && (errors.Is(err, probe.ErrTmuxVersion)) {
 			err = c.TmuxInside(ctx, ctr.ID, want.Tmux())
 		}
 		if err != nil {

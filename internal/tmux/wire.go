@@ -1,0 +1,277 @@
+package tmux
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stem-edu/stem/internal/termtext"
+	"github.com/stem-edu/stem/internal/tmux/imsg"
+	"github.com/stem-edu/stem/internal/unixpin"
+)
+
+// A tmux client obeys its server: MSG_SHELL makes a command client exec
+// a program, MSG_EXEC makes an attached client exec one when it exits,
+// MSG_LOCK runs system(), MSG_SUSPEND stops it, and MSG_READ_OPEN and
+// MSG_WRITE_OPEN open paths on the client's side. The server behind an
+// instance's t.sock is the container's, so stem never runs the host's
+// tmux binary as its client: wireClient speaks the client side of the
+// protocol itself and does none of those things. It identifies itself
+// (with no environment: the host's variables are not the container's
+// business), sends one command, and from then on only listens for the
+// end of the conversation.
+
+// errRefused is why a connection was ended because the server asked the
+// client to do something only a hostile server asks of a control client.
+var errRefused = errors.New("the server asked its client to run a program or open a file on this host; refused and disconnected")
+
+// wireOptions is what one wire client says to the server.
+type wireOptions struct {
+	flags uint64
+	argv  []string
+	// name is the client's tty name, which tmux also uses as the client's
+	// name (the default, "client-PID", is the same for every client in
+	// one process).
+	name string
+	// stdin and stdout, when set, are handed to the server: a control
+	// client's server reads commands from stdin and writes the control
+	// stream to stdout itself.
+	stdin, stdout *os.File
+}
+
+// wireClient is one client connection spoken in Go.
+type wireClient struct {
+	ic   *imsg.Conn
+	done chan struct{}
+
+	mu      sync.Mutex
+	exited  bool   // MSG_EXIT seen
+	retval  int    // its value
+	message string // its text, or why the conversation ended
+	err     error  // protocol or refusal error
+}
+
+// dialWire connects to socket without following a symlink (package
+// unixpin), identifies, sends the command and starts listening.
+func dialWire(ctx context.Context, socket string, o wireOptions) (*wireClient, error) {
+	nc, err := unixpin.Dial(ctx, socket)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: %w: %w", ErrClosed, ErrNoServer, err)
+		case errors.Is(err, unix.ECONNREFUSED):
+			return nil, fmt.Errorf("%w: %w: no server running on %s", ErrClosed, ErrNoServer, socket)
+		}
+		return nil, fmt.Errorf("tmux: %w", err)
+	}
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		nc.Close()
+		return nil, fmt.Errorf("tmux: %s: not a unix connection", socket)
+	}
+	w := &wireClient{ic: imsg.NewConn(uc), done: make(chan struct{})}
+	if dl, ok := ctx.Deadline(); ok {
+		w.ic.SetWriteDeadline(dl)
+	}
+	if err := w.identify(o); err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("tmux: identifying to %s: %w", socket, err)
+	}
+	w.ic.SetWriteDeadline(time.Time{})
+	go w.listen()
+	return w, nil
+}
+
+// message is one message to send.
+type message struct {
+	typ  uint32
+	f    *os.File
+	data []byte
+}
+
+func (w *wireClient) identify(o wireOptions) error {
+	flags := o.flags | imsg.ClientUTF8
+	u32 := func(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+	msgs := []message{
+		{imsg.MsgIdentifyFlags, nil, u32(uint32(flags))},
+		{imsg.MsgIdentifyLongFlags, nil, binary.NativeEndian.AppendUint64(nil, flags)},
+		{imsg.MsgIdentifyTerm, nil, imsg.CString("screen")},
+		{imsg.MsgIdentifyFeatures, nil, u32(0)},
+		// tmux dereferences the tty name unconditionally: always send one.
+		{imsg.MsgIdentifyTTYName, nil, imsg.CString(o.name)},
+		{imsg.MsgIdentifyCWD, nil, imsg.CString("/")},
+	}
+	if o.stdin != nil {
+		msgs = append(msgs, message{imsg.MsgIdentifyStdin, o.stdin, nil})
+	}
+	if o.stdout != nil {
+		msgs = append(msgs, message{imsg.MsgIdentifyStdout, o.stdout, nil})
+	}
+	msgs = append(msgs,
+		message{imsg.MsgIdentifyClientPID, nil, u32(uint32(os.Getpid()))},
+		message{imsg.MsgIdentifyDone, nil, nil},
+		message{imsg.MsgCommand, nil, imsg.PackArgv(o.argv)})
+	for _, m := range msgs {
+		if err := w.ic.Send(m.typ, m.f, m.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listen reads the server's messages until the conversation ends.
+func (w *wireClient) listen() {
+	defer close(w.done)
+	defer w.ic.Close()
+	for {
+		m, err := w.ic.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				w.fail(err)
+			}
+			return
+		}
+		if end := w.handle(m); end {
+			return
+		}
+	}
+}
+
+// handle acts on one message and reports whether the conversation is over.
+func (w *wireClient) handle(m imsg.Msg) bool {
+	switch m.Type {
+	case imsg.MsgVersion:
+		w.fail(fmt.Errorf("%w: protocol version mismatch (client %d, server %d)", ErrVersionMismatch, imsg.ProtocolVersion, m.PeerID&0xff))
+		return true
+	case imsg.MsgExit:
+		w.mu.Lock()
+		w.exited = true
+		if len(m.Data) >= 4 {
+			w.retval = int(int32(binary.NativeEndian.Uint32(m.Data)))
+			w.message = cText(m.Data[4:])
+		}
+		w.mu.Unlock()
+		return true
+	case imsg.MsgShutdown:
+		w.setMessage("server exited")
+		return true
+	case imsg.MsgExited:
+		return true
+	case imsg.MsgDetach, imsg.MsgDetachKill:
+		w.setMessage("detached")
+		w.ic.Send(imsg.MsgExiting, nil, nil)
+	case imsg.MsgShell, imsg.MsgExec, imsg.MsgLock, imsg.MsgSuspend:
+		w.fail(fmt.Errorf("%w: %w (message %d)", ErrProtocol, errRefused, m.Type))
+		return true
+	case imsg.MsgReadOpen:
+		// struct msg_read_open {int stream; int fd;} then a path: answer
+		// "permission denied" without looking at the path.
+		if len(m.Data) >= 4 {
+			w.ic.Send(imsg.MsgReadDone, nil, appendInt32s(nil, int32(binary.NativeEndian.Uint32(m.Data)), int32(unix.EACCES)))
+		}
+	case imsg.MsgWriteOpen:
+		if len(m.Data) >= 4 {
+			w.ic.Send(imsg.MsgWriteReady, nil, appendInt32s(nil, int32(binary.NativeEndian.Uint32(m.Data)), int32(unix.EACCES)))
+		}
+	}
+	// MSG_READY, MSG_FLAGS, MSG_WRITE and the rest change nothing here.
+	return false
+}
+
+func appendInt32s(b []byte, vs ...int32) []byte {
+	for _, v := range vs {
+		b = binary.NativeEndian.AppendUint32(b, uint32(v))
+	}
+	return b
+}
+
+// cText is a NUL-terminated message text made safe to show: bounded and
+// without terminal controls (it comes from the container).
+func cText(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\x00")
+	out, _ := termtext.Sanitize([]byte(s), termtext.Options{MaxBytes: 200})
+	return strings.Join(strings.Fields(out), " ")
+}
+
+func (w *wireClient) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *wireClient) setMessage(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.message == "" {
+		w.message = s
+	}
+}
+
+// kill ends the connection at once; the server then drops the client and
+// closes the descriptors it was given.
+func (w *wireClient) kill() { w.ic.Close() }
+
+// wait waits for the conversation to end and returns its error, if any.
+func (w *wireClient) wait() error {
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// result is MSG_EXIT's value and text after wait; ok is false when the
+// server never sent one.
+func (w *wireClient) result() (retval int, message string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.retval, w.message, w.exited
+}
+
+// Ping asks the tmux server on socket whether it has a session, with a
+// one-shot client spoken in Go (has-session, no output read). It needs
+// no tmux on this host and obeys nothing the server asks. Errors wrap
+// ErrNoServer, ErrNoSession, ErrVersionMismatch or ErrProtocol.
+func Ping(ctx context.Context, socket string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+	}
+	w, err := dialWire(ctx, socket, wireOptions{flags: imsg.ClientNoStartServer, argv: []string{"has-session"}})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		w.kill()
+		<-w.done
+		return fmt.Errorf("tmux server on %s does not answer: %w", socket, ctx.Err())
+	}
+	if err := w.wait(); err != nil {
+		return fmt.Errorf("tmux server on %s: %w", socket, err)
+	}
+	retval, msg, ok := w.result()
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %w: tmux server on %s closed the connection without an answer", ErrClosed, ErrNoServer, socket)
+	case retval != 0:
+		if msg == "" {
+			msg = "no session"
+		}
+		return fmt.Errorf("%w: tmux server on %s: %s", ErrNoSession, socket, msg)
+	}
+	return nil
+}
