@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/tmux/tmuxtest/hostile"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -99,54 +100,45 @@ func writeScript(t *testing.T, p, body string) string {
 	return p
 }
 
-// TestTmuxVersionFallback: when the host's tmux reports another version
-// than the student's server, dial runs the control client through
-// `podman exec -i CID tmux` instead, and pane_capture works through it.
-// The fixture's tmux server runs on the host, so the stand-in for podman
-// checks the arguments it gets and runs the host's tmux with the rest.
+// TestTmuxVersionFallback: when the student's server speaks another tmux
+// protocol version than stem's Go client, dial runs the control client
+// through `podman exec -i CID tmux` instead, and pane_capture works
+// through it. The fixture's tmux server runs on the host, so the real
+// server's socket is moved aside, a stand-in that answers every client
+// with MSG_VERSION takes t.sock, and the stand-in for podman checks the
+// arguments it gets and runs the host's tmux on the real socket.
 func TestTmuxVersionFallback(t *testing.T) {
-	realTmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A host tmux of another version: it answers -V, then would speak
-	// another protocol.
-	checkContainerTmux(t, "tmux versions differ", "0.9-old", func(dir string) string {
-		return writeScript(t, filepath.Join(dir, "tmux"), `[ "$1" = -V ] && { echo "tmux 0.9-old"; exit 0; }
-exec `+realTmux+` "$@"
-`)
-	})
-}
-
-// With no tmux on the host, stem-mcp runs the container's tmux client (the
-// container always has one) instead of failing.
-func TestNoHostTmuxFallback(t *testing.T) {
-	checkContainerTmux(t, "no tmux client on this host", "", func(dir string) string { return filepath.Join(dir, "no-such-tmux") })
-}
-
-// checkContainerTmux gives stem-mcp the host tmux hostTmux makes and a
-// podman stand-in that runs the real tmux for `exec -i CID tmux ...`, and
-// checks that pane_capture works through the container's client and that
-// the server log says why (logWant, and detail when not empty).
-func checkContainerTmux(t *testing.T, logWant, detail string, hostTmux func(dir string) string) {
-	t.Helper()
 	in := testenv.New(t, testenv.Options{})
 	in.Select(t)
 	realTmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Fatal(err)
 	}
+	in.Tmux(t, "send-keys", "-t", "stem:shell", "echo FALLBACK-$((6*7))", "Enter")
+	pane := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
+
+	sock := in.Dir.Tmux()
+	moved := filepath.Join(filepath.Dir(sock), "real.sock")
+	if err := os.Rename(sock, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(moved, sock) })
+	ln, err := hostile.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); os.Remove(sock) })
+	go hostile.Serve(ln, hostile.Plan{Sequence: []string{"version"}})
+
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "podman-calls")
 	podman := writeScript(t, filepath.Join(dir, "podman"), `printf '%s\n' "$*" >> `+calls+`
 [ "$1" = exec ] && [ "$2" = -i ] && [ "$3" = "`+in.Record.ContainerID+`" ] && [ "$4" = tmux ] || { echo "unexpected podman call: $*" >&2; exit 125; }
 shift 4
+for a; do shift; [ "$a" = "`+sock+`" ] && a="`+moved+`"; set -- "$@" "$a"; done
 exec `+realTmux+` "$@"
 `)
-	in.Tmux(t, "send-keys", "-t", "stem:shell", "echo FALLBACK-$((6*7))", "Enter")
-	pane := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
-
-	s, log := inProcess(t, in, Observe, programs{tmux: hostTmux(dir), podman: podman})
+	s, log := inProcess(t, in, Observe, programs{podman: podman})
 	var out map[string]any
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -163,18 +155,42 @@ exec `+realTmux+` "$@"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(log.String(), logWant) || !strings.Contains(log.String(), detail) {
-		t.Errorf("server log does not say why it switched clients (%q):\n%s", logWant, log.String())
+	if !strings.Contains(log.String(), "tmux versions differ") || !strings.Contains(log.String(), "protocol version mismatch (client 8, server 7)") {
+		t.Errorf("server log does not say why it switched clients:\n%s", log.String())
 	}
 	got, _ := os.ReadFile(calls)
-	want := "exec -i " + in.Record.ContainerID + " tmux -u -N -S " + in.Dir.Tmux() + " -C attach-session -t =stem -f ignore-size"
+	want := "exec -i " + in.Record.ContainerID + " tmux -u -N -S " + sock + " -C attach-session -t =stem -f ignore-size"
 	if !strings.Contains(string(got), "exec -i "+in.Record.ContainerID+" tmux -V\n") || !strings.Contains(string(got), want+"\n") {
 		t.Errorf("podman calls:\n%s\nwant the version check and %q", got, want)
 	}
-	// The connection in use is the container's client.
 	c := s.current()
 	if c == nil || c.tmux.ServerVersion() == "" || c.tmux.Err() != nil {
 		t.Fatalf("no live tmux connection after the fallback")
+	}
+}
+
+// TestNoHostTmuxNeeded: stem-mcp talks to the student's tmux with no tmux
+// program on PATH at all (its client is spoken in Go).
+func TestNoHostTmuxNeeded(t *testing.T) {
+	in := testenv.New(t, testenv.Options{})
+	in.Select(t)
+	in.Tmux(t, "send-keys", "-t", "stem:shell", "echo NOTMUX-$((6*7))", "Enter")
+	pane := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
+	t.Setenv("PATH", t.TempDir())
+	s, log := inProcess(t, in, Observe, programs{podman: "/nonexistent/podman"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, etext := callTool(t, s, "pane_capture", map[string]any{"pane": pane})
+		if etext != "" {
+			t.Fatalf("pane_capture without a host tmux: %s\nserver log:\n%s", etext, log.String())
+		}
+		if strings.Contains(str(out["text"]), "NOTMUX-42") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pane_capture never showed the echo: %v", out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

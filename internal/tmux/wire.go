@@ -33,7 +33,13 @@ import (
 
 // errRefused is why a connection was ended because the server asked the
 // client to do something only a hostile server asks of a control client.
-var errRefused = errors.New("the server asked its client to run a program or open a file on this host; refused and disconnected")
+var errRefused = errors.New("the server asked its client to run a program or open a file on this host; refused and disconnected (something in the container replaced the student's tmux server: `stemctl up` re-creates the instance)")
+
+// refusedName names the requests a client refuses.
+var refusedName = map[uint32]string{
+	imsg.MsgShell: "MSG_SHELL", imsg.MsgExec: "MSG_EXEC", imsg.MsgLock: "MSG_LOCK",
+	imsg.MsgSuspend: "MSG_SUSPEND", imsg.MsgReadOpen: "MSG_READ_OPEN", imsg.MsgWriteOpen: "MSG_WRITE_OPEN",
+}
 
 // wireOptions is what one wire client says to the server.
 type wireOptions struct {
@@ -170,29 +176,15 @@ func (w *wireClient) handle(m imsg.Msg) bool {
 	case imsg.MsgDetach, imsg.MsgDetachKill:
 		w.setMessage("detached")
 		w.ic.Send(imsg.MsgExiting, nil, nil)
-	case imsg.MsgShell, imsg.MsgExec, imsg.MsgLock, imsg.MsgSuspend:
-		w.fail(fmt.Errorf("%w: %w (message %d)", ErrProtocol, errRefused, m.Type))
+	case imsg.MsgShell, imsg.MsgExec, imsg.MsgLock, imsg.MsgSuspend, imsg.MsgReadOpen, imsg.MsgWriteOpen:
+		// stem never sends a command that reads or writes a file through
+		// its client, so a server that asks for one is not a real tmux
+		// serving us.
+		w.fail(fmt.Errorf("%w: %s: %w", ErrProtocol, refusedName[m.Type], errRefused))
 		return true
-	case imsg.MsgReadOpen:
-		// struct msg_read_open {int stream; int fd;} then a path: answer
-		// "permission denied" without looking at the path.
-		if len(m.Data) >= 4 {
-			w.ic.Send(imsg.MsgReadDone, nil, appendInt32s(nil, int32(binary.NativeEndian.Uint32(m.Data)), int32(unix.EACCES)))
-		}
-	case imsg.MsgWriteOpen:
-		if len(m.Data) >= 4 {
-			w.ic.Send(imsg.MsgWriteReady, nil, appendInt32s(nil, int32(binary.NativeEndian.Uint32(m.Data)), int32(unix.EACCES)))
-		}
 	}
 	// MSG_READY, MSG_FLAGS, MSG_WRITE and the rest change nothing here.
 	return false
-}
-
-func appendInt32s(b []byte, vs ...int32) []byte {
-	for _, v := range vs {
-		b = binary.NativeEndian.AppendUint32(b, uint32(v))
-	}
-	return b
 }
 
 // cText is a NUL-terminated message text made safe to show: bounded and
@@ -242,7 +234,8 @@ func (w *wireClient) result() (retval int, message string, ok bool) {
 // Ping asks the tmux server on socket whether it has a session, with a
 // one-shot client spoken in Go (has-session, no output read). It needs
 // no tmux on this host and obeys nothing the server asks. Errors wrap
-// ErrNoServer, ErrNoSession, ErrVersionMismatch or ErrProtocol.
+// ErrNoServer, ErrNoSession, ErrVersionMismatch or ErrProtocol, and do
+// not name the socket (the caller does).
 func Ping(ctx context.Context, socket string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -258,20 +251,20 @@ func Ping(ctx context.Context, socket string) error {
 	case <-ctx.Done():
 		w.kill()
 		<-w.done
-		return fmt.Errorf("tmux server on %s does not answer: %w", socket, ctx.Err())
+		return fmt.Errorf("tmux: no answer: %w", ctx.Err())
 	}
 	if err := w.wait(); err != nil {
-		return fmt.Errorf("tmux server on %s: %w", socket, err)
+		return err
 	}
 	retval, msg, ok := w.result()
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: %w: tmux server on %s closed the connection without an answer", ErrClosed, ErrNoServer, socket)
+		return fmt.Errorf("%w: %w: the server closed the connection without an answer", ErrClosed, ErrNoServer)
 	case retval != 0:
 		if msg == "" {
 			msg = "no session"
 		}
-		return fmt.Errorf("%w: tmux server on %s: %s", ErrNoSession, socket, msg)
+		return fmt.Errorf("%w: %s", ErrNoSession, msg)
 	}
 	return nil
 }
