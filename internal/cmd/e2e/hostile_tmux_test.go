@@ -83,8 +83,12 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 
 	noCanary := func(what string) {
 		t.Helper()
-		if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
-			t.Fatalf("%s ran a command or wrote a file on the host for the container's server (%s appeared)", what, ents[0].Name())
+		// Errorf and clear, so that one run names every entry point that
+		// obeys (on the code before the Go client: all of them).
+		ents, _ := os.ReadDir(hostDir)
+		for _, e := range ents {
+			t.Errorf("%s ran a command or wrote a file on the host for the container's server (%s appeared)", what, e.Name())
+			os.Remove(filepath.Join(hostDir, e.Name()))
 		}
 	}
 	grantID, configDir := grantObserve(t, a)
