@@ -27,7 +27,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 )
 
-// Levels, as in DESIGN.md "Access levels".
+// Levels, as in docs/design.md and docs/security.md.
 const (
 	Observe = "observe"
 	Assist  = "assist"

@@ -25,7 +25,8 @@ import (
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
-// hostileStrings are the escape routes of DESIGN.md "Access levels" and
+// hostileStrings are the known escape routes of the lower levels (see
+// docs/security.md) and
 // everything else a string argument should never be able to do.
 func hostileStrings(sen *sentinels, card string) []string {
 	c := sen.canary()
