@@ -43,11 +43,13 @@ type Limits struct {
 	Depth   int // nesting of arrays and maps (the message's own array is 1)
 }
 
-// DefaultLimits leave room for everything stem asks Neovim (a 256 KiB
+// DefaultLimits leaves room for everything stem asks Neovim (a 256 KiB
 // buffer read, nvim_get_api_info's few thousand values, a full-level
 // nvim_lua result of a few MiB) and keep the decoder's memory for one
 // message in the tens of MiB.
-var DefaultLimits = Limits{Message: 8 << 20, String: 4 << 20, Len: 1 << 18, Values: 1 << 19, Depth: 32}
+func DefaultLimits() Limits {
+	return Limits{Message: 8 << 20, String: 4 << 20, Len: 1 << 18, Values: 1 << 19, Depth: 32}
+}
 
 // ErrRefused matches every *Error.
 var ErrRefused = errors.New("a message from the Neovim server was refused")
@@ -66,7 +68,7 @@ func refuse(format string, args ...any) error { return &Error{What: fmt.Sprintf(
 
 // Options configure a Reader.
 type Options struct {
-	// Limits default to DefaultLimits (field by field where zero).
+	// Limits default to DefaultLimits() (field by field where zero).
 	Limits Limits
 	// Accept reports whether a request or notification with this method
 	// is passed on. Nil: none is.
@@ -98,7 +100,7 @@ type Reader struct {
 
 // NewReader returns a Reader of r.
 func NewReader(r io.Reader, opt Options) *Reader {
-	lim, def := opt.Limits, DefaultLimits
+	lim, def := opt.Limits, DefaultLimits()
 	lim.Message = positive(lim.Message, def.Message)
 	lim.String = positive(lim.String, def.String)
 	lim.Len = positive(lim.Len, def.Len)
