@@ -146,3 +146,37 @@ func TestEndOfStream(t *testing.T) {
 		t.Fatalf("cut message: %v, %d bytes passed", err, len(out))
 	}
 }
+
+// repeat yields its message over and over, like a session's stream.
+type repeat struct {
+	msg []byte
+	off int
+}
+
+func (r *repeat) Read(p []byte) (int, error) {
+	n := copy(p, r.msg[r.off:])
+	r.off = (r.off + n) % len(r.msg)
+	return n, nil
+}
+
+// BenchmarkReader85KB passes replies the size of a 1,000-line buffer read
+// (as nvim_buffer_read gets it) through one Reader, as a session does.
+func BenchmarkReader85KB(b *testing.B) {
+	lines := make([]any, 1000)
+	for i := range lines {
+		lines[i] = strings.Repeat("x", 80)
+	}
+	msg := encode(b, []any{1, 1, nil, map[string]any{"lines": lines, "tick": 5}})
+	b.SetBytes(int64(len(msg)))
+	g := NewReader(&repeat{msg: msg}, Options{})
+	buf := make([]byte, 4096)
+	for b.Loop() {
+		for n := 0; n < len(msg); {
+			m, err := g.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+		}
+	}
+}
