@@ -53,6 +53,9 @@ func TestProbesAnswerAndRefuseSymlinks(t *testing.T) {
 // target (the canary) sees no connection, while a plain connect through
 // the same link (the control) does reach it.
 func TestNvimModifiedPinned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs nvim")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	nv := nvimtest.Start(t, nvimtest.Options{})

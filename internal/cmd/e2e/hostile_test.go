@@ -100,6 +100,9 @@ var crashed = regexp.MustCompile(`fatal error|out of memory|goroutine \d+|panic:
 //
 // Finally `up --force` re-creates the instance and it is healthy again.
 func TestHostileNeovimInsideTheContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Podman and the native-amd64 image")
+	}
 	a := newAccount(t)
 	const inst = "native-amd64-demo-hello-t1"
 	own := filepath.Join(t.TempDir(), "stem-mcp") // this account's: changed in step 3
