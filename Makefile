@@ -14,11 +14,12 @@ PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: help setup build images check-images agent-clis demo test test-short bench lint clean
+.PHONY: help setup build images check-images agent-clis demo test test-short fuzz bench lint clean
 
 help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
-	@echo "make test        run every test (CI runs this)"
+	@echo "make test        run every test (CI runs this), then make fuzz"
+	@echo "make fuzz        fuzz the container-byte decoders for FUZZTIME each (default 10s)"
 	@echo "make bench       run the benchmarks and print the figures"
 	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
@@ -61,6 +62,14 @@ demo: setup build images
 
 test: setup build images check-images agent-clis lint
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -count=1 -timeout 25m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# A bounded fuzz run of the decoders of container bytes: the validating
+# reader in front of the Neovim RPC decoder and the GDB/MI parser.
+FUZZTIME ?= 10s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/nvim/rpcguard/
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/gdbmi/
 
 test-short: build
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -short -count=1 ./...

@@ -14,6 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpcmd"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 func main() {
@@ -29,7 +30,7 @@ func main() {
 	if errors.As(err, &ee) {
 		os.Exit(ee.Code)
 	}
-	fmt.Fprintf(ios.ErrOut, "stem-mcp: %v\n", err)
+	fmt.Fprintf(ios.ErrOut, "stem-mcp: %s\n", termtext.String(err.Error()))
 	if cmdutil.IsFlagError(err) {
 		os.Exit(2)
 	}

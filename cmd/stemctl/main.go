@@ -14,6 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/factory"
 	"github.com/stem-edu/stem/internal/cmd/root"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 func main() {
@@ -33,7 +34,8 @@ func run() int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "stemctl: %v\n", err)
+	// An error may quote a container's server or files: printed clean.
+	fmt.Fprintf(f.IOStreams.ErrOut, "stemctl: %s\n", termtext.String(err.Error()))
 	if cmdutil.IsFlagError(err) {
 		if c, _, ferr := cmd.Find(os.Args[1:]); ferr == nil && c != nil {
 			fmt.Fprintf(f.IOStreams.ErrOut, "\nUsage:\n  %s\n", c.UseLine())

@@ -24,6 +24,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/termtext"
+	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Spec is what the supervisor (`stemctl agent run`) runs: written by
@@ -291,16 +293,22 @@ func writeState(dir string, st State) error {
 }
 
 // tmuxGone reports whether nothing can listen on the tmux socket any more:
-// the path is gone (the socket directory was removed) or refuses
-// connections (the server died with its container). Any other outcome,
+// the path is gone (the socket directory was removed), refuses connections
+// (the server died with its container) or is no longer a socket (something
+// in the container put a symlink or a file there). The socket is opened
+// through internal/unixpin, never by path: a symlink planted over t.sock
+// must not make the host connect to whatever it names. Any other outcome,
 // a server that answers included, counts as present.
 func tmuxGone(sock string) bool {
-	c, err := net.DialTimeout("unix", sock, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := unixpin.Dial(ctx, sock)
 	if err == nil {
 		c.Close()
 		return false
 	}
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOTDIR)
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, unixpin.ErrSymlink) || errors.Is(err, unixpin.ErrNotSocket)
 }
 
 func signalName(s syscall.Signal) string {
@@ -385,7 +393,7 @@ func (h *hub) accept(ln *net.UnixListener) {
 func (h *hub) serve(c net.Conn) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	typ, p, err := ptyproto.ReadFrame(c)
+	typ, p, err := ptyproto.ReadFrameMax(c, ptyproto.MaxFromRelay)
 	if err != nil {
 		return
 	}
@@ -412,7 +420,7 @@ func (h *hub) serve(c net.Conn) {
 	h.sentFirst = true
 	started := h.started
 	h.mu.Unlock()
-	h.lg.Printf("window connected (TERM=%s, %dx%d)", r.hello.Term, r.hello.Cols, r.hello.Rows)
+	h.lg.Printf("window connected (TERM=%s, %dx%d)", termtext.Line(r.hello.Term, 64), r.hello.Cols, r.hello.Rows)
 	h.changed()
 	if isFirst {
 		h.first <- r
@@ -427,7 +435,7 @@ func (h *hub) serve(c net.Conn) {
 		h.changed()
 	}()
 	for {
-		typ, p, err := ptyproto.ReadFrame(c)
+		typ, p, err := ptyproto.ReadFrameMax(c, ptyproto.MaxFromRelay)
 		if err != nil {
 			return
 		}

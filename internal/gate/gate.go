@@ -25,6 +25,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -116,10 +117,9 @@ func Main(ctx context.Context, args []string, opt Options) int {
 	return ExitFailed
 }
 
-// oneLine keeps a message to one line whatever an error wrapped.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+// oneLine keeps a message to one clean line whatever an error wrapped
+// (it may quote a container's server).
+func oneLine(s string) string { return termtext.Line(s, 2000) }
 
 // session is one gate run's resolved context.
 type session struct {

@@ -49,8 +49,19 @@ func (e *CommandError) Error() string { return fmt.Sprintf("gdb: %s: %s", e.Comm
 // DefaultTimeout applies to Dial and Exec when ctx has no deadline.
 const DefaultTimeout = 15 * time.Second
 
-// maxResultLine bounds one line from the bridge.
-const maxResultLine = 32 << 20
+// Bounds on what the bridge (in the container) can make the host hold:
+// one line; the console and log text gathered for one command; and an
+// event, which may wait in Events with up to eventQueue others, so a
+// record over maxEventLine keeps only its class (stream text is cut).
+const (
+	maxResultLine = 8 << 20
+	maxCallOutput = 1 << 20
+	maxEventLine  = 16 << 10
+	eventQueue    = 256
+)
+
+// outputCut ends console or log text cut at maxCallOutput.
+const outputCut = "\n[stem: more output than this was dropped]\n"
 
 // Result is gdb's answer to one command.
 type Result struct {
@@ -161,7 +172,7 @@ func Dial(ctx context.Context, sockPath string) (*Client, error) {
 		path:   sockPath,
 		conn:   conn,
 		calls:  map[string]*call{},
-		events: make(chan Event, 1024),
+		events: make(chan Event, eventQueue),
 		done:   make(chan struct{}),
 	}
 	go c.readLoop()
@@ -180,7 +191,7 @@ func (c *Client) Close() error {
 func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Events delivers asynchronous events. It is closed when the connection
-// ends. A consumer that falls more than 1024 events behind loses events
+// ends. A consumer that falls more than 256 events behind loses events
 // (counted by Dropped) rather than stalling command results.
 func (c *Client) Events() <-chan Event { return c.events }
 
@@ -287,11 +298,11 @@ func (c *Client) readLoop() {
 		if err != nil {
 			continue
 		}
-		c.dispatch(rec)
+		c.dispatch(rec, len(line))
 	}
 }
 
-func (c *Client) dispatch(rec Record) {
+func (c *Client) dispatch(rec Record, size int) {
 	now := time.Now()
 	if rec.Kind == KindExec {
 		c.mu.Lock()
@@ -333,16 +344,44 @@ func (c *Client) dispatch(rec Record) {
 		switch {
 		case cl == nil || cl.abandoned:
 		case rec.Kind == KindConsole:
-			cl.console.WriteString(rec.Text)
+			appendCapped(&cl.console, rec.Text)
 		case rec.Kind == KindLog:
-			cl.log.WriteString(rec.Text)
+			appendCapped(&cl.log, rec.Text)
 		}
 		// Notifications of our own commands (setting changes) are dropped:
 		// DataEvaluate's temporary `with` settings are not news, and a
 		// Console "set ..." caller knows what it did.
 		return
 	}
+	if size > maxEventLine {
+		rec = trimEvent(rec)
+	}
 	c.emit(eventFrom(rec, now))
+}
+
+// appendCapped adds text to b up to maxCallOutput, then marks the cut once.
+func appendCapped(b *strings.Builder, text string) {
+	room := maxCallOutput - b.Len()
+	switch {
+	case room < 0 || text == "":
+		return
+	case len(text) <= room:
+		b.WriteString(text)
+	default:
+		b.WriteString(text[:room])
+		b.WriteString(outputCut)
+	}
+}
+
+// trimEvent keeps what an event over maxEventLine may keep while it waits
+// in Events: the kind, class and token, and at most maxEventLine bytes of
+// stream text.
+func trimEvent(rec Record) Record {
+	out := Record{Kind: rec.Kind, Token: rec.Token, Class: rec.Class, Text: rec.Text}
+	if len(out.Text) > maxEventLine {
+		out.Text = strings.ToValidUTF8(out.Text[:maxEventLine], "") + outputCut
+	}
+	return out
 }
 
 func eventFrom(rec Record, now time.Time) Event {

@@ -146,8 +146,14 @@ func getField(fs []Field, name string) (Value, bool) {
 }
 
 // maxDepth bounds tuple/list nesting so hostile or corrupt input cannot
-// exhaust the stack.
-const maxDepth = 200
+// exhaust the stack; maxValues bounds the values of one record, so a line
+// of empty lists ("[[],[],...") cannot make the parser hold some thirty
+// bytes of Value for every byte of input. gdb's largest records (a long
+// backtrace, a disassembly, a register list) have a few thousand.
+const (
+	maxDepth  = 200
+	maxValues = 1 << 18
+)
 
 // ParseError describes why a line is not valid MI output.
 type ParseError struct {
@@ -171,8 +177,9 @@ func Parse(line string) (Record, error) {
 }
 
 type parser struct {
-	s   string
-	pos int
+	s      string
+	pos    int
+	values int
 }
 
 func (p *parser) fail(msg string, args ...any) error {
@@ -280,6 +287,9 @@ func (p *parser) result(depth int) (Field, error) {
 func (p *parser) value(depth int) (Value, error) {
 	if depth > maxDepth {
 		return Value{}, p.fail("nesting deeper than %d", maxDepth)
+	}
+	if p.values++; p.values > maxValues {
+		return Value{}, p.fail("more than %d values in one record", maxValues)
 	}
 	switch p.peek() {
 	case '"':

@@ -165,6 +165,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(`~"\x41\101\e"`)
 	f.Add(`^done,a={b=[c={}],d=[]}`)
+	f.Add(`*stopped,x=[[],[],[[[{}]]],{a=[]}]`)
+	f.Add(`^done,x=` + strings.Repeat("[", maxDepth+1))
 	f.Fuzz(func(t *testing.T, line string) {
 		r, err := Parse(line)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/verify"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -77,7 +78,8 @@ type UpResult struct {
 
 func (m *Manager) progress(format string, args ...any) {
 	if m.Progress != nil {
-		fmt.Fprintf(m.Progress, format+"\n", args...)
+		// Progress lines quote errors, which may carry a container's text.
+		fmt.Fprintln(m.Progress, termtext.Line(fmt.Sprintf(format, args...), 0))
 	}
 }
 
@@ -887,7 +889,23 @@ func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
 		st.State = "unhealthy"
 		st.Hint = fmt.Sprintf("`%s` repairs it (starts nvim again in the same session if only nvim is gone, else re-creates the container)", UpCommand(rec))
 	}
+	st.clean()
 	return st
+}
+
+// maxProblem bounds one problem line of a Status.
+const maxProblem = 1000
+
+// clean makes the text of st that may come from the container (servers'
+// errors, the card's state) one sanitized line each, for the terminal and
+// for JSON alike.
+func (st *Status) clean() {
+	for i, p := range st.Problems {
+		st.Problems[i] = termtext.Line(p, maxProblem)
+	}
+	if st.CardState != nil {
+		st.CardState.Error = termtext.Line(st.CardState.Error, maxProblem)
+	}
 }
 
 // UpCommand is the stemctl command line that brings rec's instance up again

@@ -38,6 +38,7 @@ import (
 	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/verify"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -162,7 +163,7 @@ func New(opt Options) (*Server, error) {
 		checker: &verify.Checker{Layout: l, Registry: reg, Inspector: insp},
 		audit:   lg,
 		session: hex.EncodeToString(id[:]),
-		logf:    log.New(opt.ErrOut, "stem-mcp: ", 0).Printf,
+		logf:    termtext.Logf(log.New(opt.ErrOut, "stem-mcp: ", 0).Printf), // lines quote servers' errors
 		started: make(chan struct{}),
 	}
 	s.events = newEventHub(s)

@@ -19,6 +19,14 @@
 //   - Buffer text, buffer names and diagnostic messages are untrusted data:
 //     they are passed to Neovim only as RPC values (never spliced into Ex or
 //     Lua source) and returned as sanitised strings (see Text).
+//   - The server is untrusted too: whatever runs in the container can
+//     answer on n.sock. Every byte it sends passes package rpcguard before
+//     go-client decodes it (bounded sizes and nesting; its requests and
+//     notifications are never answered), its error texts come back as
+//     *ServerError (one sanitized, bounded line), and go-client's log
+//     lines go through termtext. A refused message marks the session
+//     broken (errors.Is(err, ErrRefused)); other instances and the rest of
+//     the process go on.
 package nvim
 
 import (
@@ -35,6 +43,8 @@ import (
 	"github.com/neovim/go-client/msgpack/rpc"
 	gonvim "github.com/neovim/go-client/nvim"
 
+	"github.com/stem-edu/stem/internal/nvim/rpcguard"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/unixpin"
 )
 
@@ -65,7 +75,24 @@ var (
 	ErrUnavailable = errors.New("neovim is not reachable")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("nvim client closed")
+	// ErrRefused: the server sent a message over stem's limits or outside
+	// msgpack-RPC (see package rpcguard); the error says what it claimed.
+	ErrRefused = rpcguard.ErrRefused
 )
+
+// maxServerError bounds the text of an error Neovim answered with.
+const maxServerError = 1000
+
+// ServerError is an error Neovim answered a request with. Its text is the
+// server's, as one sanitized line of at most maxServerError bytes; Unwrap
+// gives go-client's error for errors.Is/As.
+type ServerError struct {
+	Msg string
+	err error
+}
+
+func (e *ServerError) Error() string { return e.Msg }
+func (e *ServerError) Unwrap() error { return e.err }
 
 // BlockedError reports that Neovim is waiting for the student's input.
 type BlockedError struct {
@@ -101,7 +128,8 @@ type Options struct {
 	// call triggered a successful redial, before that call proceeds. Keep it
 	// quick.
 	OnReconnect func(Reconnect)
-	// Logf receives go-client's internal log lines. Default: discarded.
+	// Logf receives go-client's internal log lines, each sanitized to one
+	// line (they quote what the server sent). Default: discarded.
 	Logf func(format string, args ...any)
 }
 
@@ -123,9 +151,11 @@ type session struct {
 	v    *gonvim.Nvim
 	conn net.Conn
 	dead atomic.Bool
-	// why records the first reason the session died.
-	whyMu sync.Mutex
-	why   string
+	// why records the first reason the session died; refused is set when
+	// that reason is a message rpcguard refused.
+	whyMu   sync.Mutex
+	why     string
+	refused error
 }
 
 func (s *session) kill(why string) {
@@ -138,6 +168,29 @@ func (s *session) kill(why string) {
 	// Closing the socket makes go-client's reader fail, which fails every
 	// pending call at once; Nvim.Close would also wait for the reader.
 	_ = s.conn.Close()
+}
+
+// refusal is the rpcguard error that ended the session, if one did.
+func (s *session) refusal() error {
+	s.whyMu.Lock()
+	defer s.whyMu.Unlock()
+	return s.refused
+}
+
+// guardedConn is the session's reading side: rpcguard checks each message
+// before go-client sees it, and a refusal is recorded as the session's
+// reason before go-client fails the pending calls with "session closed".
+type guardedConn struct {
+	watchedConn
+	g *rpcguard.Reader
+}
+
+func (c guardedConn) Read(p []byte) (int, error) {
+	n, err := c.g.Read(p)
+	if err != nil {
+		c.s.markDead(err)
+	}
+	return n, err
 }
 
 func (s *session) reason() string {
@@ -175,7 +228,9 @@ func (w watchedConn) Write(p []byte) (int, error) {
 func (s *session) markDead(err error) {
 	s.whyMu.Lock()
 	if s.why == "" {
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, rpcguard.ErrRefused) {
+			s.why, s.refused = err.Error(), err
+		} else if errors.Is(err, io.EOF) {
 			s.why = "Neovim closed the connection (exited or restarted)"
 		} else {
 			s.why = "connection error: " + err.Error()
@@ -241,15 +296,16 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	raw, err := unixpin.Dial(ctx, c.socket)
 	if err != nil {
 		if errors.Is(err, unixpin.ErrSymlink) || errors.Is(err, unixpin.ErrNotSocket) || errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		// Neovim 0.7 does not replace a stale socket file: a restarted nvim
 		// whose n.sock was left behind listens on a random address instead.
-		return nil, fmt.Errorf("%w: %v (if Neovim was restarted, a stale socket file must be removed before it starts)", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w (if Neovim was restarted, a stale socket file must be removed before it starts)", ErrUnavailable, err)
 	}
 	s := &session{conn: raw}
 	conn := watchedConn{Conn: raw, s: s}
-	v, err := gonvim.New(conn, conn, conn, c.logf)
+	in := guardedConn{watchedConn: conn, g: rpcguard.NewReader(conn, rpcguard.Options{})}
+	v, err := gonvim.New(in, conn, conn, termtext.Logf(c.opts.Logf))
 	if err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("nvim: set up RPC on %s: %w", c.socket, err)
@@ -257,7 +313,7 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	s.v = v
 	go func() {
 		if err := v.Serve(); err != nil {
-			c.logf("nvim: serve %s: %v", c.socket, err)
+			c.logf("nvim: serve %s: %s", c.socket, termtext.Line(err.Error(), termtext.MaxLogLine))
 		}
 		s.markDead(io.EOF)
 	}()
@@ -338,9 +394,17 @@ func (s *session) run(ctx context.Context, fn func(*gonvim.Nvim) error) error {
 		return nil
 	}
 	if err != nil && (errors.Is(err, rpc.ErrClosed) || s.dead.Load()) {
+		if r := s.refusal(); r != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, r)
+		}
 		return fmt.Errorf("%w: %s: %v", ErrUnavailable, s.reason(), err)
 	}
-	return err
+	if err != nil {
+		// What Neovim answered with (or go-client made of it): the
+		// server's text, so one clean line.
+		return &ServerError{Msg: termtext.Line(err.Error(), maxServerError), err: err}
+	}
+	return nil
 }
 
 // guard says what state an operation tolerates.

@@ -11,10 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/neovim/go-client/nvim"
-
+	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/tmux"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // ErrTmuxVersion means the server speaks another tmux protocol version
@@ -38,45 +36,21 @@ func Tmux(ctx context.Context, socket string) error {
 	return fmt.Errorf("tmux server on %s does not answer: %w", socket, err)
 }
 
-// Nvim dials the RPC socket and asks for the mode (a "fast" request that
-// nvim answers even while it waits for input).
+// Nvim connects to the RPC socket through internal/nvim (pinned, every
+// message checked by rpcguard, server text sanitized) and asks for the
+// mode, a "fast" request that nvim answers even while it waits for input.
 func Nvim(ctx context.Context, socket string) error {
 	ctx, cancel := withDefault(ctx, 2*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	var v *nvim.Nvim
-	go func() {
-		var err error
-		var pinned *unixpin.Socket
-		if pinned, err = unixpin.Open(socket); err != nil {
-			done <- err
-			return
-		}
-		v, err = nvim.Dial(pinned.Path(), nvim.DialContext(ctx), nvim.DialServe(true))
-		pinned.Close()
-		if err == nil {
-			_, err = v.Mode()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if v != nil {
-			v.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("nvim on %s does not answer: %w", socket, err)
-		}
-		return nil
-	case <-ctx.Done():
-		go func() {
-			<-done
-			if v != nil {
-				v.Close()
-			}
-		}()
-		return fmt.Errorf("nvim on %s does not answer: %w", socket, ctx.Err())
+	c, err := nvim.Dial(ctx, socket, nvim.Options{})
+	if err == nil {
+		_, err = c.Mode(ctx)
+		c.Close()
 	}
+	if err != nil {
+		return fmt.Errorf("nvim on %s does not answer: %w", socket, err)
+	}
+	return nil
 }
 
 func withDefault(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -86,55 +60,30 @@ func withDefault(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-// modifiedLua lists the buffers with unsaved changes (name, or "[buffer N]"
-// for an unnamed one). getbufinfo is not a "fast" function: nvim answers
-// only when it is not blocked waiting for input, so callers bound the wait.
-const modifiedLua = `local r = {}
-for _, b in ipairs(vim.fn.getbufinfo({bufmodified = 1})) do
-  r[#r + 1] = (b.name ~= '' and b.name) or ('[buffer ' .. b.bufnr .. ']')
-end
-return r`
-
 // NvimModified returns the buffers with unsaved changes in the nvim on
-// socket. An nvim that is gone (no socket, nobody listening) has none; one
-// that does not answer in time (blocked mid-command) is an error, since its
-// buffers cannot be vouched for.
+// socket (nvim.Client.Unsaved: sanitized names, at most a few). An nvim
+// that is gone (no socket, nobody listening) has none; one that does not
+// answer in time, waits for input or sends what stem refuses is an error,
+// since its buffers cannot be vouched for. The socket is opened without
+// following a symlink (internal/unixpin): n.sock is in a directory the
+// container writes.
 func NvimModified(ctx context.Context, socket string) ([]string, error) {
 	ctx, cancel := withDefault(ctx, 2*time.Second)
 	defer cancel()
-	type result struct {
-		names []string
-		err   error
-	}
-	done := make(chan result, 1)
-	var v *nvim.Nvim
-	go func() {
-		var r result
-		v, r.err = nvim.Dial(socket, nvim.DialContext(ctx), nvim.DialServe(true))
-		if r.err == nil {
-			r.err = v.ExecLua(modifiedLua, &r.names)
-		}
-		done <- r
-	}()
-	select {
-	case r := <-done:
-		if v != nil {
-			v.Close()
-		}
-		if r.err != nil && (errors.Is(r.err, os.ErrNotExist) || errors.Is(r.err, syscall.ECONNREFUSED)) {
+	c, err := nvim.Dial(ctx, socket, nvim.Options{})
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, nil
 		}
-		if r.err != nil {
-			return nil, fmt.Errorf("ask nvim on %s for unsaved buffers: %w", socket, r.err)
-		}
-		return r.names, nil
-	case <-ctx.Done():
-		go func() {
-			<-done
-			if v != nil {
-				v.Close()
-			}
-		}()
-		return nil, fmt.Errorf("nvim on %s did not say whether buffers are unsaved (is it waiting for input?): %w", socket, ctx.Err())
+		return nil, fmt.Errorf("ask nvim on %s for unsaved buffers: %w", socket, err)
 	}
+	defer c.Close()
+	names, err := c.Unsaved(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("nvim on %s did not say whether buffers are unsaved (is it waiting for input?): %w", socket, err)
+		}
+		return nil, fmt.Errorf("ask nvim on %s for unsaved buffers: %w", socket, err)
+	}
+	return names, nil
 }

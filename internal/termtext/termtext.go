@@ -1,5 +1,8 @@
 // Package termtext turns untrusted terminal text into plain text that is safe
-// to put in a JSON result or show to a model.
+// to put in a JSON result, show to a model, print on a terminal or write to
+// a log. It is stem's one sanitizer for text a container controls: pane
+// output, server errors, pane titles, buffer and file names, manifest
+// values (Line for one-line uses, Logf for libraries' loggers).
 //
 // A student's program can print anything: escape sequences that move the
 // cursor, set the window title, write the clipboard (OSC 52), hide text, or

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
@@ -159,6 +160,12 @@ func (m *Manifest) validate() error {
 	if len(m.Tasks) == 0 {
 		return errors.New("no [[tasks]] declared")
 	}
+	if err := checkTitle("title", m.Title); err != nil {
+		return err
+	}
+	if err := checkCommands("[defaults]", m.Defaults); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
@@ -173,6 +180,9 @@ func (m *Manifest) validate() error {
 		if len(t.Profiles) == 0 {
 			return fmt.Errorf("task %s: profiles is empty; name at least one profile", t.ID)
 		}
+		if err := t.checkText(); err != nil {
+			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
 		for _, g := range t.Editable {
 			if _, err := path.Match(strings.TrimSuffix(g, "/**"), ""); err != nil || g == "" || strings.Contains(g, "..") || strings.HasPrefix(g, "/") {
 				return fmt.Errorf("task %s: editable pattern %q must be a card-relative glob", t.ID, g)
@@ -183,6 +193,36 @@ func (m *Manifest) validate() error {
 		}
 		if err := t.validateNames(); err != nil {
 			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// checkText checks the task's title, commands and editable patterns as
+// text (see text.go).
+func (t *Task) checkText() error {
+	if err := checkTitle("title", t.Title); err != nil {
+		return err
+	}
+	if err := checkCommands("", t.Commands); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(t.Overrides))
+	for k := range t.Overrides {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := checkLine(k, false); err != nil || len(k) > 64 {
+			return fmt.Errorf("[tasks.overrides.%q] is not a profile or target name", termtext.Line(k, 64))
+		}
+		if err := checkCommands("[tasks.overrides."+k+"]", t.Overrides[k]); err != nil {
+			return err
+		}
+	}
+	for _, g := range t.Editable {
+		if err := checkLine(g, false); err != nil || len(g) > maxEditable {
+			return fmt.Errorf("editable pattern %q must be a card-relative glob of at most %d bytes on one line", termtext.Line(g, 64), maxEditable)
 		}
 	}
 	return nil

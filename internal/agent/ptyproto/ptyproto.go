@@ -12,6 +12,7 @@
 package ptyproto
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -31,9 +32,12 @@ const (
 )
 
 // MaxPayload bounds one frame; Data is sent in chunks of at most MaxChunk.
+// MaxFromRelay bounds a frame the host reads from a relay: the relay runs
+// in the container and sends only Hello, Size and Data of at most MaxChunk.
 const (
-	MaxPayload = 1 << 20
-	MaxChunk   = 32 << 10
+	MaxPayload   = 1 << 20
+	MaxChunk     = 32 << 10
+	MaxFromRelay = MaxChunk
 )
 
 // HelloMsg opens a connection. The relay fills Term, Rows and Cols; the
@@ -119,24 +123,29 @@ func ParseSize(p []byte) (rows, cols int, err error) {
 	return int(binary.BigEndian.Uint16(p[0:2])), int(binary.BigEndian.Uint16(p[2:4])), nil
 }
 
-// ReadFrame reads one frame. The payload is a fresh slice.
-func ReadFrame(r io.Reader) (byte, []byte, error) {
+// ReadFrame reads one frame of at most MaxPayload bytes. The payload is a
+// fresh slice.
+func ReadFrame(r io.Reader) (byte, []byte, error) { return ReadFrameMax(r, MaxPayload) }
+
+// ReadFrameMax reads one frame of at most max bytes. The payload grows
+// with the bytes that arrive, not with the length the header claims.
+func ReadFrameMax(r io.Reader, max int) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[1:5])
-	if n > MaxPayload {
-		return 0, nil, ErrTooLarge
+	if uint64(n) > uint64(max) {
+		return 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, max)
 	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
+	var b bytes.Buffer
+	if _, err := io.CopyN(&b, r, int64(n)); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return 0, nil, err
 	}
-	return hdr[0], p, nil
+	return hdr[0], b.Bytes(), nil
 }
 
 func jsonUnmarshal(p []byte, v any) error { return json.Unmarshal(p, v) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 )
 
@@ -67,5 +68,33 @@ func TestFrameLimitsAndTruncation(t *testing.T) {
 	}
 	if _, _, err := ParseSize([]byte{1, 2, 3}); err == nil {
 		t.Fatal("short size frame accepted")
+	}
+}
+
+// A relay's frame header may claim up to 4 GiB: the host reads at most
+// MaxFromRelay, and allocates only for the bytes that arrive.
+func TestReadFrameMaxBounds(t *testing.T) {
+	claim := func(n uint32, body string) io.Reader {
+		return bytes.NewReader(append([]byte{Data, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, body...))
+	}
+	if _, _, err := ReadFrameMax(claim(0xffffffff, ""), MaxFromRelay); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a 4 GiB claim: %v", err)
+	}
+	if _, _, err := ReadFrameMax(claim(MaxFromRelay+1, ""), MaxFromRelay); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("one byte over: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := ReadFrameMax(claim(MaxPayload, "short"), MaxPayload)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a cut frame: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+		t.Fatalf("a 1 MiB claim with 5 bytes behind it allocated %d bytes", grew)
+	}
+	typ, p, err := ReadFrameMax(claim(5, "hello"), MaxFromRelay)
+	if err != nil || typ != Data || string(p) != "hello" {
+		t.Fatalf("a frame within the limit: %q %q %v", typ, p, err)
 	}
 }

@@ -25,6 +25,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if sock := os.Getenv(helperEnv); sock != "" {
+		os.Exit(goClientHelper(sock))
+	}
 	code := m.Run()
 	testenv.RemoveBinaries()
 	os.Exit(code)

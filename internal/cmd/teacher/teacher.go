@@ -25,6 +25,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // NewCmdTeacher builds the group.
@@ -538,7 +539,10 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(ios.Out, st)
 	}
-	fmt.Fprintf(ios.Out, "%s: account %s, grant %s, level %s\n", tg.Host, st.Account, st.Grant, st.Level)
+	// The answer comes from the student's machine: each value is printed
+	// as one clean line.
+	clean := func(v string) string { return termtext.Line(v, 200) }
+	fmt.Fprintf(ios.Out, "%s: account %s, grant %s, level %s\n", tg.Host, clean(st.Account), clean(st.Grant), clean(st.Level))
 	if len(st.Instances) == 0 {
 		fmt.Fprintln(ios.Out, "no instances on this account")
 		return nil
@@ -553,7 +557,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		if !is.Registered {
 			cid = "(not started)"
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%s\n", is.Instance, is.Answers, is.Tmux, is.Nvim, cid)
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%s\n", clean(is.Instance), is.Answers, is.Tmux, is.Nvim, clean(cid))
 	}
 	return tw.Flush()
 }

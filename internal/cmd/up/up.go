@@ -11,6 +11,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/selection"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Options are up's inputs.
@@ -101,7 +102,7 @@ func printHuman(opts *Options, res instance.UpResult) error {
 	rec := res.Record
 	fmt.Fprintf(out, "%s: %s in %s", rec.Instance, res.Action, res.Duration.Round(time.Millisecond))
 	if res.Reason != "" {
-		fmt.Fprintf(out, " (%s)", res.Reason)
+		fmt.Fprintf(out, " (%s)", termtext.Line(res.Reason, 1000)) // may quote a server's error
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "  container  %.12s (%s)\n", rec.ContainerID, rec.Image)

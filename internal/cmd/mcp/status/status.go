@@ -10,6 +10,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/selection"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/verify"
 )
 
@@ -68,7 +69,7 @@ func Run(ctx context.Context, opts *Options) error {
 		if err == nil {
 			res.OK, res.Instance, res.ContainerID = true, t.Record.Instance, t.Record.ContainerID
 		} else {
-			res.Error = err.Error()
+			res.Error = termtext.Line(err.Error(), 1000) // may quote a server's error
 			var ve *verify.Error
 			if errors.As(err, &ve) {
 				res.Check, res.Instance = ve.Check, ve.Instance
@@ -85,7 +86,7 @@ func Run(ctx context.Context, opts *Options) error {
 	} else {
 		switch {
 		case !res.Selected:
-			fmt.Fprintf(out, "nothing selected: %v\n", cerr)
+			fmt.Fprintf(out, "nothing selected: %s\n", termtext.Line(cerr.Error(), 1000))
 		case res.OK:
 			fmt.Fprintf(out, "selected   %s\ncontainer  %s\nsockets    %s\nhealth     tmux and nvim answer\n", res.Instance, res.ContainerID, res.Target)
 		default:
