@@ -65,9 +65,11 @@ test: setup build images check-images agent-clis lint
 	@$(MAKE) --no-print-directory fuzz
 
 # A bounded fuzz run of the decoders of container bytes: the validating
-# reader in front of the Neovim RPC decoder and the GDB/MI parser.
+# reader in front of the Neovim RPC decoder, the GDB/MI parser and tmux's
+# imsg framing.
 FUZZTIME ?= 10s
 fuzz:
+	go test -run '^$$' -fuzz '^FuzzNext$$' -fuzztime $(FUZZTIME) ./internal/tmux/imsg/
 	go test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/nvim/rpcguard/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/gdbmi/
 
