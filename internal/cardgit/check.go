@@ -125,3 +125,29 @@ func Problems(err error) []Problem {
 	}
 	return nil
 }
+
+// CheckRunning is Check for an instance: want is the identity its record
+// holds (nil for an older stem's record) and pid, when above zero, the
+// first process of its running container, whose .git must be want too
+// (Mounted).
+func CheckRunning(ctx context.Context, card string, want *Identity, pid int) error {
+	var err error
+	if want == nil {
+		err = Check(ctx, card)
+	} else {
+		err = Check(ctx, card, *want)
+	}
+	if want == nil || pid <= 0 {
+		return err
+	}
+	if merr := Mounted(pid, card, *want); merr != nil {
+		p := Problem{Path: Path(card), What: "not what the running container has at that path (" + merr.Error() + ")"}
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.Problems = append([]Problem{p}, ce.Problems...)
+			return ce
+		}
+		return &Error{Card: card, Problems: []Problem{p}}
+	}
+	return err
+}

@@ -170,7 +170,7 @@ func mountedIn(root, card string, want Identity) error {
 	}
 	got := Identity{Kind: kind, Dev: st.Dev, Ino: st.Ino}
 	if !got.Same(want) {
-		return fmt.Errorf("the container got another .git than the card's (%s, not %s): the card's .git was replaced while the container was being created; stem removed the container", got, want)
+		return fmt.Errorf("the container has another .git at %s (%s) than the card's (%s)", Path(card), got, want)
 	}
 	return nil
 }
