@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -32,13 +35,13 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "git in card %s is not safe to run on the host: ", e.Card)
+	fmt.Fprintf(&b, "git in card %s is not safe to run on the host: ", Show(e.Card))
 	var nested, own bool
 	for i, p := range e.Problems {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s is %s", p.Path, p.What)
+		fmt.Fprintf(&b, "%s is %s", Show(p.Path), p.What)
 		nested = nested || p.Nested
 		own = own || !p.Nested
 	}
@@ -51,7 +54,7 @@ func (e *Error) Error() string {
 		if e.Instance != "" {
 			inst = e.Instance
 		}
-		fmt.Fprintf(&b, " The card's .git is not the one the container was given read-only: look at it without git (ls -la %s, its hooks/ and config); if you replaced it yourself, remove %s (stemctl rm) and bring it up again, which records the new one.", Path(e.Card), inst)
+		fmt.Fprintf(&b, " The card's .git is not the one the container was given read-only: look at it without git (ls -la %s, its hooks/ and config); if you replaced it yourself, remove %s (stemctl rm) and bring it up again, which records the new one.", Show(Path(e.Card)), inst)
 	}
 	return b.String()
 }
@@ -150,4 +153,14 @@ func CheckRunning(ctx context.Context, card string, want *Identity, pid int) err
 		return &Error{Card: card, Problems: []Problem{p}}
 	}
 	return err
+}
+
+// Show quotes a path for a message when it holds anything but printable
+// UTF-8: names in the card are the container's choice, and a terminal
+// must not get their control sequences.
+func Show(p string) string {
+	if utf8.ValidString(p) && strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return p
+	}
+	return strconv.Quote(p)
 }

@@ -219,3 +219,12 @@ func TestMountedIn(t *testing.T) {
 		t.Fatal("a symlink in the card's path was followed")
 	}
 }
+
+func TestMessageQuotesControlBytes(t *testing.T) {
+	card := t.TempDir()
+	mkdirs(t, card, "t1/\x1b]0;pwned\x07/.git")
+	err := Check(context.Background(), card)
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\x07") || !strings.Contains(err.Error(), `\x1b]0;pwned\a`) {
+		t.Fatalf("message: %q", err)
+	}
+}

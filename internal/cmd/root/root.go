@@ -11,6 +11,7 @@ import (
 	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
 	agentcmd "github.com/stem-edu/stem/internal/cmd/agent"
 	"github.com/stem-edu/stem/internal/cmd/attach"
+	"github.com/stem-edu/stem/internal/cmd/commit"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
 	"github.com/stem-edu/stem/internal/cmd/debug"
 	"github.com/stem-edu/stem/internal/cmd/down"
@@ -65,6 +66,7 @@ that same session through stem-mcp.`,
 		task.NewCmd(f, task.Test, nil),
 		task.NewCmd(f, task.Run, nil),
 		task.NewCmd(f, task.Deploy, nil),
+		commit.NewCmdCommit(f, nil),
 		debug.NewCmdDebug(f, nil),
 		mcp.NewCmdMCP(f),
 		auditcmd.NewCmdAudit(f),
