@@ -81,7 +81,12 @@ func Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	if err := r.run(ctx, out, "add", "--all", "--", ".", ":(exclude).stem", ":(exclude).rv"); err != nil {
+	if err := r.run(ctx, out, "add", "--all"); err != nil {
+		return res, err
+	}
+	// stem's own state is never committed (an exclude pathspec makes
+	// add fail when .gitignore lists these already).
+	if err := r.run(ctx, out, "reset", "-q", "--", ".stem", ".rv"); err != nil {
 		return res, err
 	}
 	// diff --quiet exits 1 when something is staged, 0 when nothing is.

@@ -161,6 +161,12 @@ func TestCommitEdges(t *testing.T) {
 	if head := strings.TrimSpace(g.git(t, "rev-parse", "HEAD")); head != res.Commit {
 		t.Fatalf("commit %s is not the card's HEAD %s", res.Commit, head)
 	}
+	// .stem/ listed in .gitignore (as the docs advise) is no error.
+	write(t, filepath.Join(g.card, ".gitignore"), ".stem/\n")
+	write(t, filepath.Join(g.card, ".stem/instances/i/bash_history"), "ls\n")
+	if _, err := g.commit(t, "ignored state"); err != nil {
+		t.Fatalf("with .stem/ ignored: %v", err)
+	}
 	// A card that is not a repository (stem's empty .git).
 	card := t.TempDir()
 	id2, _ := Prepare(card)
