@@ -40,11 +40,14 @@ func (w *world) attackRoute(r route) {
 	card := w.card(r.name)
 	inst := w.up(r.name, "1")
 	git := filepath.Join(card, ".git")
-	before := identity(t, git)
+	before, content := identity(t, git), snapshot(t, git)
 	canary := w.canary(r.name)
 	out := w.inside(inst, preamble(canary, w.http.URL)+r.attack)
 	if got := identity(t, git); got != before {
 		t.Fatalf("the container replaced the card's .git (%s, was %s):\n%s", got, before, out)
+	}
+	if got := snapshot(t, git); got != content {
+		t.Fatalf("the container changed the card's .git:\nbefore:\n%s\nafter:\n%s\nthe attack printed:\n%s", content, got, out)
 	}
 	w.removeReported(inst, card)
 	w.runBattery(card, card)
