@@ -22,10 +22,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	student.Remove()
 	testenv.RemoveBinaries()
 	os.Exit(code)
 }
