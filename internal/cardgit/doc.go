@@ -12,12 +12,13 @@
 //
 // What this package does:
 //
-//   - Prepare makes the card's .git a read-only bind mount of its own in the
-//     container (a card that is not a repository gets an empty .git made by
-//     stem). A mount point cannot be renamed, replaced or removed from inside
-//     (EBUSY) and a read-only mount cannot be written (EROFS) or remounted
-//     without CAP_SYS_ADMIN, which containers do not have. The card's own
-//     .git is therefore what the host created, whatever ran in the container.
+//   - Prepare readies the card's .git to be bind-mounted read-only at its
+//     own path in the container (internal/instance does the mount; a card
+//     that is not a repository gets an empty .git made by stem). A mount
+//     point cannot be renamed, replaced or removed from inside (EBUSY) and a
+//     read-only mount cannot be written (EROFS) or remounted without
+//     CAP_SYS_ADMIN, which containers do not have. The card's own .git is
+//     therefore what the host created, whatever ran in the container.
 //   - Identity records which .git that is (device and inode, its kind), and
 //     Mounted checks, through /proc/PID/root, that a started container got
 //     exactly that one (Podman resolves mount sources by path, so a .git

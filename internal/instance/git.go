@@ -100,4 +100,7 @@ func gitStatus(ctx context.Context, st *Status) {
 	if st.State == "running" {
 		st.State = "unhealthy"
 	}
+	// up refuses until the card is dealt with: the hint must not send the
+	// student there first.
+	st.Hint = "deal with the card's git first (the problem above says how); then `" + UpCommand(rec) + "` works again"
 }
