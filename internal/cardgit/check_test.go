@@ -3,6 +3,7 @@ package cardgit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,5 +227,18 @@ func TestMessageQuotesControlBytes(t *testing.T) {
 	err := Check(context.Background(), card)
 	if err == nil || strings.ContainsAny(err.Error(), "\x1b\x07") || !strings.Contains(err.Error(), `\x1b]0;pwned\a`) {
 		t.Fatalf("message: %q", err)
+	}
+}
+
+func TestNestedLimit(t *testing.T) {
+	card := t.TempDir()
+	for i := 0; i < 12; i++ {
+		mkdirs(t, card, fmt.Sprintf("t1/d%d", i))
+	}
+	if _, err := nested(context.Background(), card, 10); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "keep large generated trees out of the card") {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if _, err := nested(context.Background(), card, 100); err != nil {
+		t.Fatalf("under the limit: %v", err)
 	}
 }

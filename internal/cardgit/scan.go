@@ -36,6 +36,10 @@ const maxEntries = 200_000
 // entered. The container can create repositories again at any moment: a
 // clean result holds only for the moment it was taken.
 func Nested(ctx context.Context, card string) ([]Finding, error) {
+	return nested(ctx, card, maxEntries)
+}
+
+func nested(ctx context.Context, card string, limit int) ([]Finding, error) {
 	root, err := unix.Open(card, dirFlags&^unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("scan card %s: %w", card, err)
@@ -68,9 +72,9 @@ func Nested(ctx context.Context, card string) ([]Finding, error) {
 			continue // gone or swapped meanwhile
 		}
 		entries += len(ents)
-		if entries > maxEntries {
+		if entries > limit {
 			unix.Close(d.fd)
-			return out, fmt.Errorf("scan card %s: %w (more than %d)", card, ErrTooLarge, maxEntries)
+			return out, fmt.Errorf("scan card %s: %w (more than %d): stem looks through the whole card for repositories code in the container could have made, so keep large generated trees out of the card", card, ErrTooLarge, limit)
 		}
 		var head, refs, objects bool
 		for _, e := range ents {
