@@ -24,6 +24,10 @@ bench ./internal/instance/ 'UpCreate' 10
 bench ./internal/instance/ 'UpReuse' 50
 bench ./internal/instance/ 'IdleMemory' 1
 bench ./internal/cmd/e2e/ 'Attach' 20
+# stemctl up of a new instance as root and as a non-root student with
+# rootless Podman (the benchmark makes the account: needs root).
+bench ./internal/cmd/e2e/ 'UpNew' 10
+bench ./internal/cardgit/ 'Check' 2000
 bench ./internal/gate/ 'SSHInitialize$|GateLocalInitialize|Poll30$|Poll30Warm' 10
 if ls internal/agent/*_test.go >/dev/null 2>&1 && grep -qh '^func Benchmark' internal/agent/*_test.go internal/agent/*/*_test.go 2>/dev/null; then
   bench ./internal/agent/... '.' 10
@@ -68,6 +72,9 @@ row "pane_wait: output appears -> call returns, p50"   "$(metric BenchmarkPaneWa
 row "pane_wait: output appears -> call returns, p99"   "$(metric BenchmarkPaneWaitNotice p99-ms)" ms ""
 row "up, image built, to both sockets (in stemctl), p50" "$(metric BenchmarkUpCreate p50-ms)" ms "< 1500"
 row "stemctl up, new instance, wall clock, median"     "$(cli up-create-wall)" ms "< 1500"
+row "stemctl up, new instance, rootful (root's Podman), p50" "$(metric BenchmarkUpNew/rootful p50-ms)" ms "< 1500"
+row "stemctl up, new instance, rootless (a student), p50" "$(metric BenchmarkUpNew/rootless p50-ms)" ms "< 1500"
+row "card git check (identity + nested scan, inf/bss)" "$(metric BenchmarkCheck ns/op | awk '{ if ($1 != "") printf "%.3f\n", $1 / 1e6 }')" ms ""
 row "up of a healthy instance (in stemctl), p50"       "$(metric BenchmarkUpReuse p50-ms)" ms "< 150"
 row "stemctl up, healthy instance, wall clock, median" "$(cli up-reuse-wall)" ms "< 150"
 row "stemctl attach to a terminal client in tmux, p50"  "$(metric BenchmarkAttach p50-ms)" ms "< 150"

@@ -6,36 +6,42 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/beneath/swaptest"
+	"github.com/stem-edu/stem/internal/cardgit"
 )
 
-// TestGitProtectionSwapRace: a running container (the one `up` is
-// re-creating) swaps the card's .git for a symlink to a host directory
-// while gitProtection makes the missing .git/hooks. The directory must
-// never be made on the host.
-func TestGitProtectionSwapRace(t *testing.T) {
+// TestGitMountSwapRace: something swaps the card's .git for a symlink to a
+// host directory while stem decides what to mount. The host directory
+// must never be taken for the card's .git (its identity is what the
+// record keeps and what the container's mount is checked against).
+func TestGitMountSwapRace(t *testing.T) {
 	card, host := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(card, ".git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stop := swaptest.Swap(t, filepath.Join(card, ".git"), host)
-	var made, refused int
+	os.MkdirAll(filepath.Join(host, "x", ".git"), 0o755)
+	hostID, err := cardgit.Inspect(filepath.Join(host, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := swaptest.Swap(t, filepath.Join(card, ".git"), filepath.Join(host, "x", ".git"))
+	var took, refused int
 	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
-		if _, err := gitProtection(card); err == nil {
-			made++
-		} else {
+		_, merr := gitMount(card)
+		id, perr := cardgit.Prepare(card)
+		if merr != nil || perr != nil {
 			refused++
+			continue
 		}
-		if _, err := os.Lstat(filepath.Join(host, "hooks")); err == nil {
+		if id.Same(hostID) {
 			stop()
-			t.Fatal("gitProtection made hooks in the host directory .git was swapped for")
+			t.Fatal("the host directory .git was swapped for was taken for the card's .git")
 		}
-		beneath.RemoveDir(card, ".git/hooks") // missing again, wherever .git is now
+		took++
 	}
 	stop()
-	t.Logf("%d made, %d refused", made, refused)
-	if made == 0 {
-		t.Error("gitProtection never succeeded: the test proves nothing")
+	t.Logf("%d taken, %d refused", took, refused)
+	if took == 0 || refused == 0 {
+		t.Error("the swap never or always won: the test proves nothing")
 	}
 }

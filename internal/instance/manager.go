@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/cardstate"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
@@ -137,6 +138,9 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 	if recErr == nil {
 		known = &rec
 	}
+	if err := m.checkGit(ctx, plan, known); err != nil {
+		return UpResult{}, err
+	}
 	existing, err := m.findContainer(ctx, plan, known)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
@@ -183,6 +187,10 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		}
 		if err := m.waitSockets(ctx, dir, existing.ID); err != nil {
 			return UpResult{}, m.withLog(ctx, existing.ID, err)
+		}
+		if err := m.gitMounted(ctx, plan, existing.ID); err != nil {
+			m.Engine.Stop(context.WithoutCancel(ctx), existing.ID, 0)
+			return UpResult{}, fmt.Errorf("%w; stem stopped the container", err)
 		}
 		rec, err := m.record(ctx, plan, dir, existing)
 		return UpResult{Record: rec, Action: Started}, err
@@ -449,6 +457,11 @@ func (m *Manager) keepOld(ctx context.Context, plan *Plan, old engine.Container,
 	if err == nil {
 		err = m.waitSockets(ctx, oldDir, old.ID)
 	}
+	if err == nil {
+		if err = m.gitMounted(ctx, plan, old.ID); err != nil {
+			m.Engine.Stop(ctx, old.ID, 0)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("re-creating %s failed, and starting its old container %.12s again failed too (%v); the registry still names it: `%s` tries again once the cause is fixed: %w", plan.Name, old.ID, err, UpCommand(m.recordOf(plan)), cause)
 	}
@@ -468,9 +481,14 @@ func (m *Manager) recordOf(plan *Plan) registry.Record {
 func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeStart func(sockets.Dir) error) (engine.Container, sockets.Dir, error) {
 	spec := plan.Spec
 	spec.Name = name
+	undoGit, err := prepareGit(plan)
+	if err != nil {
+		return engine.Container{}, sockets.Dir{}, err
+	}
 	m.progress("creating %s from %s", plan.Name, plan.Resolved.Profile.Image)
 	id, err := m.Engine.Create(ctx, spec)
 	if err != nil {
+		undoGit()
 		return engine.Container{}, sockets.Dir{}, fmt.Errorf("create %s: %w", plan.Name, err)
 	}
 	var made []string
@@ -487,6 +505,7 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 				os.RemoveAll(p)
 			}
 		}
+		undoGit()
 		return engine.Container{}, sockets.Dir{}, err
 	}
 	dir, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, id)
@@ -518,6 +537,9 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 	}
 	if ctr, err = m.Engine.Inspect(ctx, id); err != nil {
 		return fail(err)
+	}
+	if err := cardgit.Mounted(ctr.Pid, plan.Resolved.CardPath, plan.Git); err != nil {
+		return fail(fmt.Errorf("%s: %w: the card's .git changed while the container was created; check it (hooks/, config) before running git there", plan.Name, err))
 	}
 	return ctr, dir, nil
 }
@@ -650,6 +672,7 @@ func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c eng
 		Workspace:   r.Workspace,
 		Labels:      plan.Spec.Labels,
 		Devices:     plan.Devices,
+		Git:         gitRecord(plan.Git),
 		Created:     c.Created.UTC(),
 	}
 	if err := m.Registry.Put(ctx, rec); err != nil {
@@ -786,6 +809,9 @@ type Status struct {
 	Stale []string `json:"stale_socket_dirs,omitempty"`
 	// CardState is what the card repository says about the instance.
 	CardState *CardState `json:"card_state,omitempty"`
+	// Git lists what makes git on the host unsafe in the card (also in
+	// Problems, with what to do).
+	Git []cardgit.Problem `json:"git_problems,omitempty"`
 }
 
 // CardState is the card-side copy of an instance's record
@@ -830,6 +856,12 @@ func (m *Manager) Status(ctx context.Context, ref string) (Status, error) {
 }
 
 func (m *Manager) status(ctx context.Context, rec registry.Record) Status {
+	st := m.containerStatus(ctx, rec)
+	gitStatus(ctx, &st)
+	return st
+}
+
+func (m *Manager) containerStatus(ctx context.Context, rec registry.Record) Status {
 	st := Status{Record: rec, CardState: cardState(rec)}
 	if rec.ThreadKey != "" && rec.SocketDir != "" {
 		if stale, err := m.Layout.Siblings(rec.ThreadKey, rec.InstanceKey, filepath.Base(rec.SocketDir)); err == nil {

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/profiles"
@@ -60,6 +60,9 @@ type Plan struct {
 	Devices       []string
 	// RecordedDevices: Devices were taken from the record, not from --device.
 	RecordedDevices bool
+	// Git is the card's .git the container gets read-only, once known
+	// (launch prepares a missing one); it goes into the record.
+	Git cardgit.Identity
 }
 
 // checkRecordedDevices re-checks devices taken from the record before a
@@ -168,16 +171,16 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		Network:   lim.Network,
 		Init:      true,
 	}
-	// Before anything is created (the runtime directory, .git/hooks, the
-	// container): the card must not redirect stem's state writes.
+	// Before anything is created (the runtime directory, the container):
+	// the card must not redirect stem's state writes.
 	if err := checkCardState(r.CardPath, name); err != nil {
 		return nil, err
 	}
-	gitMounts, err := gitProtection(r.CardPath)
+	gm, err := gitMount(r.CardPath)
 	if err != nil {
 		return nil, err
 	}
-	p.Spec.Mounts = append(p.Spec.Mounts, gitMounts...)
+	p.Spec.Mounts = append(p.Spec.Mounts, gm)
 	hash, err := configHash(p.Spec, opt.ImageID, binaryIdentity(opt.MCPBinary))
 	if err != nil {
 		return nil, err
@@ -322,36 +325,19 @@ func usbDevice(fi os.FileInfo) bool {
 	return err == nil && strings.Contains(link, "/usb")
 }
 
-// gitProtection returns read-only mounts over the card's .git/hooks and
-// .git/config: code running in the container (an agent's edit that gets
-// built and run) must not plant a hook or a core.hooksPath that later runs
-// on the host when the student commits. Commits inside the container still
-// work (objects, refs and the index stay writable). A missing hooks
-// directory is created empty first, so the container cannot create one.
-func gitProtection(card string) ([]engine.Mount, error) {
-	git := filepath.Join(card, ".git")
-	fi, err := os.Lstat(git)
-	if err != nil || !fi.IsDir() {
-		return nil, nil // not a repository, or a worktree/submodule file
-	}
-	var out []engine.Mount
-	hooks := filepath.Join(git, "hooks")
-	// Below the card through internal/beneath: a running container (the
-	// one being re-created) can swap .git for a symlink at any moment, and
-	// a followed one would make stemctl create a directory on the host.
-	if err := beneath.Mkdir(card, ".git/hooks", 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("protect %s: %w", hooks, err)
-	}
-	if hfi, err := beneath.Lstat(card, ".git/hooks"); err != nil || !hfi.IsDir() {
-		return nil, fmt.Errorf("refusing card %s: .git/hooks is not a directory (a symlink?)", card)
-	}
-	out = append(out, engine.Mount{Source: hooks, Dest: hooks, ReadOnly: true})
-	cfg := filepath.Join(git, "config")
-	if cfi, err := os.Lstat(cfg); err == nil {
-		if !cfi.Mode().IsRegular() {
-			return nil, fmt.Errorf("refusing card %s: .git/config is not a regular file (a symlink?)", card)
+// gitMount returns the read-only mount of the card's .git at its own path
+// (see internal/cardgit): a mount point the container cannot rename,
+// replace, remove or write, so what git on the host finds at the card
+// root is what the host made. A .git that is there must be a directory or
+// a gitdir: file naming a directory outside the card; a missing one is
+// made (empty) by launch, just before the container is created.
+func gitMount(card string) (engine.Mount, error) {
+	if _, err := cardgit.Inspect(card); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return engine.Mount{}, fmt.Errorf("refusing %w", err)
+	} else if err == nil {
+		if _, err := cardgit.GitDir(card); err != nil {
+			return engine.Mount{}, fmt.Errorf("refusing %w", err)
 		}
-		out = append(out, engine.Mount{Source: cfg, Dest: cfg, ReadOnly: true})
 	}
-	return out, nil
+	return engine.Mount{Source: cardgit.Path(card), Dest: cardgit.Path(card), ReadOnly: true}, nil
 }

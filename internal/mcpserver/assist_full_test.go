@@ -148,12 +148,29 @@ func TestAssistTools(t *testing.T) {
 
 	t.Run("protected directories", func(t *testing.T) {
 		s := s.sub(t)
-		protectedFiles := []string{".git/config", ".git/hooks/pre-commit", ".stem/instances/x/notes.txt", ".rv/state", "t1/sub/.git/hooks/pre-commit", "t1/sub/.git/config"}
-		for _, rel := range protectedFiles {
-			p := filepath.Join(card, rel)
-			os.MkdirAll(filepath.Dir(p), 0o755)
-			os.WriteFile(p, []byte("original\n"), 0o644)
+		protectedFiles := []string{".git/config", ".git/hooks/pre-commit", ".stem/instances/x/notes.txt", ".rv/state"}
+		nestedFiles := []string{"t1/sub/.git/hooks/pre-commit", "t1/sub/.git/config"}
+		write := func(rels []string) {
+			for _, rel := range rels {
+				p := filepath.Join(card, rel)
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				os.WriteFile(p, []byte("original\n"), 0o644)
+			}
 		}
+		// A repository nested in the card stops every effectful call
+		// (internal/cardgit), so its files are not even opened.
+		write(nestedFiles)
+		nestedBefore := takeSnapshot(t, card)
+		for _, rel := range nestedFiles {
+			if msg := s.refused("nvim_open", map[string]any{"path": rel}); !strings.Contains(msg, "nested repository") {
+				t.Errorf("open of %s: %s", rel, msg)
+			}
+		}
+		if d := nestedBefore.diff(takeSnapshot(t, card)); d != "" {
+			t.Fatalf("the card repository changed:\n%s", d)
+		}
+		os.RemoveAll(filepath.Join(card, "t1", "sub"))
+		write(protectedFiles)
 		before := takeSnapshot(t, card)
 		for _, rel := range protectedFiles {
 			s.ok("nvim_open", map[string]any{"path": rel})
@@ -402,13 +419,16 @@ func TestFullTools(t *testing.T) {
 		}
 		os.MkdirAll(filepath.Join(in.Resolved.CardPath, ".git"), 0o755)
 		os.WriteFile(filepath.Join(in.Resolved.CardPath, ".git", "config"), []byte("x\n"), 0o644)
+		s.ok("nvim_open", map[string]any{"path": ".git/config"})
+		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": ".git/config", "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "never editable") {
+			t.Fatalf(".git/config at full: %s", msg)
+		}
+		// A nested repository stops every effect, at full too.
 		os.MkdirAll(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks"), 0o755)
 		os.WriteFile(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks", "post-checkout"), []byte("#!/bin/sh\n"), 0o755)
-		for _, rel := range []string{".git/config", "t1/sub/.git/hooks/post-checkout"} {
-			s.ok("nvim_open", map[string]any{"path": rel})
-			if msg := s.refused("nvim_buffer_edit", map[string]any{"path": rel, "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "never editable") {
-				t.Fatalf("%s at full: %s", rel, msg)
-			}
+		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "nested repository") {
+			t.Fatalf("an edit at full with a nested repository: %s", msg)
 		}
+		os.RemoveAll(filepath.Join(in.Resolved.TaskDir, "sub"))
 	})
 }

@@ -470,12 +470,14 @@ func (e *notGrantedError) Error() string {
 		e.instance, strings.Join(e.allowed, ", "), e.allowed[0])
 }
 
-// isRefusal reports whether err is a refusal (the client's input, or an
-// instance its grant does not cover) rather than a failure.
+// isRefusal reports whether err is a refusal (the client's input, an
+// instance its grant does not cover, a card whose git is unsafe) rather
+// than a failure.
 func isRefusal(err error) bool {
 	var ie *inputError
 	var ng *notGrantedError
-	return errors.As(err, &ie) || errors.As(err, &ng)
+	var uc *unsafeCardError
+	return errors.As(err, &ie) || errors.As(err, &ng) || errors.As(err, &uc)
 }
 
 func (s *Server) dropLocked() {

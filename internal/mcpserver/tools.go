@@ -124,8 +124,13 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 	if d.effect {
 		// Reads may use a verification up to reverifyEvery old; an effect
 		// goes only to a container verified just now (registry record,
-		// full id, label, live sockets), so the intent names it.
-		if _, err := s.verifyNow(ctx); err != nil {
+		// full id, label, live sockets) whose card is safe for git on the
+		// host, so the intent names it.
+		c, err := s.verifyNow(ctx)
+		if err == nil {
+			err = cardGitGate(ctx, c.target)
+		}
+		if err != nil {
 			if isRefusal(err) {
 				e := s.callEntry(audit.Refused, d.tool.Name, digest)
 				e.Result, e.Detail = "refused", err.Error()
@@ -190,11 +195,14 @@ func (s *Server) callEntry(event, tool, digest string) audit.Entry {
 func toolErrorText(tool string, err error) string {
 	var ie *inputError
 	var ng *notGrantedError
+	var uc *unsafeCardError
 	switch {
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s refused: %s (nothing was changed)", tool, ie.msg)
 	case errors.As(err, &ng):
 		return fmt.Sprintf("%s refused: %v", tool, ng)
+	case errors.As(err, &uc):
+		return fmt.Sprintf("%s refused: %v", tool, uc)
 	case errors.Is(err, nvim.ErrBlocked):
 		return fmt.Sprintf("%s: %v", tool, err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
 )
@@ -41,8 +42,11 @@ type Record struct {
 	Workspace   string            `json:"workspace"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Devices     []string          `json:"devices,omitempty"`
-	Created     time.Time         `json:"created"`
-	Updated     time.Time         `json:"updated"`
+	// Git is the card's .git the container was given read-only; an
+	// instance made by an older stem has none.
+	Git     *cardgit.Identity `json:"git,omitempty"`
+	Created time.Time         `json:"created"`
+	Updated time.Time         `json:"updated"`
 }
 
 // SocketDir returns the record's socket directory as a sockets.Dir.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,6 +76,9 @@ type Account struct {
 	Base    string   // home, state, config live here
 	Runtime string   // XDG_RUNTIME_DIR
 	WS      string   // STEM_WORKSPACE
+	// Cred, when set, runs stemctl (and Command) as another user: the
+	// non-root student of internal/testenv/student.
+	Cred *syscall.Credential
 }
 
 // AccountOptions adjust NewAccount.
@@ -142,8 +146,8 @@ type Result struct {
 func (a *Account) Run(extra []string, args ...string) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(a.Bin, "stemctl"), args...)
-	cmd.Env = append(append([]string{}, a.Env...), extra...)
+	cmd := a.Command(ctx, filepath.Join(a.Bin, "stemctl"), args...)
+	cmd.Env = append(cmd.Env, extra...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -153,4 +157,15 @@ func (a *Account) Run(extra []string, args ...string) (Result, error) {
 		err = nil
 	}
 	return r, err
+}
+
+// Command is a command run the way the account's stemctl runs: with its
+// environment, as its user.
+func (a *Account) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append([]string{}, a.Env...)
+	if a.Cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.Cred}
+	}
+	return cmd
 }

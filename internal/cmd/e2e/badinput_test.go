@@ -170,8 +170,7 @@ func hostileCards(t *testing.T, ws string) string {
 	bad := filepath.Join(ws, "bad")
 	must(os.Symlink("/etc", filepath.Join(bad, "linkdir", "out")))
 	must(os.WriteFile(filepath.Join(bad, "filedir", "f"), nil, 0o644))
-	must(os.MkdirAll(filepath.Join(bad, "gitlink", ".git"), 0o755))
-	must(os.Symlink(outside, filepath.Join(bad, "gitlink", ".git", "hooks")))
+	must(os.Symlink(outside, filepath.Join(bad, "gitlink", ".git")))
 	must(os.Symlink(outside, filepath.Join(bad, "statelink", ".stem")))
 	// Manifests that are not files: a directory, a FIFO (must not hang), a
 	// device.
@@ -322,7 +321,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"up", "native-amd64", "bad", "linktoml", "1"}, code: 1, want: []string{"stem.toml is a symlink", "replace it with the file"}},
 		{args: []string{"build", "native-amd64", "bad", "linkdir", "1", "--print"}, code: 1, want: []string{"leads out of the card"}},
 		// The repository must not redirect stem's writes.
-		{args: []string{"up", "native-amd64", "bad", "gitlink", "1"}, code: 1, want: []string{".git/hooks is not a directory"}},
+		{args: []string{"up", "native-amd64", "bad", "gitlink", "1"}, code: 1, want: []string{".git is a symlink", "stem needs a directory"}},
 		{args: []string{"up", "native-amd64", "bad", "statelink", "1"}, code: 1, want: []string{".stem is a symlink", "remove it"}},
 		// Runtime directories stemctl must not use.
 		{env: rtEnv(longRT), args: []string{"up", "native-amd64", "demo", "hello", "1"}, code: 1, want: []string{"100-byte limit", "shorter XDG_RUNTIME_DIR"}},

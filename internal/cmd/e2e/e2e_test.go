@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(goClientHelper(sock))
 	}
 	code := m.Run()
+	student.Remove()
 	testenv.RemoveBinaries()
 	os.Exit(code)
 }

@@ -12,6 +12,7 @@ import (
 	agentcmd "github.com/stem-edu/stem/internal/cmd/agent"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
+	"github.com/stem-edu/stem/internal/cmd/commit"
 	"github.com/stem-edu/stem/internal/cmd/debug"
 	"github.com/stem-edu/stem/internal/cmd/down"
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
@@ -65,6 +66,7 @@ that same session through stem-mcp.`,
 		task.NewCmd(f, task.Test, nil),
 		task.NewCmd(f, task.Run, nil),
 		task.NewCmd(f, task.Deploy, nil),
+		commit.NewCmdCommit(f, nil),
 		debug.NewCmdDebug(f, nil),
 		mcp.NewCmdMCP(f),
 		auditcmd.NewCmdAudit(f),
