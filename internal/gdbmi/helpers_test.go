@@ -17,6 +17,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -60,15 +61,12 @@ func bridgeHelperMain() int {
 	return code
 }
 
-// requireProgram fails (not skips) when a program the tests drive is
-// missing, naming the Debian package that provides it.
+// requireProgram skips under -short and otherwise fails (not skips) when
+// a program the tests drive is missing, naming the Debian package that
+// provides it.
 func requireProgram(t *testing.T, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed: apt-get install %s", name, pkg)
-	}
-	return p
+	return needs.Program(t, name, pkg)
 }
 
 func run(t *testing.T, dir string, name string, args ...string) {

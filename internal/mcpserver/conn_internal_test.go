@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -105,10 +105,7 @@ func writeScript(t *testing.T, p, body string) string {
 // The fixture's tmux server runs on the host, so the stand-in for podman
 // checks the arguments it gets and runs the host's tmux with the rest.
 func TestTmuxVersionFallback(t *testing.T) {
-	realTmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Fatal(err)
-	}
+	realTmux := needs.Program(t, "tmux", "tmux")
 	// A host tmux of another version: it answers -V, then would speak
 	// another protocol.
 	checkContainerTmux(t, "tmux versions differ", "0.9-old", func(dir string) string {
@@ -132,10 +129,7 @@ func checkContainerTmux(t *testing.T, logWant, detail string, hostTmux func(dir 
 	t.Helper()
 	in := testenv.New(t, testenv.Options{})
 	in.Select(t)
-	realTmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Fatal(err)
-	}
+	realTmux := needs.Program(t, "tmux", "tmux")
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "podman-calls")
 	podman := writeScript(t, filepath.Join(dir, "podman"), `printf '%s\n' "$*" >> `+calls+`

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 // watchEvents records every stem.events notification.
@@ -59,9 +60,7 @@ func nextEvent(t *testing.T, ch chan map[string]any, pane string, timeout time.D
 // action.
 func TestStudentBuildEvents(t *testing.T) {
 	for _, p := range []string{"gcc", "make"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed: apt-get install gcc make", p)
-		}
+		needs.Program(t, p, "gcc make")
 	}
 	in := fixture(t)
 	st := studentOf(t, in)
@@ -143,9 +142,7 @@ func TestStudentBuildEvents(t *testing.T) {
 // status alone.
 func TestProgramPaneEvents(t *testing.T) {
 	for _, p := range []string{"perl", "bash", "sh"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed", p)
-		}
+		needs.Program(t, p, p)
 	}
 	in := fixture(t)
 	st := studentOf(t, in)

@@ -29,6 +29,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	gonvim "github.com/neovim/go-client/nvim"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -377,9 +378,7 @@ func mustJSON(v any) string {
 func makeTask(t testing.TB, in *testenv.Instance, args ...string) {
 	t.Helper()
 	testenv.Require(t, "gdb")
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Fatal("gcc is not installed: apt-get install gcc make")
-	}
+	needs.Program(t, "gcc", "gcc make")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", args...)

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -68,14 +69,17 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Require fails the test with what to install when a program is missing.
+// Require skips the test under -short and fails it with what to install
+// when a program is missing.
 func Require(t testing.TB, programs ...string) {
 	t.Helper()
 	pkgs := map[string]string{"tmux": "tmux", "nvim": "neovim", "podman": "podman", "bash": "bash", "gdb": "gdb", "sshd": "openssh-server", "ssh": "openssh-client"}
 	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed: apt-get install %s (or run `make setup`)", p, pkgs[p])
+		pkg := pkgs[p]
+		if pkg == "" {
+			pkg = p
 		}
+		needs.Program(t, p, pkg)
 	}
 }
 

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 // bins builds stemctl and stem-mcp once per test process.
 func bins(t *testing.T) string {
 	t.Helper()
+	testenv.RequireAccount(t) // before the builds, which -short would waste
 	testenv.Binary(t, "stemctl", "./cmd/stemctl")
 	return testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 }

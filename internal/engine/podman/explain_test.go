@@ -96,6 +96,7 @@ func startOn(t *testing.T, e *Engine, mutate func(*specgen.SpecGenerator)) error
 // TestExplainProvoked makes the service fail in the ways ExplainError knows
 // and checks the real messages get their hints.
 func TestExplainProvoked(t *testing.T) {
+	podmanTest(t)
 	b, err := os.ReadFile("/proc/sys/fs/nr_open")
 	if err != nil {
 		t.Fatal(err)

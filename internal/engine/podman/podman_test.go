@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 const testTimeout = 60 * time.Second
@@ -78,6 +80,11 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// Every test that needs the service skips (podmanTest).
+		return m.Run()
+	}
 	if needsRepoConf() {
 		os.Setenv("CONTAINERS_CONF", repoConf())
 	}
@@ -99,6 +106,13 @@ func testMain(m *testing.M) int {
 	}
 	testEng = e
 	return m.Run()
+}
+
+// podmanTest skips the test under -short, where TestMain connects to no
+// Podman service.
+func podmanTest(t testing.TB) {
+	t.Helper()
+	needs.Real(t, "a Podman service")
 }
 
 func testCtx(t testing.TB) context.Context {
@@ -150,6 +164,7 @@ func execOut(t *testing.T, id string, spec engine.ExecSpec) (int, string, string
 }
 
 func TestPing(t *testing.T) {
+	podmanTest(t)
 	v, err := testEng.Ping(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +274,7 @@ func TestConnectStartsService(t *testing.T) {
 }
 
 func TestImageInspect(t *testing.T) {
+	podmanTest(t)
 	ctx := testCtx(t)
 	img, err := testEng.ImageInspect(ctx, testImage)
 	if err != nil {
@@ -287,6 +303,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestCreateMissingImage(t *testing.T) {
+	podmanTest(t)
 	spec := sleeper(nil)
 	spec.Image = "localhost/stem-no-such-image:latest"
 	start := time.Now()
@@ -306,6 +323,7 @@ func TestCreateMissingImage(t *testing.T) {
 
 // TestLifecycle walks one container through every Engine call.
 func TestLifecycle(t *testing.T) {
+	podmanTest(t)
 	ctx := testCtx(t)
 	shared := t.TempDir() // a bind mount at the same absolute path
 	roDir := t.TempDir()
@@ -516,6 +534,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestRemoveRunningWithForce(t *testing.T) {
+	podmanTest(t)
 	ctx := testCtx(t)
 	id := create(t, sleeper(nil))
 	if err := testEng.Start(ctx, id); err != nil {
@@ -533,6 +552,7 @@ func TestRemoveRunningWithForce(t *testing.T) {
 }
 
 func TestCreateRejects(t *testing.T) {
+	podmanTest(t)
 	for name, mutate := range map[string]func(*engine.Spec){
 		"relative mount": func(s *engine.Spec) { s.Mounts = []engine.Mount{{Source: "rel", Dest: "/x"}} },
 		"network":        func(s *engine.Spec) { s.Network = "host" },
@@ -548,6 +568,7 @@ func TestCreateRejects(t *testing.T) {
 }
 
 func BenchmarkConnect(b *testing.B) {
+	podmanTest(b)
 	ctx := testCtx(b)
 	for b.Loop() {
 		if _, err := Connect(ctx, Options{URI: testEng.URI()}); err != nil {
@@ -560,6 +581,7 @@ func BenchmarkConnect(b *testing.B) {
 // (init, no network, a bind mount, limits), then a forced remove outside the
 // timer.
 func BenchmarkCreateStart(b *testing.B) {
+	podmanTest(b)
 	ctx := testCtx(b)
 	dir := b.TempDir()
 	for b.Loop() {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/profiles"
 )
 
@@ -159,9 +160,8 @@ func tmux(t *testing.T, sock string, args ...string) string {
 }
 
 func TestStemInit(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("no tmux on the host")
-	}
+	podmanTest(t)
+	needs.Program(t, "tmux", "tmux")
 	in := newInstance(t)
 	ctx := testCtx(t)
 	start := time.Now()
@@ -239,6 +239,7 @@ func TestStemInit(t *testing.T) {
 }
 
 func TestStemInitRefusesMissingSocketDir(t *testing.T) {
+	podmanTest(t)
 	in := newInstance(t)
 	ctx := testCtx(t)
 	id := create(t, in.spec)
@@ -273,9 +274,8 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // BenchmarkUpToSockets is stemctl up's container part: create, mkdir,
 // start, until tmux and Neovim both answer.
 func BenchmarkUpToSockets(b *testing.B) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		b.Skip("no tmux on the host")
-	}
+	podmanTest(b)
+	needs.Program(b, "tmux", "tmux")
 	ctx := testCtx(b)
 	for b.Loop() {
 		b.StopTimer()

@@ -25,6 +25,8 @@ import (
 
 	"github.com/creack/pty"
 	gonvim "github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 // MaxSocketPath keeps AF_UNIX paths well inside the kernel's 108 bytes.
@@ -76,15 +78,12 @@ type Nvim struct {
 	ui     *gonvim.Nvim
 }
 
-// Binary returns the nvim executable, failing the test with the package to
-// install when there is none.
+// Binary returns the nvim executable, skipping the test under -short and
+// failing it with the package to install when there is none (Neovim 0.7.2
+// on Debian 12, as in the task containers).
 func Binary(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("nvim")
-	if err != nil {
-		t.Fatalf("nvim not found in PATH (%v): install the Debian package \"neovim\" (Neovim 0.7.2 on Debian 12, as in the task containers)", err)
-	}
-	return p
+	return needs.Program(t, "nvim", "neovim")
 }
 
 // SysinitPath is containers/files/nvim/sysinit.vim in this checkout.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -41,15 +42,11 @@ type Options struct {
 	NoIntegration bool
 }
 
-// Need fails the test when a program the tests run is missing, naming the
-// Debian package that provides it.
+// Need skips the test under -short and fails it when a program the tests
+// run is missing, naming the Debian package that provides it.
 func Need(t testing.TB, program, debianPackage string) string {
 	t.Helper()
-	path, err := exec.LookPath(program)
-	if err != nil {
-		t.Fatalf("%s not found in PATH: install the Debian package %s (%v)", program, debianPackage, err)
-	}
-	return path
+	return needs.Program(t, program, debianPackage)
 }
 
 // Start starts a server and registers its cleanup.
