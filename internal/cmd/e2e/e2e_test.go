@@ -507,9 +507,12 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 	sock := filepath.Join(st.Record.SocketDir, "t.sock")
 	hostDir := t.TempDir() // exists on the host only
 
-	for _, attack := range []struct{ name, script string }{
-		{"detach-client -E", `tmux -S "$1" detach-client -t "$2" -E "touch $3/detach"`},
-		{"lock-command", `tmux -S "$1" set -g lock-command "touch $3/lock" \; lock-client -t "$2"`},
+	// Each command also leaves a mark in the container's /tmp: once it is
+	// there the client has run the command, inside, and the host's
+	// directory can be checked.
+	for _, attack := range []struct{ name, mark, script string }{
+		{"detach-client -E", "/tmp/ran-detach", `tmux -S "$1" detach-client -t "$2" -E "touch $3/detach; touch /tmp/ran-detach"`},
+		{"lock-command", "/tmp/ran-lock", `tmux -S "$1" set -g lock-command "touch $3/lock; touch /tmp/ran-lock" \; lock-client -t "$2"`},
 	} {
 		cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
 		cmd.Env = a.Env
@@ -530,7 +533,13 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 			return false
 		})
 		a.must(0, "exec", inst, "--", "sh", "-c", attack.script, "sh", sock, client, hostDir)
-		time.Sleep(500 * time.Millisecond)
+		waitFor(t, 20*time.Second, attack.name+": the client ran the command", func() bool {
+			if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
+				return true // on the host: reported below
+			}
+			r, err := a.run("exec", inst, "--", "test", "-e", attack.mark)
+			return err == nil && r.Code == 0
+		})
 		cmd.Process.Kill()
 		cmd.Wait()
 		f.Close()
@@ -569,7 +578,9 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 		return false
 	})
 	a.must(0, "exec", inst, "--", "sh", "-c", `tmux -S "$1" set -g lock-command "touch $3/ctl-lock" \; lock-client -t "$2"; tmux -S "$1" detach-client -t "$2" -E "touch $3/ctl-detach"`, "sh", sock, ctl, hostDir)
-	time.Sleep(500 * time.Millisecond)
+	// The server sent both before the exec returned; a call through the
+	// same client reads what came before its answer.
+	mcpCall(t, c, "pane_list", nil)
 	if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
 		t.Fatalf("the container ran a command on the host through stem-mcp's control client (%s appeared)", ents[0].Name())
 	}
