@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -312,44 +313,38 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	}
 }
 
-// TestOCIErrorExplained points stemctl at a private Podman service started
-// without the host's containers.conf on a host that needs it: the runtime
-// error must come back with what to do. On a host that needs no
-// configuration the container simply starts.
+// TestOCIErrorExplained points stemctl at a private Podman service that
+// cannot start containers (ociFault: on a host that needs the repository's
+// containers.conf, a service without it): the runtime error must come
+// back with what to do, and say which configuration the service runs with.
 func TestOCIErrorExplained(t *testing.T) {
-	if os.Getenv("CONTAINERS_CONF") == "" {
-		t.Log("this host runs containers with Podman's defaults; the error path is covered by internal/engine/podman's provoked-error tests")
-	}
 	a := newAccount(t)
-	sockDir, _ := os.MkdirTemp("/tmp", "pd")
-	defer os.RemoveAll(sockDir)
-	var env []string
-	for _, kv := range a.Env {
-		if !strings.HasPrefix(kv, "CONTAINERS_CONF=") {
-			env = append(env, kv)
-		}
-	}
-	saved := a.Env
-	a.Env = append(env, "CONTAINER_HOST=unix://"+filepath.Join(sockDir, "p.sock"))
-	defer exec.Command("pkill", "-f", filepath.Join(sockDir, "p.sock")).Run()
-	// The account's cleanup must talk to the usual service, or stemctl
-	// would start this private one again after it was killed.
-	defer func() { a.Env = saved }()
-	r, err := a.run("up", "native-amd64", "demo", "hello", "1")
+	sockDir, err := os.MkdirTemp("/tmp", "pd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Getenv("CONTAINERS_CONF") == "" {
-		if r.Code != 0 {
-			t.Fatalf("up: %s", r.Stderr)
-		}
-		return
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "p.sock")
+	fault, service := ociFault(t)
+	saved := a.Env
+	a.Env = withoutConf(a.Env, append(fault, "CONTAINER_HOST=unix://"+sock)...)
+	r, err := a.run("up", "native-amd64", "demo", "hello", "1")
+	if _, serr := os.Stat(sock); serr == nil {
+		defer syscall.Kill(listenerPID(t, sock), syscall.SIGTERM)
+	}
+	// The account's cleanup must talk to the usual service, or stemctl
+	// would start this private one again after it was stopped.
+	a.Env = saved
+	if err != nil {
+		t.Fatal(err)
 	}
 	if r.Code == 0 {
-		t.Fatal("up succeeded without the containers.conf this host needs")
+		t.Fatal("up succeeded through a service that cannot start containers")
 	}
-	if !strings.Contains(r.Stderr, "containers.conf") && !strings.Contains(r.Stderr, "ulimit") {
-		t.Fatalf("the OCI error is not explained:\n%s", r.Stderr)
+	for _, w := range []string{"hint: ", "containers.conf", "ulimit", "service: ", service} {
+		if !strings.Contains(r.Stderr, w) {
+			t.Errorf("the OCI error is not explained (no %q):\n%s", w, r.Stderr)
+		}
 	}
 	t.Logf("explained: %s", r.Stderr)
 }
