@@ -28,6 +28,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 )
 
 const testTimeout = 60 * time.Second
@@ -88,6 +89,7 @@ func testMain(m *testing.M) int {
 	if needsRepoConf() {
 		os.Setenv("CONTAINERS_CONF", repoConf())
 	}
+	leftover.Sweep()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -140,12 +142,21 @@ func create(t testing.TB, spec engine.Spec) string {
 	return id
 }
 
+// withOwner adds the mark a later run removes leftovers by.
+func withOwner(labels map[string]string) map[string]string {
+	out := map[string]string{leftover.Label: leftover.Owner()}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}
+
 func sleeper(labels map[string]string) engine.Spec {
 	return engine.Spec{
 		Name:    testName(),
 		Image:   testImage,
 		Command: []string{"sleep", "infinity"},
-		Labels:  labels,
+		Labels:  withOwner(labels),
 		Network: "none",
 		Init:    true,
 	}

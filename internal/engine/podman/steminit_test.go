@@ -70,7 +70,7 @@ func newInstance(t testing.TB) instance {
 			"STEM_CARD_PATH": in.card, "STEM_TASK_DIR": in.task, "STEM_PROFILE": p.Name,
 			"STEM_TARGET": p.Default, "STEM_SERIES": "inf", "STEM_CARD": "bss", "STEM_TASK": "4",
 		},
-		Labels:    map[string]string{"io.stem.test.run": runID},
+		Labels:    withOwner(map[string]string{"io.stem.test.run": runID}),
 		Mounts:    []engine.Mount{{Source: in.dir, Dest: in.dir}, {Source: in.card, Dest: in.card}},
 		MemoryMiB: p.Limits.MemoryMiB,
 		Pids:      p.Limits.Pids,

@@ -27,6 +27,7 @@ import (
 	gonvim "github.com/neovim/go-client/nvim"
 
 	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 )
 
 // MaxSocketPath keeps AF_UNIX paths well inside the kernel's 108 bytes.
@@ -114,6 +115,7 @@ func socketDir(t testing.TB) string {
 func Start(t testing.TB, opts Options) *Nvim {
 	t.Helper()
 	n := &Nvim{opts: opts, bin: Binary(t), Dir: opts.Dir}
+	leftover.Sweep()
 	if n.Dir == "" {
 		n.Dir = t.TempDir()
 	}
@@ -154,6 +156,7 @@ func (n *Nvim) start(t testing.TB) {
 		"XDG_DATA_HOME=" + filepath.Join(n.Home, "data"),
 		"XDG_STATE_HOME=" + filepath.Join(n.Home, "state"),
 		"XDG_CACHE_HOME=" + filepath.Join(n.Home, "cache"),
+		leftover.Env(), // a later run removes it if this one times out
 	}, n.opts.Env...)
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Dir = n.Dir

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -64,6 +65,7 @@ func Start(t testing.TB, opts ...Options) *Server {
 	}
 	Need(t, "tmux", "tmux")
 	bash := Need(t, "bash", "bash")
+	leftover.Sweep()
 
 	// t.TempDir() paths carry the test name and can pass the 108-byte
 	// AF_UNIX limit; a short directory in /tmp cannot.
@@ -106,6 +108,7 @@ func Start(t testing.TB, opts ...Options) *Server {
 		"LANG=C.UTF-8",
 		"SHELL=" + bash,
 		"TERM=xterm-256color",
+		leftover.Env(), // a later run removes the server if this one times out
 	}
 	if _, err := s.tmux("-f", conf, "new-session", "-d", "-s", Session,
 		"-x", fmt.Sprint(o.Width), "-y", fmt.Sprint(o.Height)); err != nil {
