@@ -34,6 +34,7 @@ type fakeWorld struct {
 
 func newFakeWorld(t *testing.T) *fakeWorld {
 	t.Helper()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the binary's digest cache
 	rt, err := os.MkdirTemp("/tmp", "sf")
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +181,33 @@ func TestFakeUpCreatesReusesRecreates(t *testing.T) {
 		t.Fatalf("started %.12s, want %.12s", st.ContainerID, re.ContainerID)
 	}
 	answers(t, re.Dir())
+}
+
+// An identical stem-mcp installed again (a new file, a new mtime: a second
+// make build) leaves the instance as it is; a changed one re-creates it.
+func TestFakeReinstalledBinaryKeepsTheInstance(t *testing.T) {
+	w := newFakeWorld(t)
+	rec := w.mustUp(instance.Created).Record
+	data, err := os.ReadFile(w.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := w.bin + ".new"
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(tmp, later, later)
+	if err := os.Rename(tmp, w.bin); err != nil {
+		t.Fatal(err)
+	}
+	w.m.KeepRunning = true // as build, test and agent start run it
+	if res := w.mustUp(instance.Reused); res.Record.ContainerID != rec.ContainerID {
+		t.Fatalf("reused %.12s, want %.12s", res.Record.ContainerID, rec.ContainerID)
+	}
+	w.m.KeepRunning = false
+	w.rebuild("changed")
+	w.mustUp(instance.Recreated)
 }
 
 // A command that only uses the instance (KeepRunning) never re-creates a

@@ -620,7 +620,6 @@ func TestRebuildNeverEndsASessionBehindTheStudentsBack(t *testing.T) {
 		t.Fatalf("nvim --remote-send: %v %s", err, out)
 	}
 	// stem-mcp is rebuilt.
-	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(own, append(data, 0), 0o755)
 
 	r = run(1, "build", "native-amd64", "demo", "hello", "1")
