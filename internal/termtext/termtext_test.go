@@ -174,3 +174,23 @@ func BenchmarkSanitize(b *testing.B) {
 		})
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"plain", 0, "plain"},
+		{"a\nb\r\n\tc  d", 0, "a b c d"},
+		{"red \x1b[31mtext\x1b[0m\x07 bell\x00", 0, "red text bell"},
+		{"abcdef", 4, "abcd…"},
+		{"ab\u00e9cd", 3, "ab…"}, // é is two bytes: not cut in half
+		{"abc", 3, "abc"},
+		{"", 5, ""},
+	} {
+		if got := OneLine(c.in, c.max); got != c.want {
+			t.Errorf("OneLine(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+}
