@@ -1,6 +1,7 @@
 # stem: two commands matter.
 #   make demo   set everything up on a fresh Debian 12 machine and start a demo instance
 #   make test   run every test (what CI runs)
+#   make check  the tests that need nothing but Go, with the race detector
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -14,17 +15,18 @@ PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: help setup build images check-images agent-clis demo test test-short fuzz bench lint clean
+.PHONY: help setup build images check-images agent-clis demo test check fuzz bench lint clean
 
 help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
 	@echo "make test        run every test (CI runs this), then make fuzz"
+	@echo "make check       the tests that need only Go (-short), with the race detector; about a minute"
 	@echo "make fuzz        fuzz the container-byte decoders for FUZZTIME each (default 10s)"
 	@echo "make bench       run the benchmarks and print the figures"
 	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
 	@echo "make check-images  check each image's toolchain and debugger"
-	@echo "make lint        gofmt and go vet"
+	@echo "make lint        gofmt, go mod tidy -diff and go vet (with and without the Podman tags)"
 
 setup:
 	@scripts/setup.sh
@@ -73,15 +75,22 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/nvim/rpcguard/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/gdbmi/
 
-test-short: build
-	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -short -count=1 ./...
+# Needs nothing but Go: tests of real programs skip under -short. The race
+# detector needs cgo (a C compiler); without one the tests run without it.
+check:
+	@if [ "$$(go env CGO_ENABLED)" = 1 ]; then race=-race; else race=; echo "no C compiler (cgo is off): running without the race detector"; fi; \
+	go test -short $$race -count=1 -timeout 5m ./...
 
 bench: setup build images
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp scripts/bench.sh
 
+# go vet twice: with the tags (the real engine) and without (what plain
+# go build and editors without .vscode/settings.json see).
 lint:
 	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go mod tidy -diff
 	go vet ./...
+	GOFLAGS=-buildvcs=false go vet ./...
 
 clean:
 	rm -rf bin

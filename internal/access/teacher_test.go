@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 func TestKeygen(t *testing.T) {
@@ -379,9 +381,7 @@ func TestSSHOptionsAreAllowListed(t *testing.T) {
 // Every option --ssh-option allows is one this machine's ssh knows, so the
 // allow list holds no misspelling a teacher would hit only when connecting.
 func TestAllowedSSHOptionsAreSSHs(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("ssh is not installed: apt-get install openssh-client")
-	}
+	needs.Program(t, "ssh", "openssh-client")
 	values := map[string]string{"port": "22", "connecttimeout": "5", "connectionattempts": "1", "canonicalizemaxdots": "1",
 		"serveralivecountmax": "3", "serveraliveinterval": "5", "requiredrsasize": "2048", "rekeylimit": "1G",
 		"addressfamily": "any", "loglevel": "ERROR", "stricthostkeychecking": "yes", "fingerprinthash": "sha256",
@@ -411,9 +411,7 @@ func TestAllowedSSHOptionsAreSSHs(t *testing.T) {
 // prints the options it would use, is given a configuration that tries to
 // undo each of them.
 func TestCommandWinsOverSSHConfig(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("ssh is not installed: apt-get install openssh-client")
-	}
+	needs.Program(t, "ssh", "openssh-client")
 	dir := t.TempDir()
 	kp, err := Keygen(filepath.Join(dir, "stem_k"), "k")
 	if err != nil {
@@ -481,9 +479,7 @@ func TestCommandWinsOverSSHConfig(t *testing.T) {
 // shell characters must reach dial as one word. Run with the real ssh and
 // shell; /bin/echo stands in for stemctl and prints what dial would get.
 func TestDialCommandQuotesTheHost(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("ssh is not installed: apt-get install openssh-client")
-	}
+	needs.Program(t, "ssh", "openssh-client")
 	dir := t.TempDir()
 	kp, err := Keygen(filepath.Join(dir, "stem_k"), "k")
 	if err != nil {

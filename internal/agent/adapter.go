@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/stem-edu/stem/internal/mcpconfig"
@@ -178,17 +177,17 @@ func tail(s Session) []string {
 // would replace Codex's own instructions), so the context is in argv:
 // docs/agents.md says so.
 func codexLaunch(s Session) (Launch, error) {
-	key := "mcp_servers." + tomlKey(s.Server.Name)
+	key := "mcp_servers." + mcpconfig.TOMLKey(s.Server.Name)
 	argv := head(s)
 	argv = append(argv,
-		"-c", key+".command="+tomlString(s.Server.Command),
-		"-c", key+".args="+tomlArray(s.Server.Args),
-		"-c", key+".env="+tomlInline(s.Server.Env),
+		"-c", key+".command="+mcpconfig.TOMLString(s.Server.Command),
+		"-c", key+".args="+mcpconfig.TOMLArray(s.Server.Args),
+		"-c", key+".env="+mcpconfig.TOMLInline(s.Server.Env),
 		// gdb run control waits up to 35 s and task_action builds up to
 		// 120 s; Codex's default tool timeout is shorter.
 		"-c", key+".startup_timeout_sec=30",
 		"-c", key+".tool_timeout_sec=180",
-		"-c", "developer_instructions="+tomlString(s.Context),
+		"-c", "developer_instructions="+mcpconfig.TOMLString(s.Context),
 	)
 	if s.Level == "observe" {
 		argv = append(argv, "--sandbox", "read-only")
@@ -319,46 +318,6 @@ func CheckSettingsDir(dir string) error {
 			return nil
 		}
 	}
-}
-
-// TOML rendering for Codex's -c values. A JSON string with HTML escaping
-// off is a valid TOML basic string.
-func tomlString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
-}
-
-var bareKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-func tomlKey(k string) string {
-	if bareKeyRE.MatchString(k) {
-		return k
-	}
-	return tomlString(k)
-}
-
-func tomlArray(a []string) string {
-	parts := make([]string, len(a))
-	for i, s := range a {
-		parts[i] = tomlString(s)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-func tomlInline(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = tomlKey(k) + " = " + tomlString(m[k])
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func marshalIndent(v any) ([]byte, error) {

@@ -93,8 +93,9 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level) *cliRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cli := clitest.Bin(t, provider) // first: under -short it skips before a build
 	e := &Env{Dirs: dirs, Layout: l, Store: NewStore(l, dirs.State), MCPBinary: stemMCPBin(t),
-		Environ: []string{"PATH=" + filepath.Dir(clitest.Bin(t, provider)) + ":" + os.Getenv("PATH"), "HOME=" + dirs.Home}, Providers: ps}
+		Environ: []string{"PATH=" + filepath.Dir(cli) + ":" + os.Getenv("PATH"), "HOME=" + dirs.Home}, Providers: ps}
 	ws, err := workspace.Open(filepath.Join(repoRoot(), "examples", "workspace"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,8 +49,9 @@ func regValue(t *testing.T, status map[string]any, name string) string {
 // stub and gdb-multiarch under the bridge; through stem-mcp at assist an
 // MCP client sets a breakpoint, continues, sees the stop (in gdb_status
 // and as a notification), reads registers and the backtrace, steps, and
-// the student's gdb pane shows the same state. The stop-to-notification
-// latency is measured with the student typing stepi.
+// the student's gdb pane shows the same state. The student's stepi keys
+// each reach the client as a notification (their latency is logged here
+// and measured by make bench).
 func TestHazard3DebugThroughMCP(t *testing.T) {
 	a := newAccount(t)
 	var lay debugLayout
@@ -130,8 +130,6 @@ func TestHazard3DebugThroughMCP(t *testing.T) {
 	lat := stopLatency(t, a, st, lay.GDBPane, s, 20)
 	t.Logf("hazard3-sim: student types stepi -> gdb_stopped notification at the MCP client: median %s, max %s (n=%d); published -> received: median %s",
 		median(lat.typed), maxOf(lat.typed), len(lat.typed), median(lat.published))
-	writeFigure(t, "hazard3_stop_to_notification", lat)
-	checkStopLatency(t, lat)
 
 	// QEMU crashes: the program pane reports it with the signal, and then
 	// is a shell.
@@ -229,8 +227,7 @@ func TestNativeProgramPaneEvents(t *testing.T) {
 	a.mustJSON(&lay, "debug", nativeInst, "--no-build")
 	programPID(t, a, st, lay.ProgramPane) // it is running
 	late := a.mcp(nativeInst, "observe")
-	late.call("session_status", nil)
-	time.Sleep(300 * time.Millisecond)
+	late.call("session_status", nil) // it subscribes to the panes before it answers
 	a.tmux(st, "send-keys", "-t", lay.ProgramPane, "Enter")
 	ev := late.nextWhere(20*time.Second, func(ev sessionEvent) bool { return ev.Pane == lay.ProgramPane }, "program_crashed", "program_exited")
 	if ev.Type != "program_crashed" || ev.Signal != "SIGABRT" || ev.ExitCode == nil || *ev.ExitCode != 134 {
@@ -250,21 +247,6 @@ type latencies struct {
 	published []time.Duration // notification's server time -> received
 }
 
-// checkStopLatency holds the figures to the 50 ms target: gdb's stop record
-// published to the client's receipt, and (with slack for the typing, tmux
-// and gdb's own stepping) the student's keystroke to the receipt.
-func checkStopLatency(t *testing.T, lat latencies) {
-	t.Helper()
-	if m := median(lat.published); m > 50*time.Millisecond {
-		t.Errorf("gdb stop published -> notification received: median %s, over the 50 ms target", m)
-	}
-	// The keystroke to the receipt includes tmux, gdb's step and the
-	// bridge; it too must meet the target (measured 3-14 ms).
-	if m := median(lat.typed); m > 50*time.Millisecond {
-		t.Errorf("stepi typed -> notification received: median %s, over the 50 ms target", m)
-	}
-}
-
 // stopLatency has the student type stepi into the gdb pane n times and
 // measures until the MCP client holds the gdb_stopped notification.
 func stopLatency(t testing.TB, a *account, st instanceInfo, gdbPane string, s *mcpSession, n int) latencies {
@@ -282,31 +264,6 @@ func stopLatency(t testing.TB, a *account, st instanceInfo, gdbPane string, s *m
 		}
 	}
 	return l
-}
-
-// writeFigure records a measurement for the benchmark note when
-// STEM_AGENT_FIGURES names a directory.
-func writeFigure(t *testing.T, name string, v any) {
-	dir := os.Getenv("STEM_AGENT_FIGURES")
-	if dir == "" {
-		return
-	}
-	os.MkdirAll(dir, 0o755)
-	var out any = v
-	if l, ok := v.(latencies); ok {
-		out = map[string]any{"typed_ms": ms(l.typed), "published_ms": ms(l.published),
-			"typed_median_ms": float64(median(l.typed).Microseconds()) / 1000, "published_median_ms": float64(median(l.published).Microseconds()) / 1000}
-	}
-	data, _ := json.MarshalIndent(out, "", "  ")
-	os.WriteFile(filepath.Join(dir, name+".json"), data, 0o644)
-}
-
-func ms(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = float64(d.Microseconds()) / 1000
-	}
-	return out
 }
 
 // native-amd64 with gdb: the student starts the program in gdb; the agent
@@ -376,8 +333,6 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	lat := stopLatency(t, a, st, lay.GDBPane, s, 20)
 	t.Logf("native-amd64: student types stepi -> gdb_stopped notification at the MCP client: median %s, max %s (n=%d); published -> received: median %s",
 		median(lat.typed), maxOf(lat.typed), len(lat.typed), median(lat.published))
-	writeFigure(t, "native_stop_to_notification", lat)
-	checkStopLatency(t, lat)
 
 	// The stepi run may have entered is_separator: finish up to main.
 	var fin map[string]any

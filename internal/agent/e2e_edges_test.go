@@ -67,10 +67,12 @@ func (a *account) listed(id string) *agent.Status {
 // notLive asserts that `agent list` stops presenting the agent as live in
 // its window within settle (the supervisor's moment to notice): it is
 // absent, or marked as ending, in the table too. Unnoticed, a closed
-// window or a stopped container would leave it live for the 3 s grace.
+// window or a stopped container would leave it live for the 3 s grace;
+// settle stays below that, with room for a loaded machine (each look is
+// a stemctl run).
 func (a *account) notLive(id string) {
 	a.t.Helper()
-	const settle = 700 * time.Millisecond
+	const settle = 2 * time.Second
 	t0 := time.Now()
 	for {
 		s := a.listed(id)

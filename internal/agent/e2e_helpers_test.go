@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 // the test provider once per test process.
 func bins(t testing.TB) string {
 	t.Helper()
+	testenv.RequireAccount(t) // before the builds, which -short would waste
 	testenv.Binary(t, "stemctl", "./cmd/stemctl")
 	testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 	return testenv.Binary(t, "mcpclient", "./internal/agent/testdata/mcpclient")

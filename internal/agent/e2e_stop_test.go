@@ -150,8 +150,9 @@ command = ["/bin/bash", "-c", "trap '' HUP TERM INT; echo stubborn ready; while 
 		!strings.Contains(r.Stderr, "warning: agent "+rec.ID+" did not end within 1s: killed") {
 		t.Fatalf("agent stop --timeout 1s: exit %d %v\nstdout: %s\nstderr: %s", r.Code, err, r.Stdout, r.Stderr)
 	}
-	// The supervisor would have sent SIGKILL 4 s after the hangup.
-	if took > 3500*time.Millisecond {
+	// The supervisor would have sent SIGKILL 4 s after the hangup: stop
+	// kills at its own timeout, before that.
+	if took >= 4*time.Second {
 		t.Errorf("agent stop --timeout 1s took %s", took)
 	}
 	checkGone(t, a, st, rec, windows)

@@ -107,6 +107,14 @@ func (b *syncBuf) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
+// String is locked too: the supervisor's connection goroutines may still
+// log while the test reads.
+func (b *syncBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}
+
 func startSupervisor(t *testing.T, ctx context.Context, spec Spec) (*supervised, *syncBuf) {
 	t.Helper()
 	dir := t.TempDir()
@@ -246,7 +254,9 @@ func TestGoneTmuxEndsTheAgentAtOnce(t *testing.T) {
 	rctx, rcancel := context.WithCancel(ctx)
 	go ptyproto.Relay(rctx, ptyproto.RelayOptions{Socket: s.sock, In: p.tty, Out: p.tty, NoWait: true})
 	p.waitFor("up", 10*time.Second)
-	if st := readStateFile(t, s.dir); st.Windows != 1 || st.Stopping != "" {
+	// The pane shows the agent's output before the supervisor has written
+	// the window into its state file: wait for that, not for the pane.
+	if st := waitStateFile(t, s.dir, 10*time.Second, func(st State) bool { return st.Windows == 1 }); st.Stopping != "" {
 		t.Fatalf("state with the window open: %+v", st)
 	}
 	tl.Close() // the server dies, its socket stays
@@ -265,6 +275,26 @@ func TestGoneTmuxEndsTheAgentAtOnce(t *testing.T) {
 	}
 	if st := readStateFile(t, s.dir); !strings.Contains(st.Stopping, "tmux server is gone") || st.Windows != 0 {
 		t.Fatalf("state after: %+v\n%s", st, logs.String())
+	}
+}
+
+// waitStateFile waits until the supervisor's state file satisfies ok and
+// returns it.
+func waitStateFile(t *testing.T, dir string, d time.Duration, ok func(State) bool) State {
+	t.Helper()
+	var st State
+	var err error
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		var data []byte
+		if data, err = os.ReadFile(filepath.Join(dir, StateFile)); err == nil {
+			st = State{}
+			if err = json.Unmarshal(data, &st); err == nil && ok(st) {
+				return st
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the state file did not get there within %s: %+v (%v)", d, st, err)
+		}
 	}
 }
 

@@ -430,12 +430,20 @@ func Verify(r io.Reader) (VerifyResult, error) {
 	return res, nil
 }
 
-// VerifyFile verifies the log file.
+// Verify verifies the log and its head. A log not written yet is intact
+// unless its head says otherwise (the log was deleted).
 func (l *Log) Verify() (VerifyResult, error) {
-	f, err := os.Open(l.path)
+	res, err := VerifyFile(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return CheckHead(l.path, VerifyResult{OK: true}), nil
 	}
+	return res, err
+}
+
+// VerifyFile verifies the log at path (Verify) and the head beside it
+// (CheckHead). A missing file is an error wrapping os.ErrNotExist.
+func VerifyFile(path string) (VerifyResult, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("open audit log: %w", err)
 	}
@@ -444,7 +452,7 @@ func (l *Log) Verify() (VerifyResult, error) {
 	if err != nil {
 		return res, err
 	}
-	return CheckHead(l.path, res), nil
+	return CheckHead(path, res), nil
 }
 
 // Filter selects entries for Show. Zero fields match everything.

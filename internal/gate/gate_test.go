@@ -397,13 +397,21 @@ func TestRevokeEndsAnOpenSession(t *testing.T) {
 			f := newFixture(t, access.Full)
 			started := time.Now()
 			done := make(chan int, 1)
+			serving := make(chan struct{})
 			var errOut bytes.Buffer
 			go func() {
 				done <- Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
-					Getenv: f.env("mcp"), ErrOut: &errOut, Serve: serve, RecheckEvery: 50 * time.Millisecond,
+					Getenv: f.env("mcp"), ErrOut: &errOut, RecheckEvery: 50 * time.Millisecond,
+					Serve: func(ctx context.Context, r ServeRequest) error { close(serving); return serve(ctx, r) },
 				})
 			}()
-			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-serving:
+			case code := <-done:
+				t.Fatalf("session ended before it was served: %d %s", code, errOut.String())
+			case <-time.After(10 * time.Second):
+				t.Fatal("the session was not served within 10 s")
+			}
 			select {
 			case code := <-done:
 				t.Fatalf("session ended before the revoke: %d %s", code, errOut.String())

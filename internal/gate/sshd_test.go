@@ -474,15 +474,17 @@ func forwardLocal(t *testing.T, srv *sshdtest.Server, key string) int {
 			c.Close()
 		}
 	}()
-	lp, err := net.Listen("tcp", "127.0.0.1:0")
+	// ssh listens on a Unix socket in a private directory: a TCP port
+	// picked here and closed could be taken by anyone before ssh binds it.
+	dir, err := os.MkdirTemp("/tmp", "sf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := lp.Addr().(*net.TCPAddr).Port
-	lp.Close()
+	defer os.RemoveAll(dir)
+	local := filepath.Join(dir, "l.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	fwd := fmt.Sprintf("127.0.0.1:%d:%s", local, target.Addr().String())
+	fwd := local + ":" + target.Addr().String()
 	cmd := exec.CommandContext(ctx, "ssh", srv.Args(key, []string{"-N", "-L", fwd})...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -492,7 +494,7 @@ func forwardLocal(t *testing.T, srv *sshdtest.Server, key string) int {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	var c net.Conn
 	waitFor(t, func() bool {
-		c, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local))
+		c, err = net.Dial("unix", local)
 		return err == nil
 	})
 	c.SetDeadline(time.Now().Add(5 * time.Second))

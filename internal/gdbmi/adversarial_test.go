@@ -215,7 +215,10 @@ drain:
 		}
 		if i == 0 {
 			c.Write([]byte("-interpreter-exec console \"shell sleep 0.5\"\n"))
-			time.Sleep(50 * time.Millisecond) // until gdb is asleep
+			gdb := syncOf(t, dir).GDBPid
+			waitCond(t, 5*time.Second, "gdb runs its shell (it is asleep)", func() bool {
+				return hasDescendant(gdb, 2, "sleep")
+			})
 		}
 		c.Write([]byte("5-interpreter-exec console \"info frame\"\n6-stack-list-frames\n"))
 		c.Close()
@@ -396,7 +399,9 @@ func TestBridgeLifecycle(t *testing.T) {
 	bridgePid := p.cmd.Process.Pid
 	syscall.Kill(bridgePid, syscall.SIGINT)
 	syscall.Kill(bridgePid, syscall.SIGQUIT)
-	time.Sleep(200 * time.Millisecond)
+	waitCond(t, 5*time.Second, "the bridge took both signals", func() bool {
+		return !signalsPending(bridgePid, syscall.SIGINT, syscall.SIGQUIT)
+	})
 	exe(t, c, BreakList())
 	s, err := ReadSync(dir)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // BridgeOptions configures RunBridge.
@@ -781,7 +782,7 @@ func paneNote(rec Record, fromMI bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\r\n[%s] %s () at %s:%d", what, f.Func, f.File, f.Line)
 	if rv := rec.Str("return-value"); rv != "" {
-		fmt.Fprintf(&b, ", returned %s", oneLine(rv, 80))
+		fmt.Fprintf(&b, ", returned %s", termtext.OneLine(rv, 80))
 	}
 	b.WriteString("\r\n")
 	if src := sourceLine(f.Fullname, f.Line); src != "" {
@@ -804,24 +805,10 @@ func sourceLine(path string, n int) string {
 	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
 	for i := 1; sc.Scan(); i++ {
 		if i == n {
-			return oneLine(sc.Text(), 200)
+			return termtext.OneLine(sc.Text(), 200)
 		}
 	}
 	return ""
-}
-
-// oneLine keeps text printable on one terminal line.
-func oneLine(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 && r != '\t' || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > max {
-		s = s[:max] + "..."
-	}
-	return s
 }
 
 // afterSelect keeps gdb-sync.json and the other clients informed when a

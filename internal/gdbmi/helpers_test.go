@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -60,18 +62,15 @@ func bridgeHelperMain() int {
 	return code
 }
 
-// requireProgram fails (not skips) when a program the tests drive is
-// missing, naming the Debian package that provides it.
-func requireProgram(t *testing.T, name, pkg string) string {
+// requireProgram skips under -short and otherwise fails (not skips) when
+// a program the tests drive is missing, naming the Debian package that
+// provides it.
+func requireProgram(t testing.TB, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed: apt-get install %s", name, pkg)
-	}
-	return p
+	return needs.Program(t, name, pkg)
 }
 
-func run(t *testing.T, dir string, name string, args ...string) {
+func run(t testing.TB, dir string, name string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -83,7 +82,7 @@ func run(t *testing.T, dir string, name string, args ...string) {
 }
 
 // sockDir makes a private socket directory short enough for AF_UNIX.
-func sockDir(t *testing.T) string {
+func sockDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "gmi")
 	if err != nil {
@@ -98,7 +97,7 @@ func sockDir(t *testing.T) string {
 
 // pane is the student's terminal: a pty whose other side runs the bridge.
 type pane struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	pty     *os.File
 	dir     string
@@ -112,7 +111,7 @@ type pane struct {
 	exitCode int
 }
 
-func startPane(t *testing.T, dir, workdir string, argv ...string) *pane {
+func startPane(t testing.TB, dir, workdir string, argv ...string) *pane {
 	t.Helper()
 	p := &pane{t: t, dir: dir, logPath: filepath.Join(t.TempDir(), "bridge.log"), changed: make(chan struct{}, 1), exited: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], append([]string{"--"}, argv...)...)
@@ -222,7 +221,7 @@ func (p *pane) waitExit(timeout time.Duration) int {
 	return -1
 }
 
-func waitSocket(t *testing.T, dir string, p *pane) string {
+func waitSocket(t testing.TB, dir string, p *pane) string {
 	t.Helper()
 	path := filepath.Join(dir, sockets.GDBSocket)
 	deadline := time.Now().Add(30 * time.Second)
@@ -240,7 +239,7 @@ func waitSocket(t *testing.T, dir string, p *pane) string {
 	return ""
 }
 
-func dial(t *testing.T, path string) *Client {
+func dial(t testing.TB, path string) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -252,7 +251,7 @@ func dial(t *testing.T, path string) *Client {
 	return c
 }
 
-func exe(t *testing.T, c *Client, cmd Command) Result {
+func exe(t testing.TB, c *Client, cmd Command) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -264,7 +263,7 @@ func exe(t *testing.T, c *Client, cmd Command) Result {
 }
 
 // waitEvent returns the next event of the given kind, skipping others.
-func waitEvent(t *testing.T, c *Client, kind EventKind, timeout time.Duration) Event {
+func waitEvent(t testing.TB, c *Client, kind EventKind, timeout time.Duration) Event {
 	t.Helper()
 	deadline := time.After(timeout)
 	var seen []string
@@ -295,7 +294,7 @@ func drainEvents(c *Client) {
 	}
 }
 
-func mustLoc(t *testing.T, s string) Location {
+func mustLoc(t testing.TB, s string) Location {
 	t.Helper()
 	l, err := ParseLocation(s)
 	if err != nil {
@@ -304,7 +303,7 @@ func mustLoc(t *testing.T, s string) Location {
 	return l
 }
 
-func mustExpr(t *testing.T, s string) SafeExpr {
+func mustExpr(t testing.TB, s string) SafeExpr {
 	t.Helper()
 	e, err := ParseSafeExpr(s)
 	if err != nil {
@@ -314,7 +313,7 @@ func mustExpr(t *testing.T, s string) SafeExpr {
 }
 
 // waitSync polls gdb-sync.json until ok accepts it.
-func waitSync(t *testing.T, dir string, what string, ok func(SyncState) bool) SyncState {
+func waitSync(t testing.TB, dir string, what string, ok func(SyncState) bool) SyncState {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	var last SyncState
@@ -330,9 +329,72 @@ func waitSync(t *testing.T, dir string, what string, ok func(SyncState) bool) Sy
 	return last
 }
 
-func checkStop(t *testing.T, who string, ev Event, reason, fn string, line int) {
+func checkStop(t testing.TB, who string, ev Event, reason, fn string, line int) {
 	t.Helper()
 	if ev.Reason != reason || ev.Frame == nil || ev.Frame.Func != fn || (line > 0 && ev.Frame.Line != line) {
 		t.Fatalf("%s: stop = reason %q frame %+v; want %s in %s at line %d", who, ev.Reason, ev.Frame, reason, fn, line)
 	}
+}
+
+// waitCond waits until cond holds.
+func waitCond(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
+}
+
+// syncOf reads gdb-sync.json.
+func syncOf(t testing.TB, dir string) SyncState {
+	t.Helper()
+	s, err := ReadSync(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// signalsPending reports whether any of sigs is pending for process pid
+// (for the process or one of its threads), from /proc.
+func signalsPending(pid int, sigs ...syscall.Signal) bool {
+	var mask uint64
+	for _, s := range sigs {
+		mask |= 1 << (uint(s) - 1)
+	}
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok || (k != "SigPnd" && k != "ShdPnd") {
+				continue
+			}
+			if bits, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && bits&mask != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasDescendant reports whether a child of pid (or theirs, down to depth
+// levels) has word in its command line.
+func hasDescendant(pid, depth int, word string) bool {
+	if depth == 0 {
+		return false
+	}
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, k := range strings.Fields(string(kids)) {
+		kid, _ := strconv.Atoi(k)
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", kid))
+		if strings.Contains(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})), word) || hasDescendant(kid, depth-1, word) {
+			return true
+		}
+	}
+	return false
 }

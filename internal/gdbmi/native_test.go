@@ -25,7 +25,7 @@ int main(void) {
   int arr[4] = {1, 2, 3, 4};
   x = add(x, 2);
   x = add(x, arr[2]);
-  while (spin) { }
+  if (spin) puts("spinning"); while (spin) { }
   printf("x=%d\n", x);
   return 3;
 }
@@ -224,10 +224,11 @@ func TestNativeSharedSession(t *testing.T) {
 
 	// A client resumes, the other interrupts.
 	exe(t, a, Console("set var spin = 1"))
+	m = p.mark()
 	exe(t, a, ExecContinue())
 	waitEvent(t, b, EventRunning, 5*time.Second)
 	waitSync(t, dir, "running", func(s SyncState) bool { return s.State == StateRunning && s.Frame == nil })
-	time.Sleep(100 * time.Millisecond)
+	p.waitFor(m, `spinning`, 5*time.Second) // in the loop of line 12
 	if r := exe(t, b, ThreadInfo()); !strings.Contains(Format(Record{Kind: KindResult, Class: "done", Results: r.Values}), `state="running"`) {
 		t.Errorf("thread-info while running: %v", r.Values)
 	}
@@ -245,9 +246,9 @@ func TestNativeSharedSession(t *testing.T) {
 
 	// Ctrl-C in the pane while a client had resumed the program: gdb keeps
 	// the terminal and would only print "Quit", so the bridge interrupts.
+	// (The program resumes in the loop it was stopped in.)
 	exe(t, a, ExecContinue())
 	waitEvent(t, a, EventRunning, 5*time.Second)
-	time.Sleep(100 * time.Millisecond)
 	p.typeText("\x03")
 	if ev := waitEvent(t, a, EventStopped, 5*time.Second); ev.Signal != "SIGINT" {
 		t.Fatalf("Ctrl-C after a client continue: %+v", ev)
@@ -258,7 +259,6 @@ func TestNativeSharedSession(t *testing.T) {
 	p.typeText("continue\r")
 	waitEvent(t, a, EventRunning, 5*time.Second)
 	p.waitFor(m, `Continuing\.`, 5*time.Second)
-	time.Sleep(100 * time.Millisecond)
 	p.typeText("\x03")
 	if ev := waitEvent(t, a, EventStopped, 5*time.Second); ev.Signal != "SIGINT" {
 		t.Fatalf("Ctrl-C after the student's continue: %+v", ev)
@@ -319,65 +319,58 @@ int main(void) {
 }
 `
 
-// TestStopEventLatency measures how long a stop takes to reach clients:
-// from a client's -exec-next, and from the student typing next.
-func TestStopEventLatency(t *testing.T) {
-	requireProgram(t, "gcc", "gcc")
-	requireProgram(t, "gdb", "gdb")
-	work := t.TempDir()
+// BenchmarkStopEventLatency measures how long a stop takes to reach
+// clients: from a client's -exec-next, and from the student typing next
+// (the product's target is 50 ms end to end). Each iteration is one of
+// each; the medians are reported.
+func BenchmarkStopEventLatency(b *testing.B) {
+	requireProgram(b, "gcc", "gcc")
+	requireProgram(b, "gdb", "gdb")
+	work := b.TempDir()
 	if err := os.WriteFile(filepath.Join(work, "loop.c"), []byte(loopProg), 0o600); err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	run(t, work, "gcc", "-g", "-O0", "-o", "loop", "loop.c")
-	dir := sockDir(t)
-	p := startPane(t, dir, work, "gdb", "-q", "-nx", "loop")
-	sock := waitSocket(t, dir, p)
-	a, b := dial(t, sock), dial(t, sock)
-	exe(t, a, BreakInsert(mustLoc(t, "main")))
+	run(b, work, "gcc", "-g", "-O0", "-o", "loop", "loop.c")
+	dir := sockDir(b)
+	p := startPane(b, dir, work, "gdb", "-q", "-nx", "loop")
+	sock := waitSocket(b, dir, p)
+	ca, cb := dial(b, sock), dial(b, sock)
+	exe(b, ca, BreakInsert(mustLoc(b, "main")))
 	p.waitFor(0, `\(gdb\) $`, 10*time.Second)
 	p.typeText("run\r")
-	waitEvent(t, a, EventStopped, 15*time.Second)
-	waitEvent(t, b, EventStopped, 15*time.Second)
+	waitEvent(b, ca, EventStopped, 15*time.Second)
+	waitEvent(b, cb, EventStopped, 15*time.Second)
 
-	const n = 30
 	var viaClient, viaPane, paneToEvent []time.Duration
-	for i := 0; i < n; i++ {
+	for b.Loop() {
 		t0 := time.Now()
-		exe(t, a, ExecNext())
-		waitEvent(t, a, EventStopped, 5*time.Second)
-		ev := waitEvent(t, b, EventStopped, 5*time.Second)
+		exe(b, ca, ExecNext())
+		waitEvent(b, ca, EventStopped, 5*time.Second)
+		ev := waitEvent(b, cb, EventStopped, 5*time.Second)
 		if !ev.Received.After(t0) {
-			t.Fatal("stale stop event")
+			b.Fatal("stale stop event")
 		}
 		viaClient = append(viaClient, ev.Received.Sub(t0))
-	}
-	for i := 0; i < n; i++ {
+
 		m := p.mark()
-		t0 := time.Now()
+		t0 = time.Now()
 		p.typeText("next\r")
-		ev := waitEvent(t, b, EventStopped, 5*time.Second)
-		waitEvent(t, a, EventStopped, 5*time.Second)
+		ev = waitEvent(b, cb, EventStopped, 5*time.Second)
+		waitEvent(b, ca, EventStopped, 5*time.Second)
 		seen := p.waitFor(m, `\(gdb\) $`, 5*time.Second)
 		if !ev.Received.After(t0) {
-			t.Fatal("stale stop event")
+			b.Fatal("stale stop event")
 		}
 		viaPane = append(viaPane, ev.Received.Sub(t0))
 		paneToEvent = append(paneToEvent, ev.Received.Sub(seen))
 	}
-	q := func(d []time.Duration) (med, max time.Duration) {
+	med := func(d []time.Duration) float64 {
 		s := append([]time.Duration(nil), d...)
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[len(s)/2], s[len(s)-1]
+		return float64(s[len(s)/2].Microseconds()) / 1000
 	}
-	m1, x1 := q(viaClient)
-	m2, x2 := q(viaPane)
-	t.Logf("client A -exec-next -> client B stopped event: median %v, max %v (n=%d)", m1, x1, n)
-	t.Logf("student types next  -> client B stopped event: median %v, max %v (n=%d)", m2, x2, n)
-	m3, _ := q(paneToEvent)
-	t.Logf("client event minus pane prompt (negative: client first): median %v", m3)
-	// The product target is 50 ms end to end; allow slack for a loaded CI
-	// machine but catch a pipeline that waits on something.
-	if m1 > 50*time.Millisecond || m2 > 50*time.Millisecond {
-		t.Errorf("median stop->event latency over 50 ms: %v / %v", m1, m2)
-	}
+	b.ReportMetric(med(viaClient), "client-p50-ms")
+	b.ReportMetric(med(viaPane), "typed-p50-ms")
+	// Negative: the client heard of the stop before the pane showed it.
+	b.ReportMetric(med(paneToEvent), "after-prompt-p50-ms")
 }

@@ -44,6 +44,7 @@ func newWorld(t testing.TB) *world {
 	os.Chmod(rt, 0o700)
 	t.Cleanup(func() { os.RemoveAll(rt) })
 	base := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(base, "cache")) // the binary's digest cache
 	wsRoot := filepath.Join(base, "ws")
 	cmd := exec.Command("cp", "-a", filepath.Join(testenv.RepoRoot(), "examples", "workspace")+"/.", wsRoot)
 	os.MkdirAll(wsRoot, 0o755)
@@ -173,7 +174,6 @@ func TestUpCreatesReusesAndRecreates(t *testing.T) {
 
 	// A configuration change re-creates: new id, new directory, the old
 	// directory gone and its sockets dead.
-	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt\n"), 0o755)
 	re := w.up(r)
 	if re.Action != instance.Recreated || re.Record.ContainerID == rec.ContainerID || re.Record.SocketDir == rec.SocketDir {

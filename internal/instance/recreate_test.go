@@ -149,7 +149,6 @@ func TestFailedRecreateKeepsTheOldInstance(t *testing.T) {
 
 	// stem-mcp is rebuilt (the configuration changes) and the service now
 	// cannot start a new container.
-	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(w.bin, []byte("#!/bin/sh\nexit 0 # rebuilt\n"), 0o755)
 	w.m.Engine = brokenEngine(t)
 	uctx, cancel := context.WithTimeout(ctx, 120*time.Second)

@@ -88,11 +88,17 @@ type PlanOptions struct {
 	// config hash, so an unplugged board must not stop `stemctl build`.
 	// They are checked again before a container is created with them.
 	RecordedDevices bool
+	// DigestCache caches the binary's digest (binaryIdentity); empty:
+	// the user's DefaultDigestCache().
+	DigestCache string
 }
 
 // NewPlan builds the container spec and its config hash.
 func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 	name := Name(r)
+	if opt.DigestCache == "" {
+		opt.DigestCache = DefaultDigestCache()
+	}
 	var devices []string
 	if opt.RecordedDevices {
 		if r.Profile.Devices != profiles.NoDevices {
@@ -181,7 +187,7 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		return nil, err
 	}
 	p.Spec.Mounts = append(p.Spec.Mounts, gm)
-	hash, err := configHash(p.Spec, opt.ImageID, binaryIdentity(opt.MCPBinary))
+	hash, err := configHash(p.Spec, opt.ImageID, binaryIdentity(opt.DigestCache, opt.MCPBinary))
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +198,8 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 
 // configHash digests everything that, when changed, requires a new
 // container: the spec (minus the hash label itself), the image id, the
-// schema, and the identity of the mounted stem-mcp binary (a bind-mounted
-// file keeps its old inode after a rebuild).
+// schema, and the content of the mounted stem-mcp binary (its path alone
+// would not do: a container keeps the file it was created with).
 func configHash(spec engine.Spec, imageID, mcpIdentity string) (string, error) {
 	spec.Labels = copyWithout(spec.Labels, labels.ConfigHash)
 	data, err := json.Marshal(struct {
@@ -207,18 +213,6 @@ func configHash(spec engine.Spec, imageID, mcpIdentity string) (string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16]), nil
-}
-
-func binaryIdentity(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return ""
-	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if st == nil {
-		return fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano())
-	}
-	return fmt.Sprintf("%d:%d:%d", st.Ino, fi.Size(), fi.ModTime().UnixNano())
 }
 
 func copyWithout(m map[string]string, drop string) map[string]string {

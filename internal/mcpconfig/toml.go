@@ -17,58 +17,65 @@ const codexTable = "mcp_servers"
 // tomlBlock renders e as a [mcp_servers.NAME] table.
 func tomlBlock(e Entry) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%s.%s]\n", codexTable, tomlKey(e.Name))
-	fmt.Fprintf(&b, "command = %s\n", tomlString(e.Command))
-	quoted := make([]string, len(e.Args))
-	for i, a := range e.Args {
-		quoted[i] = tomlString(a)
-	}
-	fmt.Fprintf(&b, "args = [%s]\n", strings.Join(quoted, ", "))
+	fmt.Fprintf(&b, "[%s.%s]\n", codexTable, TOMLKey(e.Name))
+	fmt.Fprintf(&b, "command = %s\n", TOMLString(e.Command))
+	fmt.Fprintf(&b, "args = %s\n", TOMLArray(e.Args))
 	if len(e.Env) > 0 {
-		keys := make([]string, 0, len(e.Env))
-		for k := range e.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		pairs := make([]string, len(keys))
-		for i, k := range keys {
-			pairs[i] = tomlKey(k) + " = " + tomlString(e.Env[k])
-		}
-		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(pairs, ", "))
+		fmt.Fprintf(&b, "env = %s\n", TOMLInline(e.Env))
 	}
 	return b.String()
 }
 
-func tomlKey(k string) string {
-	for _, c := range k {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return tomlString(k)
-		}
+// TOML values and keys as the TOML library writes them (escapes included):
+// for Codex's config.toml here and its -c options (package agent).
+
+// TOMLString is s as a TOML basic string.
+func TOMLString(s string) string { return tomlValue(s) }
+
+// TOMLArray is a as a TOML array of strings.
+func TOMLArray(a []string) string {
+	if a == nil {
+		a = []string{}
 	}
-	if k == "" {
-		return `""`
-	}
-	return k
+	return tomlValue(a)
 }
 
-// tomlString is a TOML basic string.
-func tomlString(s string) string {
+// TOMLKey is k as a TOML key: bare when it may be, else quoted.
+func TOMLKey(k string) string {
 	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\u%04X`, r)
-		default:
-			b.WriteRune(r)
-		}
+	if err := toml.NewEncoder(&b).Encode(map[string]int{k: 0}); err != nil {
+		panic(fmt.Sprintf("toml: encode a key: %v", err)) // cannot fail for a string key
 	}
-	b.WriteByte('"')
-	return b.String()
+	return strings.TrimSuffix(b.String(), " = 0\n")
+}
+
+// TOMLInline is m as a TOML inline table, keys sorted (the library has no
+// inline form for a map value).
+func TOMLInline(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = TOMLKey(k) + " = " + TOMLString(m[k])
+	}
+	if len(pairs) == 0 {
+		return "{}"
+	}
+	return "{ " + strings.Join(pairs, ", ") + " }"
+}
+
+// tomlValue renders a string or a list of strings, which cannot fail.
+func tomlValue(v any) string {
+	var b strings.Builder
+	if err := toml.NewEncoder(&b).Encode(struct {
+		V any `toml:"v"`
+	}{v}); err != nil {
+		panic(fmt.Sprintf("toml: encode %T: %v", v, err))
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(b.String(), "v = "), "\n")
 }
 
 // tomlSection is a span of the file starting at a table header (or the

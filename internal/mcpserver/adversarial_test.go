@@ -371,11 +371,10 @@ func TestAdversarialObserveAssist(t *testing.T) {
 				if d := before.diff(takeSnapshot(t, card)); d != "" {
 					t.Fatalf("after %s: the card repository changed:\n%s", tool, d)
 				}
-				time.Sleep(50 * time.Millisecond)
-				if now := st.capture(shell); now != shellBefore {
+				if now := st.shellBarrier(shell); !unchanged(shellBefore, now) {
 					t.Fatalf("after %s: the shell pane changed:\n%s", tool, lastLines(now, 10))
 				}
-				if now := st.capture(gp); now != gdbBefore {
+				if now := st.gdbBarrier(gp); !unchanged(gdbBefore, now) {
 					t.Fatalf("after %s: the debugger's pane changed:\n%s", tool, lastLines(now, 10))
 				}
 				checkBuffers(t, st, card, words)
@@ -496,7 +495,9 @@ func TestPathsStayInTheCard(t *testing.T) {
 	os.WriteFile(modeline, []byte("/* vim: set foldmethod=expr foldexpr=system('touch\\ CANARY') makeprg=touch\\ CANARY : */\nint x;\n"), 0o644)
 	st.lua(nil, `vim.o.modeline = true; vim.o.modelines = 5`)
 	as.ok("nvim_open", map[string]any{"path": "t1/modeline.c"})
-	time.Sleep(300 * time.Millisecond)
+	// A modeline applies as the file is read, before nvim_open answers; a
+	// redraw evaluates a foldexpr it would have set.
+	st.lua(nil, `vim.cmd('redraw')`)
 	var fdm string
 	st.lua(&fdm, `return vim.wo.foldmethod .. ' ' .. vim.bo.makeprg`)
 	if strings.Contains(fdm, "expr") || strings.Contains(fdm, "touch") {
@@ -837,7 +838,9 @@ func TestKeysAreLiteral(t *testing.T) {
 	st.waitPrompt(shell)
 	sink := filepath.Join(t.TempDir(), "sink")
 	st.run(shell, "stty -echo; cat > "+sink)
-	time.Sleep(300 * time.Millisecond)
+	waitUntil(t, 10*time.Second, "cat reads the pane (after stty)", func() bool {
+		return strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", shell, "#{pane_current_command}")) == "cat"
+	})
 	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
 	var want strings.Builder
 	for _, h := range []string{"#(touch " + sen.canary() + ")", "#{pane_id}", "; run-shell 'touch " + sen.canary() + "'",

@@ -231,8 +231,7 @@ return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
 		if !strings.Contains(msg, "@stem_allow") || !strings.Contains(msg, "tmux set -p -t "+shell+" @stem_allow 1") {
 			t.Fatalf("send to a pane without @stem_allow: %s", msg)
 		}
-		time.Sleep(200 * time.Millisecond)
-		if strings.Contains(st.capture(shell), "SENT-") {
+		if strings.Contains(st.shellBarrier(shell), "SENT-") {
 			t.Fatal("refused keys reached the pane")
 		}
 		// The editor's pane is not open either.

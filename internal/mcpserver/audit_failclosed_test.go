@@ -102,12 +102,12 @@ func TestEffectfulCallRefusedWhenAuditLogUnwritable(t *testing.T) {
 			t.Errorf("nvim_buffer_read after the refused edit: %+v", l)
 		}
 		s.ok("pane_capture", map[string]any{"pane": shell})
-		// Nothing happened: the buffer, the pane, Neovim's hints.
-		time.Sleep(300 * time.Millisecond)
+		// Nothing happened: the buffer, the pane, Neovim's hints (an edit
+		// or a hint is done before the call answers).
 		if after, _ := st.bufferText(words); after != before {
 			t.Errorf("the refused edit changed the buffer:\n%s", after)
 		}
-		if text := st.capture(shell); strings.Contains(text, "KEYS-"+tag) {
+		if text := st.shellBarrier(shell); strings.Contains(text, "KEYS-"+tag) {
 			t.Errorf("the refused keys reached the pane:\n%s", text)
 		}
 		var marks int
@@ -327,8 +327,7 @@ func TestSessionRefusedWhenAuditLogUnwritable(t *testing.T) {
 				}
 				checkRefusedExit(t, s)
 			}
-			time.Sleep(200 * time.Millisecond)
-			if text := st.capture(shell); strings.Contains(text, "SERVED-42") {
+			if text := st.shellBarrier(shell); strings.Contains(text, "SERVED-42") {
 				t.Errorf("a refused session typed into the pane:\n%s", text)
 			}
 		})
@@ -364,8 +363,7 @@ func TestSessionRefusedWhenSessionStartFails(t *testing.T) {
 		t.Errorf("the first call was not refused with the reason: %s", r)
 	}
 	checkRefusedExit(t, s)
-	time.Sleep(200 * time.Millisecond)
-	if text := st.capture(shell); strings.Contains(text, "SERVED-42") {
+	if text := st.shellBarrier(shell); strings.Contains(text, "SERVED-42") {
 		t.Errorf("a refused session typed into the pane:\n%s", text)
 	}
 }

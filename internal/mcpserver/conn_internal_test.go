@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest/hostile"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -110,10 +110,7 @@ func writeScript(t *testing.T, p, body string) string {
 func TestTmuxVersionFallback(t *testing.T) {
 	in := testenv.New(t, testenv.Options{})
 	in.Select(t)
-	realTmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Fatal(err)
-	}
+	realTmux := needs.Program(t, "tmux", "tmux")
 	in.Tmux(t, "send-keys", "-t", "stem:shell", "echo FALLBACK-$((6*7))", "Enter")
 	pane := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
 

@@ -2,12 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/gdbmi"
 	"github.com/stem-edu/stem/internal/termtext"
@@ -237,14 +239,13 @@ var crashSignals = map[syscall.Signal]bool{
 	syscall.SIGSEGV: true, syscall.SIGABRT: true, syscall.SIGBUS: true, syscall.SIGFPE: true, syscall.SIGILL: true, syscall.SIGTRAP: true,
 }
 
+// signalName is SIGSEGV for 11; a number beyond the system's signals is
+// named as such.
 func signalName(sig syscall.Signal) string {
-	names := map[syscall.Signal]string{syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
-		syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGINT: "SIGINT",
-		syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGPIPE: "SIGPIPE", syscall.SIGHUP: "SIGHUP"}
-	if n, ok := names[sig]; ok {
+	if n := unix.SignalName(sig); n != "" {
 		return n
 	}
-	return sig.String()
+	return "signal " + strconv.Itoa(int(sig))
 }
 
 // watchGDB keeps a gdb connection while the student's debugger runs, so

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 // watchEvents records every stem.events notification.
@@ -59,9 +60,7 @@ func nextEvent(t *testing.T, ch chan map[string]any, pane string, timeout time.D
 // action.
 func TestStudentBuildEvents(t *testing.T) {
 	for _, p := range []string{"gcc", "make"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed: apt-get install gcc make", p)
-		}
+		needs.Program(t, p, "gcc make")
 	}
 	in := fixture(t)
 	st := studentOf(t, in)
@@ -143,9 +142,7 @@ func TestStudentBuildEvents(t *testing.T) {
 // status alone.
 func TestProgramPaneEvents(t *testing.T) {
 	for _, p := range []string{"perl", "bash", "sh"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed", p)
-		}
+		needs.Program(t, p, p)
 	}
 	in := fixture(t)
 	st := studentOf(t, in)
@@ -192,11 +189,16 @@ func TestProgramPaneEvents(t *testing.T) {
 	waitUntil(t, 10*time.Second, "the program pane's shell set its role", func() bool {
 		return strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", p, "#{@stem_role}")) == "program"
 	})
-	time.Sleep(300 * time.Millisecond) // perl wrote the start marks
+	// perl prints the start marks, then starts the program: once the
+	// program runs, the marks were written before the watcher connects.
+	pid := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", p, "#{pane_pid}"))
+	waitUntil(t, 10*time.Second, "the program runs under the pane's perl", func() bool {
+		kids, _ := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+		return len(strings.TrimSpace(string(kids))) > 0
+	})
 	s2 := connect(t, in, "observe")
 	evs2 := watchEvents(s2)
-	s2.ok("session_status", nil)
-	time.Sleep(300 * time.Millisecond) // the subscription is in place
+	s2.ok("session_status", nil) // it subscribes to the panes before it answers
 	in.Tmux(t, "send-keys", "-t", p, "Enter")
 	check("a late watcher", nextEvent(t, evs2, p, 20*time.Second), "program_crashed", 134, "SIGABRT")
 

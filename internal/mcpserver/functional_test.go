@@ -327,30 +327,33 @@ func TestObserveTools(t *testing.T) {
 	t.Run("pane_wait", func(t *testing.T) {
 		s := s.sub(t)
 		st.waitPrompt(shell)
-		// The pattern appears after the call starts.
+		// The pattern can only appear once the test releases the read:
+		// until then nothing on the screen matches (the typed line shows
+		// $((40+2)), not 42).
+		st.run(shell, "read -r x; echo WAIT-$((40+2))-DONE")
+		st.waitPane(shell, `read -r x; echo WAIT`, 10*time.Second)
 		type res struct {
 			out  map[string]any
 			etxt string
 			err  error
 		}
 		done := make(chan res, 1)
-		start := time.Now()
 		go func() {
 			out, e, err := s.call("pane_wait", map[string]any{"pane": shell, "pattern": `WAIT-[0-9]+-DONE`, "timeout_ms": 20000})
 			done <- res{out, e, err}
 		}()
-		time.Sleep(400 * time.Millisecond)
 		select {
 		case r := <-done:
-			t.Fatalf("pane_wait returned before the text appeared: %+v", r)
+			t.Fatalf("pane_wait returned before the text could appear: %+v", r)
 		default:
 		}
-		st.run(shell, "sleep 0.2; echo WAIT-$((40+2))-DONE")
+		in.Tmux(t, "send-keys", "-t", shell, "Enter")
 		r := <-done
 		if r.err != nil || r.etxt != "" {
 			t.Fatalf("pane_wait: %v %s", r.err, r.etxt)
 		}
-		if r.out["matched"] != true || str(r.out["match"]) != "WAIT-42-DONE" || time.Since(start) < 400*time.Millisecond {
+		// An early return could not have seen the text.
+		if r.out["matched"] != true || str(r.out["match"]) != "WAIT-42-DONE" {
 			t.Fatalf("pane_wait: %v", r.out)
 		}
 		checkNotice(t, "pane_wait", r.out)
@@ -539,7 +542,8 @@ return b`, hello)
 			out, e, _ := s.call("session_events", map[string]any{"since": last, "wait_ms": 15000})
 			done <- res{out, e}
 		}()
-		time.Sleep(300 * time.Millisecond)
+		// Whether the call is already waiting or not, it returns the events
+		// after since.
 		st.run(shell, "(exit 7)")
 		r := <-done
 		if r.err != "" {
@@ -672,14 +676,13 @@ func TestPaneWaitDoesNotPoll(t *testing.T) {
 	r := startRaw(t, in, "observe")
 	r.initialize()
 	r.alive("up", in.Name)
-	// during counts from settle after the call is sent (its verification
-	// and first capture are done) until its reply.
-	const settle = 300 * time.Millisecond
+	// during counts from sending the call until its reply: its
+	// verification, first and last capture included (setup, measured
+	// below with calls that wait 1 ms).
 	during := func(id string, args map[string]any) (int64, map[string]any) {
 		t.Helper()
-		r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": "pane_wait", "arguments": args}})
-		time.Sleep(settle)
 		before := procSyscalls(t, server)
+		r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": "pane_wait", "arguments": args}})
 		m := r.reply(id, 30*time.Second)
 		n := procSyscalls(t, server) - before
 		content, _ := get(m, "result", "content").([]any)
@@ -700,6 +703,11 @@ func TestPaneWaitDoesNotPoll(t *testing.T) {
 	if n := procSyscalls(t, server) - before; n < 10 {
 		t.Fatalf("5 pane_capture calls made the tmux server read and write only %d times: the measure does not count commands", n)
 	}
+	var setup int64
+	for i := range 3 {
+		n, _ := during(fmt.Sprintf("setup%d", i), map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 1})
+		setup = max(setup, n)
+	}
 	short, _ := during("short", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 600})
 	long, out := during("long", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 3000})
 	if out["timed_out"] != true || num(out["elapsed_ms"]) < 3000 {
@@ -713,14 +721,13 @@ func TestPaneWaitDoesNotPoll(t *testing.T) {
 	if out["quiet"] != true {
 		t.Fatalf("pane_wait pattern and quiet_ms on a silent pane: %v", out)
 	}
-	t.Logf("tmux server reads+writes during a silent wait: 0.3 s: %d, 2.7 s: %d, quiet 2.2 s: %d, pattern and quiet 2.2 s: %d", short, long, quiet, both)
-	// A wait may end with one last capture (a read and a write), and on a
-	// loaded machine its setup (verification, first capture: a few more)
-	// can fall inside the window; polling every 20 ms would be 15 commands
-	// in the shortest window and over 100 in 2.7 s.
-	for what, n := range map[string]int64{"0.3 s": short, "2.7 s": long, "quiet 2.2 s": quiet, "pattern and quiet 2.2 s": both} {
-		if n > 10 {
-			t.Errorf("pane_wait on a silent pane (%s) sent tmux about %d commands: it polls", what, n/2)
+	t.Logf("tmux server reads+writes for a wait on a silent pane: setup (1 ms wait) up to %d; 0.6 s: %d, 3 s: %d, quiet 2.5 s: %d, pattern and quiet 2.5 s: %d", setup, short, long, quiet, both)
+	// Beyond its setup a wait may need a command or two more (a
+	// re-verification); polling every 20 ms would be 30 commands in the
+	// shortest wait and over 100 in 3 s.
+	for what, n := range map[string]int64{"0.6 s": short, "3 s": long, "quiet 2.5 s": quiet, "pattern and quiet 2.5 s": both} {
+		if n-setup > 10 {
+			t.Errorf("pane_wait on a silent pane (%s) sent tmux about %d commands beyond its setup: it polls", what, (n-setup)/2)
 		}
 	}
 
@@ -728,7 +735,7 @@ func TestPaneWaitDoesNotPoll(t *testing.T) {
 	st.run(shell, "for i in $(seq 1 60); do echo tick $i; sleep 0.02; done")
 	busy, _ := during("busy", map[string]any{"pane": shell, "pattern": "NEVER-PRINTED-[0-9]", "timeout_ms": 1500})
 	t.Logf("tmux server reads+writes during a wait on a printing pane: %d", busy)
-	if busy < 40 {
-		t.Errorf("only %d reads and writes while the pane printed for 1.2 s: the measure cannot tell polling from none", busy)
+	if busy-setup < 40 {
+		t.Errorf("only %d reads and writes beyond the setup while the pane printed for 1.2 s: the measure cannot tell polling from none", busy-setup)
 	}
 }

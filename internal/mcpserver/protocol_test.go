@@ -329,8 +329,7 @@ func TestInvalidUnicodeInEveryArgument(t *testing.T) {
 			t.Logf("%s: %d calls with invalid Unicode", level, calls)
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
-	if now := st.capture(shell); now != shellBefore {
+	if now := st.shellBarrier(shell); !unchanged(shellBefore, now) {
 		t.Fatalf("the shell pane changed:\n%s", lastLines(now, 10))
 	}
 	if got := st.buffers(); strings.Join(got, "\n") != strings.Join(bufsBefore, "\n") {

@@ -29,6 +29,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	gonvim "github.com/neovim/go-client/nvim"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -148,6 +149,40 @@ func (st student) waitPane(pane, re string, timeout time.Duration) string {
 		time.Sleep(30 * time.Millisecond)
 	}
 }
+
+// barrier has the student type typed into a pane and waits for a line
+// printed: keys that reached the pane earlier (a call sends them before it
+// answers) have been read and run by then, so a check that nothing
+// happened needs no pause. It returns the pane's text before the typed
+// line, trailing blanks trimmed.
+func (st student) barrier(pane, typed, printed string) string {
+	st.t.Helper()
+	st.run(pane, typed)
+	text := st.waitPane(pane, `(?m)^`+regexp.QuoteMeta(printed)+`$`, 20*time.Second)
+	return strings.TrimRight(text[:strings.LastIndex(text, typed)], " \n")
+}
+
+// shellBarrier is a barrier in a shell pane at its prompt.
+func (st student) shellBarrier(pane string) string {
+	n := barrierNumber()
+	return st.barrier(pane, fmt.Sprintf("echo BARRIER-$((%d+1))", n), fmt.Sprintf("BARRIER-%d", n+1))
+}
+
+// gdbBarrier is a barrier in the student's gdb at its prompt.
+func (st student) gdbBarrier(pane string) string {
+	n := barrierNumber()
+	return st.barrier(pane, fmt.Sprintf(`printf "BARRIER-%%d\n", %d`, n), fmt.Sprintf("BARRIER-%d", n))
+}
+
+func barrierNumber() int {
+	var b [3]byte
+	rand.Read(b[:])
+	return int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+}
+
+// unchanged reports whether a pane's text before a barrier is its text
+// when captured as before.
+func unchanged(before, now string) bool { return strings.TrimRight(before, " \n") == now }
 
 // waitPrompt waits for the fixture's prompt to be the last line of a pane.
 func (st student) waitPrompt(pane string) {
@@ -377,9 +412,7 @@ func mustJSON(v any) string {
 func makeTask(t testing.TB, in *testenv.Instance, args ...string) {
 	t.Helper()
 	testenv.Require(t, "gdb")
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Fatal("gcc is not installed: apt-get install gcc make")
-	}
+	needs.Program(t, "gcc", "gcc make")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", args...)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -315,10 +314,4 @@ func optStrings(req mcp.CallToolRequest, key string, maxItems, maxBytes int) ([]
 }
 
 // oneLine clips text for error messages about hostile input.
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", `\n`)
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return s
-}
+func oneLine(s string) string { return termtext.OneLine(s, 80) }

@@ -448,43 +448,18 @@ func WriteJSON(dir, name string, v any) error {
 	return nil
 }
 
-// WriteFileAtomic replaces path with data via a same-directory temp file.
-// It resolves path as given: use it only for paths stem alone controls
-// (its state and config directories); in a socket directory or the card
+// WriteFileAtomic replaces path with data via a same-directory temp file
+// (beneath.WriteFileAtomic with path's directory as the root). It resolves
+// that directory as given: use it only for paths stem alone controls (its
+// state and config directories); in a socket directory or the card
 // repository use WriteJSON or internal/beneath.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	err := beneath.WriteFileAtomic(filepath.Dir(path), filepath.Base(path), data, mode)
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	ok = true
-	return nil
+	return err
 }
 
 // maxJSON bounds a JSON file read from a socket directory.

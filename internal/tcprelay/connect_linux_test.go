@@ -50,9 +50,17 @@ func TestSSHGoneDuringConnect(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- Run(context.Background(), host, port, pr, io.Discard) }()
-	// ssh writes its version line while the connect hangs; then ssh goes.
-	go pw.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
-	time.Sleep(300 * time.Millisecond)
+	// ssh writes its version line while the connect hangs (the pipe's
+	// write returns once the relay has read it); then ssh goes.
+	wrote := make(chan struct{})
+	go func() { pw.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n")); close(wrote) }()
+	select {
+	case <-wrote:
+	case err := <-done:
+		t.Fatalf("connect did not hang (%v): the test proves nothing", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay never read ssh's version line")
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("connect did not hang (%v): the test proves nothing", err)

@@ -167,11 +167,14 @@ func TestServerThatNeverClosesAfterSSHEnds(t *testing.T) {
 // A cancelled context ends a relay whose server never closes.
 func TestContextEndsTheRelay(t *testing.T) {
 	l, host, port := listen(t)
+	accepted, end := make(chan struct{}), make(chan struct{})
+	defer close(end)
 	go func() {
 		c, err := l.Accept()
 		if err == nil {
 			defer c.Close()
-			time.Sleep(time.Minute)
+			close(accepted)
+			<-end // never closes while the test runs
 		}
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -179,7 +182,11 @@ func TestContextEndsTheRelay(t *testing.T) {
 	defer pw.Close()
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, host, port, pr, io.Discard) }()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-accepted: // the relay is connected
+	case err := <-done:
+		t.Fatalf("relay ended before the cancel: %v", err)
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -50,6 +50,21 @@ func String(s string) string {
 	return out
 }
 
+// OneLine is s for a one-line message of at most max bytes (0: any
+// length): sanitized as String does, every run of white space (newlines
+// included) one space, cut at a rune boundary with "…".
+func OneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(String(s)), " ")
+	if max > 0 && len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
 // Sanitize returns the printable text of in and whether MaxBytes cut it.
 func Sanitize(in []byte, opt Options) (string, bool) {
 	w := writer{opt: opt}

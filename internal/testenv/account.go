@@ -90,10 +90,17 @@ type AccountOptions struct {
 	Env []string
 }
 
+// RequireAccount skips under -short and fails when a program an account's
+// stemctl needs is missing; call it before building the binaries.
+func RequireAccount(t testing.TB) {
+	t.Helper()
+	Require(t, "podman", "tmux")
+}
+
 // NewAccount makes an account using the stemctl and stem-mcp in bin.
 func NewAccount(t testing.TB, bin string, opt AccountOptions) *Account {
 	t.Helper()
-	Require(t, "podman", "tmux")
+	RequireAccount(t)
 	if opt.RuntimeParent == "" {
 		opt.RuntimeParent = "/tmp"
 	}

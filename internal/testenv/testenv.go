@@ -27,9 +27,11 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 	"github.com/stem-edu/stem/internal/workspace"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -68,14 +70,17 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Require fails the test with what to install when a program is missing.
+// Require skips the test under -short and fails it with what to install
+// when a program is missing.
 func Require(t testing.TB, programs ...string) {
 	t.Helper()
 	pkgs := map[string]string{"tmux": "tmux", "nvim": "neovim", "podman": "podman", "bash": "bash", "gdb": "gdb", "sshd": "openssh-server", "ssh": "openssh-client"}
 	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s is not installed: apt-get install %s (or run `make setup`)", p, pkgs[p])
+		pkg := pkgs[p]
+		if pkg == "" {
+			pkg = p
 		}
+		needs.Program(t, p, pkg)
 	}
 }
 
@@ -89,6 +94,7 @@ func randHex(n int) string {
 func New(t testing.TB, opt Options) *Instance {
 	t.Helper()
 	Require(t, "podman", "tmux", "nvim", "bash")
+	leftover.Sweep()
 	if opt.Profile == "" {
 		opt.Profile, opt.Series, opt.Card, opt.Task = "native-amd64", "demo", "hello", "1"
 	}
@@ -150,7 +156,7 @@ func (in *Instance) startContainer(t testing.TB) {
 	r := in.Resolved
 	lbl := map[string]string{labels.Managed: "true", labels.Instance: in.Name, labels.Profile: r.Profile.Name, labels.Series: r.Series,
 		labels.Card: r.Card, labels.Task: r.TaskID, labels.Target: r.Target.Name, labels.Schema: labels.SchemaVersion, labels.Workspace: r.Workspace}
-	argv := []string{"run", "-d", "--name", in.Container, "--network", "none"}
+	argv := []string{"run", "-d", "--name", in.Container, "--network", "none", "--label", leftover.Label + "=" + leftover.Owner()}
 	for k, v := range lbl {
 		argv = append(argv, "--label", k+"="+v)
 	}
@@ -202,7 +208,8 @@ func (in *Instance) startServers(t testing.TB) {
 	os.WriteFile(rc, []byte("PS1='student$ '\nHISTFILE="+filepath.Join(in.Dirs.Home, ".bash_history")+"\n[ -r "+shellQuote(prompt)+" ] && . "+shellQuote(prompt)+"\n"), 0o600)
 	in.nvimCmd = "exec nvim --clean -u " + shellQuote(sysinit) + " --listen " + shellQuote(in.Dir.Nvim())
 	in.bashCmd = "exec bash --noprofile --rcfile " + shellQuote(rc) + " -i"
-	in.shellEnv = append(os.Environ(), "HOME="+in.Dirs.Home, "TMUX=")
+	// The mark lets a later run remove servers a timed-out one left.
+	in.shellEnv = append(os.Environ(), "HOME="+in.Dirs.Home, "TMUX=", leftover.Env())
 	// A stale socket from servers killed earlier would make nvim refuse to
 	// listen (stem-init removes them the same way).
 	for _, s := range []string{in.Dir.Tmux(), in.Dir.Nvim()} {

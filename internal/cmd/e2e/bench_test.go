@@ -18,6 +18,7 @@ import (
 // start until tmux lists the new terminal client (the student's terminal is
 // live), through a real pseudo-terminal.
 func BenchmarkAttach(b *testing.B) {
+	testenv.RequireAccount(b)
 	testenv.Binary(b, "stemctl", "./cmd/stemctl")
 	bin := testenv.Binary(b, "stem-mcp", "./cmd/stem-mcp") // the binaries' directory
 	stemctl := filepath.Join(bin, "stemctl")

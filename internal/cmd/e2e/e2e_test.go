@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ func TestMain(m *testing.M) {
 // bins builds stemctl and stem-mcp once per test process.
 func bins(t *testing.T) string {
 	t.Helper()
+	testenv.RequireAccount(t) // before the builds, which -short would waste
 	testenv.Binary(t, "stemctl", "./cmd/stemctl")
 	return testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 }
@@ -316,44 +318,38 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	}
 }
 
-// TestOCIErrorExplained points stemctl at a private Podman service started
-// without the host's containers.conf on a host that needs it: the runtime
-// error must come back with what to do. On a host that needs no
-// configuration the container simply starts.
+// TestOCIErrorExplained points stemctl at a private Podman service that
+// cannot start containers (ociFault: on a host that needs the repository's
+// containers.conf, a service without it): the runtime error must come
+// back with what to do, and say which configuration the service runs with.
 func TestOCIErrorExplained(t *testing.T) {
-	if os.Getenv("CONTAINERS_CONF") == "" {
-		t.Log("this host runs containers with Podman's defaults; the error path is covered by internal/engine/podman's provoked-error tests")
-	}
 	a := newAccount(t)
-	sockDir, _ := os.MkdirTemp("/tmp", "pd")
-	defer os.RemoveAll(sockDir)
-	var env []string
-	for _, kv := range a.Env {
-		if !strings.HasPrefix(kv, "CONTAINERS_CONF=") {
-			env = append(env, kv)
-		}
-	}
-	saved := a.Env
-	a.Env = append(env, "CONTAINER_HOST=unix://"+filepath.Join(sockDir, "p.sock"))
-	defer exec.Command("pkill", "-f", filepath.Join(sockDir, "p.sock")).Run()
-	// The account's cleanup must talk to the usual service, or stemctl
-	// would start this private one again after it was killed.
-	defer func() { a.Env = saved }()
-	r, err := a.run("up", "native-amd64", "demo", "hello", "1")
+	sockDir, err := os.MkdirTemp("/tmp", "pd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Getenv("CONTAINERS_CONF") == "" {
-		if r.Code != 0 {
-			t.Fatalf("up: %s", r.Stderr)
-		}
-		return
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "p.sock")
+	fault, service := ociFault(t)
+	saved := a.Env
+	a.Env = withoutConf(a.Env, append(fault, "CONTAINER_HOST=unix://"+sock)...)
+	r, err := a.run("up", "native-amd64", "demo", "hello", "1")
+	if _, serr := os.Stat(sock); serr == nil {
+		defer syscall.Kill(listenerPID(t, sock), syscall.SIGTERM)
+	}
+	// The account's cleanup must talk to the usual service, or stemctl
+	// would start this private one again after it was stopped.
+	a.Env = saved
+	if err != nil {
+		t.Fatal(err)
 	}
 	if r.Code == 0 {
-		t.Fatal("up succeeded without the containers.conf this host needs")
+		t.Fatal("up succeeded through a service that cannot start containers")
 	}
-	if !strings.Contains(r.Stderr, "containers.conf") && !strings.Contains(r.Stderr, "ulimit") {
-		t.Fatalf("the OCI error is not explained:\n%s", r.Stderr)
+	for _, w := range []string{"hint: ", "containers.conf", "ulimit", "service: ", service} {
+		if !strings.Contains(r.Stderr, w) {
+			t.Errorf("the OCI error is not explained (no %q):\n%s", w, r.Stderr)
+		}
 	}
 	t.Logf("explained: %s", r.Stderr)
 }
@@ -511,9 +507,12 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 	sock := filepath.Join(st.Record.SocketDir, "t.sock")
 	hostDir := t.TempDir() // exists on the host only
 
-	for _, attack := range []struct{ name, script string }{
-		{"detach-client -E", `tmux -S "$1" detach-client -t "$2" -E "touch $3/detach"`},
-		{"lock-command", `tmux -S "$1" set -g lock-command "touch $3/lock" \; lock-client -t "$2"`},
+	// Each command also leaves a mark in the container's /tmp: once it is
+	// there the client has run the command, inside, and the host's
+	// directory can be checked.
+	for _, attack := range []struct{ name, mark, script string }{
+		{"detach-client -E", "/tmp/ran-detach", `tmux -S "$1" detach-client -t "$2" -E "touch $3/detach; touch /tmp/ran-detach"`},
+		{"lock-command", "/tmp/ran-lock", `tmux -S "$1" set -g lock-command "touch $3/lock; touch /tmp/ran-lock" \; lock-client -t "$2"`},
 	} {
 		cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
 		cmd.Env = a.Env
@@ -534,7 +533,13 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 			return false
 		})
 		a.must(0, "exec", inst, "--", "sh", "-c", attack.script, "sh", sock, client, hostDir)
-		time.Sleep(500 * time.Millisecond)
+		waitFor(t, 20*time.Second, attack.name+": the client ran the command", func() bool {
+			if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
+				return true // on the host: reported below
+			}
+			r, err := a.run("exec", inst, "--", "test", "-e", attack.mark)
+			return err == nil && r.Code == 0
+		})
 		cmd.Process.Kill()
 		cmd.Wait()
 		f.Close()
@@ -573,7 +578,9 @@ func TestAttachedClientCannotRunHostCommands(t *testing.T) {
 		return false
 	})
 	a.must(0, "exec", inst, "--", "sh", "-c", `tmux -S "$1" set -g lock-command "touch $3/ctl-lock" \; lock-client -t "$2"; tmux -S "$1" detach-client -t "$2" -E "touch $3/ctl-detach"`, "sh", sock, ctl, hostDir)
-	time.Sleep(500 * time.Millisecond)
+	// The server sent both before the exec returned; a call through the
+	// same client reads what came before its answer.
+	mcpCall(t, c, "pane_list", nil)
 	if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
 		t.Fatalf("the container ran a command on the host through stem-mcp's control client (%s appeared)", ents[0].Name())
 	}
@@ -618,7 +625,6 @@ func TestRebuildNeverEndsASessionBehindTheStudentsBack(t *testing.T) {
 		t.Fatalf("nvim --remote-send: %v %s", err, out)
 	}
 	// stem-mcp is rebuilt.
-	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(own, append(data, 0), 0o755)
 
 	r = run(1, "build", "native-amd64", "demo", "hello", "1")

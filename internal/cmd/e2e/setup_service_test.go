@@ -110,9 +110,9 @@ func TestSetupRestartsAServiceWithTheWrongConfig(t *testing.T) {
 		if !strings.Contains(out, fmt.Sprintf("restarting the Podman API service on %s (pid %d): %s", sock, old.Process.Pid, why)) {
 			t.Fatalf("setup did not restart the service (%s):\n%s", why, out)
 		}
-		if syscall.Kill(old.Process.Pid, 0) == nil {
-			time.Sleep(100 * time.Millisecond) // being reaped
-		}
+		waitFor(t, 10*time.Second, "the old service ended and reaped", func() bool {
+			return syscall.Kill(old.Process.Pid, 0) != nil
+		})
 		pid := listenerPID(t, sock)
 		started = pid
 		if pid == old.Process.Pid {

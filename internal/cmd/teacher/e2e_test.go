@@ -37,8 +37,8 @@ type teacherRig struct {
 // sshd_config.
 func newTeacherRig(t *testing.T, sshdExtra ...string) *teacherRig {
 	t.Helper()
-	bin := sshdtest.StemMCP(t)
 	srv := sshdtest.Start(t, sshdExtra...)
+	bin := sshdtest.StemMCP(t)
 	r := &teacherRig{srv: srv, home: t.TempDir(), self: filepath.Join(testenv.Binary(t, "stemctl", "./cmd/stemctl"), "stemctl")}
 	kp, err := access.Keygen(access.DefaultKeyPath(r.home, "kowalski"), "kowalski")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -37,13 +38,28 @@ func newEnv(t *testing.T) *env {
 		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: home}, nil },
 		Self:      func() (string, error) { return e.self, nil },
 	}
-	e.self = "/usr/local/bin/stemctl"
+	// Not /usr/local/bin: a stem-dial installed there would be picked as
+	// the dialer instead of the stemctl under test.
+	e.self = filepath.Join(t.TempDir(), "stemctl")
 	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.key = kp.PrivatePath
 	return e
+}
+
+// proxyCommand is the ProxyCommand option an entry gets from e's stemctl.
+func (e *env) proxyCommand() string {
+	return "ProxyCommand=" + e.self + " teacher dial '%h' %p"
+}
+
+// newSSHEnv is newEnv for tests of commands that run `ssh -G` to read the
+// teacher's ssh configuration.
+func newSSHEnv(t *testing.T) *env {
+	t.Helper()
+	needs.Program(t, "ssh", "openssh-client")
+	return newEnv(t)
 }
 
 func (e *env) run(t *testing.T, args ...string) error {
@@ -59,10 +75,10 @@ func (e *env) run(t *testing.T, args ...string) error {
 }
 
 func TestConfigPrintsEachProvider(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	wantArgs := []any{"-T", "-a", "-x", "-i", e.key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ControlPath=none",
 		"-o", "PreferredAuthentications=publickey", "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no",
-		"-o", "ProxyUseFdpass=no", "-o", "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p", "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
+		"-o", "ProxyUseFdpass=no", "-o", e.proxyCommand(), "anna@lab-03", "mcp", "hazard3-sim-inf-bss-t4"}
 
 	if err := e.run(t, "config", "--provider", "codex", "--host", "anna@lab-03", "--key", e.key, "--instance", "hazard3-sim-inf-bss-t4"); err != nil {
 		t.Fatal(err)
@@ -109,7 +125,7 @@ func TestConfigPrintsEachProvider(t *testing.T) {
 }
 
 func TestConfigWriteMergesOneEntryPerStudent(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	codexHome := filepath.Join(e.home, "codexhome")
 	e.vars["CODEX_HOME"] = codexHome
 	cfg := filepath.Join(codexHome, "config.toml")
@@ -200,7 +216,7 @@ func equalAny(got []any, want []any) bool {
 // stderr says so; other stem_ files (no .pub, a .pub without keygen's
 // marker) are not automation keys.
 func TestConfigDefaultsToTheOnlyAutomationKey(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	other := filepath.Join(e.home, ".ssh", "stem_other")
 	data, _ := os.ReadFile(e.key)
 	if err := os.WriteFile(other, data, 0o600); err != nil {
@@ -283,9 +299,7 @@ func TestConfigKeyDefaultNeedsExactlyOne(t *testing.T) {
 
 // status takes the default too: it gets as far as running ssh with it.
 func TestStatusDefaultsToTheOnlyAutomationKey(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("ssh is not installed: apt-get install openssh-client")
-	}
+	needs.Program(t, "ssh", "openssh-client")
 	e := newEnv(t)
 	// Nothing listens on port 1 of loopback: ssh fails at once, after the key was chosen.
 	err := e.run(t, "status", "--host", "anna@127.0.0.1", "--port", "1", "--timeout", "10s")
@@ -335,7 +349,7 @@ func TestConfigRefusesIdentityFileKey(t *testing.T) {
 
 // A key keygen did not make needs --force, which warns on stderr.
 func TestConfigUnmarkedKeyNeedsForce(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	data, _ := os.ReadFile(e.key)
 	pub, _ := os.ReadFile(e.key + ".pub")
 	key := filepath.Join(e.home, "keys", "work")
@@ -360,12 +374,12 @@ func TestConfigUnmarkedKeyNeedsForce(t *testing.T) {
 // a proxy (which must keep working); stemctl at a path the shell would
 // split is refused with the way out.
 func TestConfigDialProxyCommand(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	args := func(extra ...string) []string {
 		t.Helper()
 		return e.configArgs(t, append([]string{"--host", "anna@lab-03"}, extra...)...)
 	}
-	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p"
+	pc := e.proxyCommand()
 	if a := args(); !slices.Contains(a, pc) {
 		t.Fatalf("default entry %v lacks %s", a, pc)
 	}
@@ -396,10 +410,7 @@ func TestConfigDialProxyCommand(t *testing.T) {
 // the password database, not $HOME, so a test cannot move it).
 func useSSHConfig(t *testing.T, config string) string {
 	t.Helper()
-	real, err := exec.LookPath("ssh")
-	if err != nil {
-		t.Fatal("ssh is not installed: apt-get install openssh-client")
-	}
+	real := needs.Program(t, "ssh", "openssh-client")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "ssh_config")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
@@ -437,8 +448,8 @@ func (e *env) configArgs(t *testing.T, extra ...string) []string {
 // a proxy it names is kept; "none" is no proxy; a Hostname the ProxyCommand
 // should not carry leaves dial out.
 func TestConfigFollowsSSHConfig(t *testing.T) {
-	e := newEnv(t)
-	const pc = "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p"
+	e := newSSHEnv(t)
+	pc := e.proxyCommand()
 	hasPC := func(a []string) bool { return slices.Contains(a, pc) }
 	for _, tc := range []struct {
 		config string
@@ -474,7 +485,7 @@ func TestConfigFollowsSSHConfig(t *testing.T) {
 // offer it once the automation key is refused. config says so, naming it,
 // also with --direct.
 func TestConfigWarnsOfOtherIdentities(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	useSSHConfig(t, "Host *\n  IdentityFile ~/.ssh/id_ed25519\n  CertificateFile ~/.ssh/id_ed25519-cert.pub\n")
 	for _, direct := range []bool{false, true} {
 		args := []string{"--host", "anna@lab-03"}
@@ -498,7 +509,7 @@ func TestConfigWarnsOfOtherIdentities(t *testing.T) {
 // undoes the entry's; ProxyJump=none keeps dial (and ssh still uses it);
 // an IPv6 host in brackets is written bare.
 func TestConfigSSHOptionsAndHosts(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	useSSHConfig(t, "")
 	for _, o := range []string{"Hostname=a$(id>pwned)", "IdentityFile2=/root/.ssh/id_ed25519", "SmartcardDevice=/tmp/x.so",
 		"KnownHostsCommand=/bin/id", "ForwardAgent=yes", "ProxyUseFdpass=yes", "PreferredAuthentications=password"} {
@@ -508,11 +519,11 @@ func TestConfigSSHOptionsAndHosts(t *testing.T) {
 		}
 	}
 	a := e.configArgs(t, "--host", "anna@lab-03", "--ssh-option", "ProxyJump=none")
-	if !slices.Contains(a, "ProxyCommand=/usr/local/bin/stemctl teacher dial '%h' %p") {
+	if !slices.Contains(a, e.proxyCommand()) {
 		t.Fatalf("ProxyJump=none: %v", a)
 	}
 	out, err := exec.Command("ssh", append([]string{"-G"}, a...)...).Output()
-	if err != nil || !strings.Contains(string(out), "\nproxycommand /usr/local/bin/stemctl teacher dial '%h' %p\n") || strings.Contains(string(out), "proxyjump") {
+	if err != nil || !strings.Contains(string(out), "\nproxycommand "+e.self+" teacher dial '%h' %p\n") || strings.Contains(string(out), "proxyjump") {
 		t.Fatalf("ssh -G of the ProxyJump=none entry: %v\n%s", err, out)
 	}
 	for host, want := range map[string]string{"anna@[::1]": "anna@::1", "anna@::1": "anna@::1", "anna@fe80::1%eth0": "anna@fe80::1%eth0"} {
@@ -526,7 +537,7 @@ func TestConfigSSHOptionsAndHosts(t *testing.T) {
 // An entry written by a `go run` build names a path that will be gone: the
 // teacher is told so; an installed stemctl gets no such warning.
 func TestConfigWarnsOfTemporaryBuild(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	for self, warned := range map[string]bool{
 		"/usr/local/bin/stemctl":               false,
 		"/tmp/go-build123456/b001/exe/stemctl": true,
@@ -548,7 +559,7 @@ func TestConfigWarnsOfTemporaryBuild(t *testing.T) {
 func TestConfigWriteRefusesToReplaceAnotherStudent(t *testing.T) {
 	for _, prov := range []string{"codex", "claude", "gemini"} {
 		t.Run(prov, func(t *testing.T) {
-			e := newEnv(t)
+			e := newSSHEnv(t)
 			e.vars["CODEX_HOME"] = filepath.Join(e.home, "codexhome")
 			file := filepath.Join(e.home, "cfg-"+prov)
 			write := func(host string, extra ...string) error {
@@ -602,7 +613,7 @@ func TestConfigWriteRefusesToReplaceAnotherStudent(t *testing.T) {
 // An entry of that name that is not stem's (another tool's server) is not
 // overwritten without --replace either.
 func TestConfigWriteRefusesToReplaceForeignEntry(t *testing.T) {
-	e := newEnv(t)
+	e := newSSHEnv(t)
 	file := filepath.Join(e.home, "settings.json")
 	orig := `{"mcpServers": {"stem-anna": {"command": "npx", "args": ["docs-server"]}}}` + "\n"
 	if err := os.WriteFile(file, []byte(orig), 0o600); err != nil {

@@ -1,3 +1,5 @@
+//go:build remote && containers_image_openpgp && exclude_graphdriver_btrfs && exclude_graphdriver_devicemapper
+
 package podman
 
 import (
@@ -96,6 +98,7 @@ func startOn(t *testing.T, e *Engine, mutate func(*specgen.SpecGenerator)) error
 // TestExplainProvoked makes the service fail in the ways ExplainError knows
 // and checks the real messages get their hints.
 func TestExplainProvoked(t *testing.T) {
+	podmanTest(t)
 	b, err := os.ReadFile("/proc/sys/fs/nr_open")
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build remote && containers_image_openpgp && exclude_graphdriver_btrfs && exclude_graphdriver_devicemapper
+
 // Package podman implements engine.Engine over the Podman REST API with
 // Podman's Go bindings. It is the only package in stem that imports them:
 // they are large (about 110 modules), so binaries that only read the registry

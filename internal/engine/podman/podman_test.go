@@ -1,3 +1,5 @@
+//go:build remote && containers_image_openpgp && exclude_graphdriver_btrfs && exclude_graphdriver_devicemapper
+
 package podman
 
 // Integration tests against the real Podman service. TestMain connects to the
@@ -12,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -26,6 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 )
 
 const testTimeout = 60 * time.Second
@@ -78,9 +83,15 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// Every test that needs the service skips (podmanTest).
+		return m.Run()
+	}
 	if needsRepoConf() {
 		os.Setenv("CONTAINERS_CONF", repoConf())
 	}
+	leftover.Sweep()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -99,6 +110,13 @@ func testMain(m *testing.M) int {
 	}
 	testEng = e
 	return m.Run()
+}
+
+// podmanTest skips the test under -short, where TestMain connects to no
+// Podman service.
+func podmanTest(t testing.TB) {
+	t.Helper()
+	needs.Real(t, "a Podman service")
 }
 
 func testCtx(t testing.TB) context.Context {
@@ -126,12 +144,21 @@ func create(t testing.TB, spec engine.Spec) string {
 	return id
 }
 
+// withOwner adds the mark a later run removes leftovers by.
+func withOwner(labels map[string]string) map[string]string {
+	out := map[string]string{leftover.Label: leftover.Owner()}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}
+
 func sleeper(labels map[string]string) engine.Spec {
 	return engine.Spec{
 		Name:    testName(),
 		Image:   testImage,
 		Command: []string{"sleep", "infinity"},
-		Labels:  labels,
+		Labels:  withOwner(labels),
 		Network: "none",
 		Init:    true,
 	}
@@ -150,6 +177,7 @@ func execOut(t *testing.T, id string, spec engine.ExecSpec) (int, string, string
 }
 
 func TestPing(t *testing.T) {
+	podmanTest(t)
 	v, err := testEng.Ping(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +287,7 @@ func TestConnectStartsService(t *testing.T) {
 }
 
 func TestImageInspect(t *testing.T) {
+	podmanTest(t)
 	ctx := testCtx(t)
 	img, err := testEng.ImageInspect(ctx, testImage)
 	if err != nil {
@@ -287,6 +316,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestCreateMissingImage(t *testing.T) {
+	podmanTest(t)
 	spec := sleeper(nil)
 	spec.Image = "localhost/stem-no-such-image:latest"
 	start := time.Now()
@@ -306,6 +336,7 @@ func TestCreateMissingImage(t *testing.T) {
 
 // TestLifecycle walks one container through every Engine call.
 func TestLifecycle(t *testing.T) {
+	podmanTest(t)
 	ctx := testCtx(t)
 	shared := t.TempDir() // a bind mount at the same absolute path
 	roDir := t.TempDir()
@@ -516,6 +547,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestRemoveRunningWithForce(t *testing.T) {
+	podmanTest(t)
 	ctx := testCtx(t)
 	id := create(t, sleeper(nil))
 	if err := testEng.Start(ctx, id); err != nil {
@@ -533,6 +565,7 @@ func TestRemoveRunningWithForce(t *testing.T) {
 }
 
 func TestCreateRejects(t *testing.T) {
+	podmanTest(t)
 	for name, mutate := range map[string]func(*engine.Spec){
 		"relative mount": func(s *engine.Spec) { s.Mounts = []engine.Mount{{Source: "rel", Dest: "/x"}} },
 		"network":        func(s *engine.Spec) { s.Network = "host" },
@@ -548,6 +581,7 @@ func TestCreateRejects(t *testing.T) {
 }
 
 func BenchmarkConnect(b *testing.B) {
+	podmanTest(b)
 	ctx := testCtx(b)
 	for b.Loop() {
 		if _, err := Connect(ctx, Options{URI: testEng.URI()}); err != nil {
@@ -560,6 +594,7 @@ func BenchmarkConnect(b *testing.B) {
 // (init, no network, a bind mount, limits), then a forced remove outside the
 // timer.
 func BenchmarkCreateStart(b *testing.B) {
+	podmanTest(b)
 	ctx := testCtx(b)
 	dir := b.TempDir()
 	for b.Loop() {

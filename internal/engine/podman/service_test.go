@@ -1,3 +1,5 @@
+//go:build remote && containers_image_openpgp && exclude_graphdriver_btrfs && exclude_graphdriver_devicemapper
+
 package podman
 
 import (
@@ -19,6 +21,7 @@ import (
 // (ulimits above fs.nr_open) says which CONTAINERS_CONF that service runs
 // with, and, to a caller whose CONTAINERS_CONF differs, to restart it.
 func TestOCIErrorNamesTheServiceConfig(t *testing.T) {
+	podmanTest(t)
 	b, err := os.ReadFile("/proc/sys/fs/nr_open")
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +85,7 @@ func TestOCIErrorNamesTheServiceConfig(t *testing.T) {
 
 // Rename renames a running container; its id and hostname stay.
 func TestRenameRunning(t *testing.T) {
+	podmanTest(t)
 	spec := sleeper(map[string]string{"io.stem.test.run": runID})
 	id := create(t, spec)
 	if err := testEng.Start(testCtx(t), id); err != nil {

@@ -1,3 +1,5 @@
+//go:build remote && containers_image_openpgp && exclude_graphdriver_btrfs && exclude_graphdriver_devicemapper
+
 package podman
 
 // Tests of the contract between stemctl and containers/files/stem-init,
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/profiles"
 )
 
@@ -69,7 +72,7 @@ func newInstance(t testing.TB) instance {
 			"STEM_CARD_PATH": in.card, "STEM_TASK_DIR": in.task, "STEM_PROFILE": p.Name,
 			"STEM_TARGET": p.Default, "STEM_SERIES": "inf", "STEM_CARD": "bss", "STEM_TASK": "4",
 		},
-		Labels:    map[string]string{"io.stem.test.run": runID},
+		Labels:    withOwner(map[string]string{"io.stem.test.run": runID}),
 		Mounts:    []engine.Mount{{Source: in.dir, Dest: in.dir}, {Source: in.card, Dest: in.card}},
 		MemoryMiB: p.Limits.MemoryMiB,
 		Pids:      p.Limits.Pids,
@@ -159,9 +162,8 @@ func tmux(t *testing.T, sock string, args ...string) string {
 }
 
 func TestStemInit(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("no tmux on the host")
-	}
+	podmanTest(t)
+	needs.Program(t, "tmux", "tmux")
 	in := newInstance(t)
 	ctx := testCtx(t)
 	start := time.Now()
@@ -239,6 +241,7 @@ func TestStemInit(t *testing.T) {
 }
 
 func TestStemInitRefusesMissingSocketDir(t *testing.T) {
+	podmanTest(t)
 	in := newInstance(t)
 	ctx := testCtx(t)
 	id := create(t, in.spec)
@@ -273,9 +276,8 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // BenchmarkUpToSockets is stemctl up's container part: create, mkdir,
 // start, until tmux and Neovim both answer.
 func BenchmarkUpToSockets(b *testing.B) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		b.Skip("no tmux on the host")
-	}
+	podmanTest(b)
+	needs.Program(b, "tmux", "tmux")
 	ctx := testCtx(b)
 	for b.Loop() {
 		b.StopTimer()

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 // Sshd is the path of OpenSSH's daemon.
@@ -78,6 +80,7 @@ func NewKey(t testing.TB, dir, name string) Key {
 // needs it to start sessions); otherwise it fails saying so.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	needs.Real(t, "sshd")
 	if _, err := os.Stat(Sshd); err != nil {
 		t.Fatalf("%s not found: apt-get install openssh-server", Sshd)
 	}
@@ -297,6 +300,7 @@ func (s *Server) Run(t testing.TB, key string, pre []string, remote ...string) R
 // if that binary does not run the gate.
 func StemMCP(t testing.TB) string {
 	t.Helper()
+	needs.Real(t, "sshd")
 	path := os.Getenv("STEM_MCP_BIN")
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "stem-mcp")

@@ -9,12 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stem-edu/stem/internal/needs"
 )
 
 // Bin returns the path of the named CLI or fails the test saying how to
 // install it.
 func Bin(t testing.TB, name string) string {
 	t.Helper()
+	needs.Real(t, "the "+name+" CLI")
 	prefix := os.Getenv("AGENT_CLIS_PREFIX")
 	if prefix == "" {
 		root, err := repoRoot()

@@ -25,6 +25,9 @@ import (
 
 	"github.com/creack/pty"
 	gonvim "github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 )
 
 // MaxSocketPath keeps AF_UNIX paths well inside the kernel's 108 bytes.
@@ -76,15 +79,12 @@ type Nvim struct {
 	ui     *gonvim.Nvim
 }
 
-// Binary returns the nvim executable, failing the test with the package to
-// install when there is none.
+// Binary returns the nvim executable, skipping the test under -short and
+// failing it with the package to install when there is none (Neovim 0.7.2
+// on Debian 12, as in the task containers).
 func Binary(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("nvim")
-	if err != nil {
-		t.Fatalf("nvim not found in PATH (%v): install the Debian package \"neovim\" (Neovim 0.7.2 on Debian 12, as in the task containers)", err)
-	}
-	return p
+	return needs.Program(t, "nvim", "neovim")
 }
 
 // SysinitPath is containers/files/nvim/sysinit.vim in this checkout.
@@ -115,6 +115,7 @@ func socketDir(t testing.TB) string {
 func Start(t testing.TB, opts Options) *Nvim {
 	t.Helper()
 	n := &Nvim{opts: opts, bin: Binary(t), Dir: opts.Dir}
+	leftover.Sweep()
 	if n.Dir == "" {
 		n.Dir = t.TempDir()
 	}
@@ -155,6 +156,7 @@ func (n *Nvim) start(t testing.TB) {
 		"XDG_DATA_HOME=" + filepath.Join(n.Home, "data"),
 		"XDG_STATE_HOME=" + filepath.Join(n.Home, "state"),
 		"XDG_CACHE_HOME=" + filepath.Join(n.Home, "cache"),
+		leftover.Env(), // a later run removes it if this one times out
 	}, n.opts.Env...)
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Dir = n.Dir

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/leftover"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -41,15 +43,11 @@ type Options struct {
 	NoIntegration bool
 }
 
-// Need fails the test when a program the tests run is missing, naming the
-// Debian package that provides it.
+// Need skips the test under -short and fails it when a program the tests
+// run is missing, naming the Debian package that provides it.
 func Need(t testing.TB, program, debianPackage string) string {
 	t.Helper()
-	path, err := exec.LookPath(program)
-	if err != nil {
-		t.Fatalf("%s not found in PATH: install the Debian package %s (%v)", program, debianPackage, err)
-	}
-	return path
+	return needs.Program(t, program, debianPackage)
 }
 
 // Start starts a server and registers its cleanup.
@@ -67,6 +65,7 @@ func Start(t testing.TB, opts ...Options) *Server {
 	}
 	Need(t, "tmux", "tmux")
 	bash := Need(t, "bash", "bash")
+	leftover.Sweep()
 
 	// t.TempDir() paths carry the test name and can pass the 108-byte
 	// AF_UNIX limit; a short directory in /tmp cannot.
@@ -109,6 +108,7 @@ func Start(t testing.TB, opts ...Options) *Server {
 		"LANG=C.UTF-8",
 		"SHELL=" + bash,
 		"TERM=xterm-256color",
+		leftover.Env(), // a later run removes the server if this one times out
 	}
 	if _, err := s.tmux("-f", conf, "new-session", "-d", "-s", Session,
 		"-x", fmt.Sprint(o.Width), "-y", fmt.Sprint(o.Height)); err != nil {

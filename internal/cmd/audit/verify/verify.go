@@ -64,25 +64,23 @@ func Run(ctx context.Context, opts *Options) error {
 		path = log.Path()
 	}
 	var res audit.VerifyResult
-	f, err := os.Open(path)
-	switch {
-	case opts.File == "" && errors.Is(err, os.ErrNotExist):
+	var err error
+	if log == nil {
+		// A missing --file is the caller's mistake.
+		if res, err = audit.VerifyFile(path); err != nil {
+			return err
+		}
+	} else {
+		_, serr := os.Stat(path)
+		if res, err = log.Verify(); err != nil {
+			return err
+		}
 		// Nothing was audited on this account yet, unless the head says
-		// otherwise (the log was deleted). A missing --file, by contrast,
-		// is the caller's mistake.
-		res = audit.CheckHead(path, audit.VerifyResult{OK: true})
-		if res.OK && !opts.JSON {
+		// otherwise (the log was deleted).
+		if errors.Is(serr, os.ErrNotExist) && res.OK && !opts.JSON {
 			fmt.Fprintf(opts.F.IOStreams.Out, "%s: no audit log yet\n", path)
 			return nil
 		}
-	case err != nil:
-		return fmt.Errorf("open audit log: %w", err)
-	default:
-		defer f.Close()
-		if res, err = audit.Verify(f); err != nil {
-			return err
-		}
-		res = audit.CheckHead(path, res)
 	}
 	out := opts.F.IOStreams.Out
 	if opts.JSON {

@@ -1,0 +1,246 @@
+package instance_test
+
+// fakeEngine is an in-memory engine.Engine for the Manager's decisions
+// (create, reuse, re-create, keep the old one, undo a failed first
+// create) in milliseconds and without Podman. Its "containers" are what
+// the Manager can observe of real ones: unique names, labels, states, and
+// servers that listen on t.sock and n.sock in the container's socket
+// directory while it runs (the directory must exist before Start, as a
+// bind mount's source must). The real engine runs the same paths in
+// integration_test.go and recreate_test.go.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/sockets"
+)
+
+type fakeEngine struct {
+	mu   sync.Mutex
+	ctrs map[string]*fakeCtr // by id
+	seq  int
+	// startErr, when set, is what Start returns for containers created
+	// from then on (a broken image or OCI runtime); older ones start.
+	startErr error
+	// silent: containers created from then on start, but their servers
+	// never listen.
+	silent bool
+	// creates counts Create calls.
+	creates int
+}
+
+type fakeCtr struct {
+	c        engine.Container
+	spec     engine.Spec
+	startErr error
+	silent   bool
+	servers  []*net.UnixListener
+}
+
+func newFakeEngine() *fakeEngine { return &fakeEngine{ctrs: map[string]*fakeCtr{}} }
+
+var _ engine.Engine = (*fakeEngine)(nil)
+var _ engine.Renamer = (*fakeEngine)(nil)
+
+func (f *fakeEngine) Ping(context.Context) (string, error) { return "fake", nil }
+
+func (f *fakeEngine) ImageInspect(_ context.Context, ref string) (engine.Image, error) {
+	sum := sha256.Sum256([]byte(ref))
+	return engine.Image{ID: hex.EncodeToString(sum[:]), Names: []string{ref}}, nil
+}
+
+func (f *fakeEngine) Create(_ context.Context, spec engine.Spec) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.creates++
+	if spec.Image == "" {
+		return "", errors.New("fake: no image")
+	}
+	if f.byName(spec.Name) != nil {
+		return "", fmt.Errorf("fake: the container name %q is already in use", spec.Name)
+	}
+	for _, m := range spec.Mounts {
+		if _, err := os.Stat(m.Source); err != nil {
+			return "", fmt.Errorf("fake: bind source: %w", err)
+		}
+	}
+	f.seq++
+	sum := sha256.Sum256([]byte("fake container " + strconv.Itoa(f.seq)))
+	id := hex.EncodeToString(sum[:])
+	lbl := map[string]string{}
+	for k, v := range spec.Labels {
+		lbl[k] = v
+	}
+	f.ctrs[id] = &fakeCtr{
+		c:        engine.Container{ID: id, Name: spec.Name, Image: spec.Image, Labels: lbl, State: "created", Created: time.Now()},
+		spec:     spec,
+		startErr: f.startErr,
+		silent:   f.silent,
+	}
+	return id, nil
+}
+
+// byName finds a container by name; f.mu is held.
+func (f *fakeEngine) byName(name string) *fakeCtr {
+	for _, c := range f.ctrs {
+		if c.c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// find finds a container by full id or name; f.mu is held.
+func (f *fakeEngine) find(ref string) (*fakeCtr, error) {
+	if c, ok := f.ctrs[ref]; ok {
+		return c, nil
+	}
+	if c := f.byName(ref); c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("fake: container %s: %w", ref, engine.ErrNotFound)
+}
+
+func (f *fakeEngine) Start(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	if c.c.Running {
+		return nil
+	}
+	if c.startErr != nil {
+		return c.startErr
+	}
+	dir := filepath.Join(c.spec.Env["STEM_INSTANCE_DIR"], id[:12])
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("fake: the container's socket directory %s does not exist: %v", dir, err)
+	}
+	if !c.silent {
+		for _, s := range []string{sockets.TmuxSocket, sockets.NvimSocket} {
+			l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, s), Net: "unix"})
+			if err != nil {
+				c.stopServers()
+				return fmt.Errorf("fake: %w", err)
+			}
+			// A stopped container's servers leave their sockets behind.
+			l.SetUnlinkOnClose(false)
+			c.servers = append(c.servers, l)
+		}
+	}
+	c.c.Running, c.c.State, c.c.Pid = true, "running", 1000+f.seq
+	return nil
+}
+
+func (c *fakeCtr) stopServers() {
+	for _, l := range c.servers {
+		l.Close()
+	}
+	c.servers = nil
+}
+
+func (f *fakeEngine) Inspect(_ context.Context, ref string) (engine.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.find(ref)
+	if err != nil {
+		return engine.Container{}, err
+	}
+	out := c.c
+	out.Labels = map[string]string{}
+	for k, v := range c.c.Labels {
+		out.Labels[k] = v
+	}
+	return out, nil
+}
+
+func (f *fakeEngine) List(_ context.Context, want map[string]string) ([]engine.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []engine.Container
+next:
+	for _, c := range f.ctrs {
+		for k, v := range want {
+			if c.c.Labels[k] != v {
+				continue next
+			}
+		}
+		out = append(out, c.c)
+	}
+	return out, nil
+}
+
+func (f *fakeEngine) Stop(_ context.Context, id string, _ time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	c.stopServers()
+	c.c.Running, c.c.State, c.c.Pid = false, "exited", 0
+	return nil
+}
+
+func (f *fakeEngine) Remove(_ context.Context, id string, force bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	if c.c.Running && !force {
+		return fmt.Errorf("fake: container %.12s is running", id)
+	}
+	c.stopServers()
+	delete(f.ctrs, c.c.ID)
+	return nil
+}
+
+func (f *fakeEngine) Rename(_ context.Context, id, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.find(id)
+	if err != nil {
+		return err
+	}
+	if o := f.byName(name); o != nil && o != c {
+		return fmt.Errorf("fake: the container name %q is already in use", name)
+	}
+	c.c.Name = name
+	return nil
+}
+
+func (f *fakeEngine) Exec(context.Context, string, engine.ExecSpec) (int, error) {
+	return -1, errors.New("fake: exec is not supported")
+}
+
+func (f *fakeEngine) MemoryBytes(context.Context, string) (uint64, error) { return 0, nil }
+
+func (f *fakeEngine) LogTail(_ context.Context, id string, _ int) (string, error) {
+	return "fake log of " + id[:12], nil
+}
+
+// fakeProbe is a server probe for the fake's servers: something accepts
+// connections on the socket.
+func fakeProbe(ctx context.Context, path string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
