@@ -141,7 +141,10 @@ func (f *fakeEngine) Start(_ context.Context, id string) error {
 			c.servers = append(c.servers, l)
 		}
 	}
-	c.c.Running, c.c.State, c.c.Pid = true, "running", 1000+f.seq
+	// The container's first process is this one: the card's .git check
+	// looks at /proc/PID/root, which is then the host's own root, where
+	// the card's .git is the one recorded.
+	c.c.Running, c.c.State, c.c.Pid = true, "running", os.Getpid()
 	return nil
 }
 
