@@ -192,3 +192,23 @@ func TestDriverOverrides(t *testing.T) {
 		}
 	}
 }
+
+// A card that is a linked worktree (.git is a gitdir: file naming a
+// directory outside the card) commits through that directory.
+func TestCommitLinkedWorktree(t *testing.T) {
+	g := newGitRepo(t)
+	card := filepath.Join(t.TempDir(), "wt")
+	g.git(t, "worktree", "add", "-q", "-b", "student", card)
+	id, err := Prepare(card)
+	if err != nil || id.Kind != KindFile {
+		t.Fatalf("prepare: %v %v", id, err)
+	}
+	write(t, filepath.Join(card, "t1/main.c"), "int main(void) { return 7; }\n")
+	res, err := Commit(context.Background(), CommitOptions{Card: card, Want: []Identity{id}, Message: "from the worktree", Env: g.env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(g.git(t, "rev-parse", "student")); got != res.Commit {
+		t.Fatalf("branch student is %s, the commit %s", got, res.Commit)
+	}
+}

@@ -24,6 +24,11 @@ func testRoutes(t *testing.T, rootless bool) {
 		w.t = t
 		w.nestedRoute()
 	})
+	t.Run("replaced-on-host", func(t *testing.T) {
+		w := *w
+		w.t = t
+		w.replacedRoute()
+	})
 	t.Run("race", func(t *testing.T) {
 		w := *w
 		w.t = t
@@ -212,5 +217,37 @@ func (w *world) raceRoute() {
 	cout := w.control(ccard, "LIMIT=200\n"+swapLoop)
 	if strings.Contains(cout, "swaps=0") || !strings.Contains(cout, "swaps=") {
 		t.Errorf("control: no swap happened in a container mounted as before:\n%s", cout)
+	}
+}
+
+// replacedRoute: a .git that is not the one the instance was created with
+// (here replaced on the host, as a re-clone would) is reported by status,
+// which also sees that the running container has the old one, refused by
+// up (nothing changed) and commit, each naming the path and what to do.
+func (w *world) replacedRoute() {
+	t := w.t
+	card := w.card("replaced")
+	inst := w.up("replaced", "1")
+	git := filepath.Join(card, ".git")
+	w.mustSh(card, "mv .git ../replaced-git && cp -a ../replaced-git .git")
+	st, r := w.status(inst)
+	if r.Code == 0 || len(st.Git) < 1 || st.Git[0].Path != git {
+		t.Fatalf("status with a replaced .git: exit %d\n%s", r.Code, r.Stdout)
+	}
+	text := strings.Join(st.Problems, "\n")
+	for _, want := range []string{"another directory than the instance was created with", "not what the running container has", "stemctl rm", inst} {
+		if !strings.Contains(text, want) {
+			t.Errorf("status lacks %q:\n%s", want, text)
+		}
+	}
+	for _, args := range [][]string{{"up", "native-amd64", "g", "replaced", "1"}, {"commit", inst, "-m", "x"}} {
+		r := w.stemctl(args...)
+		if r.Code == 0 || !strings.Contains(r.Stderr, git+" is another directory") {
+			t.Errorf("stemctl %v with a replaced .git: exit %d\n%s", args, r.Code, r.Stderr)
+		}
+	}
+	w.mustSh(card, "rm -rf .git && mv ../replaced-git .git")
+	if st, r := w.status(inst); len(st.Git) > 0 || r.Code != 0 {
+		t.Fatalf("with the original .git back: %s", r.Stdout)
 	}
 }
