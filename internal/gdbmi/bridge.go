@@ -80,6 +80,11 @@ var errLineTooLong = errors.New("line too long")
 // prefixed with its token (an extension of MI, which has no tokens on
 // stream records), so output is attributed exactly; all other records go
 // to every client without a token. "(gdb)" prompts are not forwarded.
+// A breakpoint a client changes with a -break-* command is announced to the
+// other clients as gdb announces the console's (=breakpoint-created,
+// -modified, -deleted), and a frame a client selects as =thread-selected.
+// The one command the bridge answers itself, "-stem-client NAME", names the
+// connection for the notes the bridge writes in the pane.
 //
 // RunBridge installs process-wide signal handlers for its duration; run it
 // as its own process (the hidden stem-mcp gdb-bridge subcommand).
@@ -311,6 +316,7 @@ type pend struct {
 	c        *bclient // nil for the bridge's own commands
 	tok      string   // the client's token, restored on the result
 	op       string   // the MI command name
+	args     string   // the command's arguments, as sent
 	onResult func(Record)
 }
 
@@ -326,7 +332,8 @@ type bridge struct {
 	inflight      []string        // bridge tokens sent and not yet answered, oldest first
 	clients       map[*bclient]struct{}
 	state         SyncState
-	runningFromMI bool // the program was last resumed by an MI command, not the console
+	runningFromMI bool   // the program was last resumed by an MI command, not the console
+	resumedBy     string // who sent that command, for the pane's note
 	sockFI        os.FileInfo
 
 	syncKick  chan struct{}
@@ -444,6 +451,7 @@ func (b *bridge) broadcast(line string) {
 type bclient struct {
 	b         *bridge
 	conn      net.Conn
+	name      string // set by -stem-client; guarded by b.mu
 	out       chan string
 	done      chan struct{}
 	closeOnce sync.Once
@@ -567,7 +575,12 @@ func (b *bridge) clientLine(c *bclient, line string) {
 		c.send(tok + "^error,msg=" + Quote("bridge: "+msg))
 		return
 	}
-	b.submit(pend{c: c, tok: tok, op: strings.Fields(rest)[0]}, rest)
+	op := strings.Fields(rest)[0]
+	if op == stemClientOp {
+		c.send(tok + b.nameClient(c, strings.TrimSpace(rest[len(op):])))
+		return
+	}
+	b.submit(pend{c: c, tok: tok, op: op, args: strings.TrimSpace(rest[len(op):])}, rest)
 }
 
 // checkClientCommand accepts only MI commands ("-name args"), never CLI
@@ -698,6 +711,10 @@ func (b *bridge) handleMI(line string) {
 		stale := b.dropInflight(rec.Token)
 		if ok && rec.Class == "running" {
 			b.runningFromMI = true
+			b.resumedBy = "agent"
+			if p.c != nil && p.c.name != "" {
+				b.resumedBy = p.c.name
+			}
 		}
 		b.mu.Unlock()
 		for _, s := range stale {
@@ -713,6 +730,7 @@ func (b *bridge) handleMI(line string) {
 		}
 		if ok && rec.Class == "done" {
 			b.afterSelect(p.op, rec)
+			b.afterBreak(p, rec)
 		}
 	case KindConsole, KindLog:
 		b.toOwner(line)
@@ -729,9 +747,12 @@ func (b *bridge) handleMI(line string) {
 		b.broadcast(line)
 		if rec.Kind == KindExec && rec.Class == "stopped" && !b.opt.Quiet {
 			b.mu.Lock()
-			fromMI := b.runningFromMI
+			who := ""
+			if b.runningFromMI {
+				who = b.resumedBy
+			}
 			b.mu.Unlock()
-			if n := paneNote(rec, fromMI); n != "" {
+			if n := paneNote(rec, who); n != "" {
 				select {
 				case b.paneNotes <- n:
 				default:
@@ -760,102 +781,6 @@ func (b *bridge) toOwner(line string) {
 	}
 }
 
-// paneNote describes, for the student's pane, a stop that a client's
-// command caused and that gdb itself does not print there: the normal end
-// of a step, next, finish or until. Breakpoint hits and signals are
-// printed by gdb in every console.
-func paneNote(rec Record, fromMI bool) string {
-	if !fromMI {
-		return ""
-	}
-	what := map[string]string{
-		"end-stepping-range": "agent stepped",
-		"function-finished":  "agent finished the function",
-		"location-reached":   "agent ran to a location",
-	}[rec.Str("reason")]
-	fv, ok := rec.Get("frame")
-	if what == "" || !ok {
-		return ""
-	}
-	f := frameFrom(fv)
-	var b strings.Builder
-	fmt.Fprintf(&b, "\r\n[%s] %s () at %s:%d", what, f.Func, f.File, f.Line)
-	if rv := rec.Str("return-value"); rv != "" {
-		fmt.Fprintf(&b, ", returned %s", oneLine(rv, 80))
-	}
-	b.WriteString("\r\n")
-	if src := sourceLine(f.Fullname, f.Line); src != "" {
-		fmt.Fprintf(&b, "%d\t%s\r\n", f.Line, src)
-	}
-	return b.String()
-}
-
-// sourceLine returns line n of a source file, or "" if it cannot be read
-// cheaply.
-func sourceLine(path string, n int) string {
-	if path == "" || n <= 0 {
-		return ""
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
-	for i := 1; sc.Scan(); i++ {
-		if i == n {
-			return oneLine(sc.Text(), 200)
-		}
-	}
-	return ""
-}
-
-// oneLine keeps text printable on one terminal line.
-func oneLine(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 && r != '\t' || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > max {
-		s = s[:max] + "..."
-	}
-	return s
-}
-
-// afterSelect keeps gdb-sync.json and the other clients informed when a
-// client changes the selected frame or thread. gdb tells every UI except the
-// one that asked, and all clients share that one MI UI, so the bridge asks
-// gdb for the new frame and passes the news on as gdb would have.
-func (b *bridge) afterSelect(op string, rec Record) {
-	switch op {
-	case "-thread-select":
-		if f, ok := rec.Get("frame"); ok {
-			b.frameSelected(rec.Str("new-thread-id"), f)
-		}
-	case "-stack-select-frame":
-		b.goSubmit(pend{op: "-stack-info-frame", onResult: func(r Record) {
-			if f, ok := r.Get("frame"); ok && r.Class == "done" {
-				b.mu.Lock()
-				id := b.state.ThreadID
-				b.mu.Unlock()
-				b.frameSelected(id, f)
-			}
-		}}, "-stack-info-frame")
-	}
-}
-
-// frameSelected broadcasts a =thread-selected record and mirrors it.
-func (b *bridge) frameSelected(threadID string, frame Value) {
-	rec := Record{Kind: KindNotify, Class: "thread-selected", Results: []Field{
-		{Name: "id", Value: Value{Kind: ValueConst, Const: threadID}},
-		{Name: "frame", Value: frame},
-	}}
-	b.broadcast(Format(rec))
-	b.updateSync(rec)
-}
-
 // onInterrupt handles the Ctrl-C the bridge receives along with gdb. When
 // the program was resumed by an MI command, gdb keeps the terminal and
 // answers Ctrl-C at its prompt with "Quit" without stopping the program, so
@@ -868,82 +793,5 @@ func (b *bridge) onInterrupt() {
 	if do {
 		b.logf("Ctrl-C while an MI command had resumed the program: interrupting it")
 		b.goSubmit(pend{op: "-exec-interrupt"}, "-exec-interrupt")
-	}
-}
-
-func (b *bridge) updateSync(rec Record) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := &b.state
-	changed := true
-	switch {
-	case rec.Kind == KindExec && rec.Class == "running":
-		s.State, s.Reason, s.Signal, s.ExitCode, s.Frame, s.Breakpoint = StateRunning, "", "", nil, nil, 0
-		if t := rec.Str("thread-id"); t != "" && t != "all" {
-			s.ThreadID = t
-		}
-	case rec.Kind == KindExec && rec.Class == "stopped":
-		si := parseStopped(rec)
-		s.Reason, s.Signal, s.ExitCode, s.Breakpoint = si.reason, si.signal, si.exitCode, si.breakpoint
-		if si.exited {
-			s.State, s.Frame = StateExited, nil
-		} else {
-			s.State, s.Frame = StateStopped, si.frame
-			if si.threadID != "" {
-				s.ThreadID = si.threadID
-			}
-		}
-		b.runningFromMI = false
-	case rec.Kind == KindNotify && rec.Class == "thread-selected":
-		// The student (or a client) moved to another frame or thread.
-		v, ok := rec.Get("frame")
-		if !ok || s.State != StateStopped {
-			return
-		}
-		s.Frame, s.ThreadID = frameFrom(v), rec.Str("id")
-	case rec.Kind == KindNotify && rec.Class == "thread-group-exited":
-		b.runningFromMI = false
-		if s.State == StateExited {
-			return
-		}
-		s.State, s.Reason, s.Signal, s.Frame, s.Breakpoint = StateExited, "", "", nil, 0
-		s.ExitCode = nil
-		if c, ok := exitCode(rec.Str("exit-code")); ok {
-			s.ExitCode = &c
-		}
-	default:
-		changed = false
-	}
-	if !changed {
-		return
-	}
-	s.Seq++
-	s.Updated = time.Now().UTC()
-	select {
-	case b.syncKick <- struct{}{}:
-	default:
-	}
-}
-
-// syncLoop writes gdb-sync.json whenever the state changed; bursts of
-// changes collapse into one write of the latest state.
-func (b *bridge) syncLoop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-b.syncKick:
-			b.writeSync()
-		}
-	}
-}
-
-func (b *bridge) writeSync() {
-	b.mu.Lock()
-	snap := b.state // pointers inside are replaced, never mutated
-	b.mu.Unlock()
-	if err := sockets.WriteJSON(b.opt.Dir, sockets.GDBSync, snap); err != nil {
-		b.logf("%v", err)
 	}
 }
