@@ -1,0 +1,101 @@
+-- stem.regs: a small window with the general registers (on RV32 x0-x31 by
+-- their ABI names, and pc), marking with '*' and a highlight those that
+-- changed since the previous stop. It reads `info registers general`, the
+-- same text gdb_status gives agents, after every stop while it is open.
+local api = vim.api
+local view = require('stem.view')
+local M = {}
+
+local NAME = 'stem://registers'
+local ns = api.nvim_create_namespace('stem_regs')
+local prev, buf -- values at the previous stop; the view's buffer
+
+local function window()
+  if not buf or not api.nvim_buf_is_valid(buf) then return nil end
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if api.nvim_win_get_buf(w) == buf then return w end
+  end
+  return nil
+end
+
+local function render(lines, changed)
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].modified = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for i in pairs(changed) do
+    api.nvim_buf_add_highlight(buf, ns, 'StemRegChanged', i - 1, 0, -1)
+  end
+end
+
+-- parse reads `info registers` lines: name, raw value, natural rendering.
+local function parse(text)
+  local regs = {}
+  for l in text:gmatch('[^\n]+') do
+    local name, raw, nat = l:match('^(%S+)%s+(%S+)%s*(.-)%s*$')
+    if name then regs[#regs + 1] = { name = name, raw = raw, natural = nat } end
+  end
+  return regs
+end
+
+function M.refresh(dbg)
+  if not window() then return end
+  local S = dbg.state
+  if S.running ~= false then
+    local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+    lines[1] = S.state == 'running' and ' registers: running' or ' registers: no program stopped'
+    render(lines, {})
+    return
+  end
+  dbg.send('-interpreter-exec console "info registers general"', function(rec, console)
+    if not buf or not api.nvim_buf_is_valid(buf) then return end
+    if rec.class ~= 'done' then
+      render({ ' registers: ' .. (rec.results.msg or 'unavailable') }, {})
+      return
+    end
+    local regs, lines, changed, now = parse(console), { ' registers (* changed)' }, {}, {}
+    local width = 4
+    for _, r in ipairs(regs) do width = math.max(width, #r.name) end
+    for _, r in ipairs(regs) do
+      now[r.name] = r.raw
+      local ch = prev and prev[r.name] and prev[r.name] ~= r.raw
+      -- gdb's rendering only where it says more than the value (<main+20>).
+      local nat = (r.natural ~= r.raw and not r.natural:match('^%-?%d+$')) and ('  ' .. r.natural) or ''
+      lines[#lines + 1] = string.format('%s%-' .. width .. 's %s%s', ch and '*' or ' ', r.name, r.raw, nat)
+      if ch then changed[#lines] = true end
+    end
+    prev = now
+    render(lines, changed)
+  end)
+end
+
+-- toggle opens the view at the right of the editor (focus stays where it
+-- was) or closes it.
+function M.toggle(dbg)
+  local w = window()
+  if w then
+    api.nvim_win_close(w, true)
+    return
+  end
+  if not buf or not api.nvim_buf_is_valid(buf) then
+    buf = api.nvim_create_buf(false, true)
+    api.nvim_buf_set_name(buf, NAME)
+    vim.bo[buf].bufhidden = 'hide'
+    vim.bo[buf].filetype = 'stem-registers'
+    render({ ' registers' }, {})
+  end
+  local cur = api.nvim_get_current_win()
+  vim.cmd('botright vertical 34split')
+  w = api.nvim_get_current_win()
+  api.nvim_win_set_buf(w, buf)
+  for opt, v in pairs({ number = false, relativenumber = false, signcolumn = 'no', wrap = false, winfixwidth = true, cursorline = false }) do
+    vim.wo[w][opt] = v
+  end
+  api.nvim_set_current_win(cur)
+  dbg.set_registers_hook(function() M.refresh(dbg) end)
+  M.refresh(dbg)
+end
+
+M.parse = parse
+return M

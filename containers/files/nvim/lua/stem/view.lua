@@ -1,0 +1,188 @@
+-- stem.view: what the editor shows of the debugger: a sign and a line
+-- highlight on the selected frame's line, signs on breakpoints, a few words
+-- for the status line, and moving the editor to the frame.
+--
+-- The student may be typing when the program stops (an agent stepped, or
+-- the student typed `step` in the gdb pane a moment ago): signs and the
+-- status change at once, but the cursor moves only when the editor is idle
+-- in Normal mode with nothing pending. Otherwise the move waits for the
+-- first CursorHold (Normal mode, 'updatetime' without a key) or :StemFrame.
+-- A window holding unsaved changes is never given another buffer: the
+-- frame's file opens in a split above it.
+local api, fn, uv = vim.api, vim.fn, vim.loop
+local M = {}
+
+local GROUP = 'stem'
+local PRIO_BREAK, PRIO_PC = 20, 30
+
+function M.define()
+  vim.cmd([[
+    highlight default StemPCLine ctermbg=24 guibg=#1f3b57
+    highlight default link StemPCSign WarningMsg
+    highlight default link StemBreakSign ErrorMsg
+    highlight default link StemBreakOffSign Comment
+    highlight default link StemRegChanged WarningMsg
+  ]])
+  fn.sign_define('StemPC', { text = '=>', texthl = 'StemPCSign', linehl = 'StemPCLine' })
+  fn.sign_define('StemPCBreak', { text = '●>', texthl = 'StemBreakSign', linehl = 'StemPCLine' })
+  fn.sign_define('StemBreak', { text = '●', texthl = 'StemBreakSign' })
+  fn.sign_define('StemBreakOff', { text = '○', texthl = 'StemBreakOffSign' })
+end
+
+-- realpath of a file name, cached: gdb names a file the way it was compiled,
+-- the editor the way it was opened.
+local real = {}
+local function canon(name)
+  if not name or name == '' then return nil end
+  local r = real[name]
+  if r == nil then
+    r = uv.fs_realpath(name) or name
+    real[name] = r
+  end
+  return r
+end
+M.canon = canon
+
+-- state is stem.debug's: frame = { fullname, line, func, addr }, bkpts =
+-- { [number] = { enabled, locs = { { file, line } } } }.
+local state
+
+function M.attach(s) state = s end
+
+-- refresh places the signs of one loaded buffer.
+local function refresh(buf)
+  fn.sign_unplace(GROUP, { buffer = buf })
+  local name = canon(api.nvim_buf_get_name(buf))
+  if not name or not state then return end
+  local lines = api.nvim_buf_line_count(buf)
+  local marks = {}
+  for _, bp in pairs(state.bkpts) do
+    for _, loc in ipairs(bp.locs) do
+      if loc.line and loc.line <= lines and canon(loc.file) == name then
+        marks[loc.line] = marks[loc.line] or bp.enabled
+      end
+    end
+  end
+  local f = state.frame
+  local pc = state.running == false and f and f.line and canon(f.fullname) == name and f.line <= lines and f.line or nil
+  for line, enabled in pairs(marks) do
+    if line ~= pc then
+      fn.sign_place(0, GROUP, enabled and 'StemBreak' or 'StemBreakOff', buf, { lnum = line, priority = PRIO_BREAK })
+    end
+  end
+  if pc then
+    fn.sign_place(0, GROUP, marks[pc] ~= nil and 'StemPCBreak' or 'StemPC', buf, { lnum = pc, priority = PRIO_PC })
+  end
+end
+M.refresh = refresh
+
+function M.refresh_all()
+  for _, b in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(b) then refresh(b) end
+  end
+end
+
+-- status is the status line's text for the debugger (g:stem_debug_status).
+function M.set_status(text)
+  if vim.g.stem_debug_status ~= text then
+    vim.g.stem_debug_status = text
+    vim.cmd('redrawstatus!')
+  end
+end
+
+-- The default status line with the debugger's words before the ruler. Only
+-- an unset 'statusline' is replaced: a student's own keeps precedence (add
+-- %{get(g:,'stem_debug_status','')} to it).
+function M.statusline()
+  if vim.o.statusline == '' then
+    vim.o.statusline = "%<%f %h%m%r%=%{get(g:,'stem_debug_status','')}  %-14.(%l,%c%V%) %P"
+  end
+end
+
+-- idle: Normal mode, no operator, count or register pending.
+function M.idle()
+  local m = api.nvim_get_mode()
+  return m.mode == 'n' and not m.blocking
+end
+
+local function normal_window(win)
+  local buf = api.nvim_win_get_buf(win)
+  return api.nvim_win_get_config(win).relative == '' and vim.bo[buf].buftype == ''
+end
+
+-- target picks the window for file: one that shows it already, else the
+-- current window if it is an ordinary one, else any ordinary window.
+local function target(file)
+  local cur = api.nvim_get_current_win()
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if canon(api.nvim_buf_get_name(api.nvim_win_get_buf(w))) == file and normal_window(w) then return w end
+  end
+  if normal_window(cur) then return cur end
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if normal_window(w) then return w end
+  end
+  return nil
+end
+
+-- bufadd returns file's listed buffer, named relative to the working
+-- directory where it is below it (as :edit would name it).
+function M.bufadd(file)
+  local b = fn.bufadd(fn.fnamemodify(file, ':.'))
+  vim.bo[b].buflisted = true
+  return b
+end
+
+-- show puts file's buffer in a window (never over unsaved changes) and
+-- the cursor on line. It returns the window, or nil.
+function M.show(file, line)
+  local win = target(canon(file))
+  if not win then return nil end
+  local buf = M.bufadd(file)
+  local cur = api.nvim_get_current_win()
+  if api.nvim_win_get_buf(win) ~= buf then
+    if vim.bo[api.nvim_win_get_buf(win)].modified then
+      -- Open a split above it, then give the student their window back.
+      api.nvim_set_current_win(win)
+      vim.cmd('aboveleft split')
+      local split = api.nvim_get_current_win()
+      api.nvim_win_set_buf(split, buf)
+      api.nvim_set_current_win(cur)
+      win = split
+    else
+      api.nvim_win_set_buf(win, buf)
+    end
+  end
+  if line then
+    if win == cur then vim.cmd("normal! m'") end
+    line = math.max(1, math.min(line, api.nvim_buf_line_count(buf)))
+    local shown = api.nvim_win_call(win, function() return { fn.line('w0'), fn.line('w$') } end)
+    api.nvim_win_set_cursor(win, { line, 0 })
+    -- A line that was out of sight comes to the middle, not the edge.
+    if line < shown[1] or line > shown[2] then
+      api.nvim_win_call(win, function() vim.cmd('normal! zz') end)
+    end
+  end
+  return win
+end
+
+-- goto_frame moves the editor to the selected frame now.
+function M.goto_frame()
+  local f = state and state.frame
+  state.pending_jump = false
+  if not f or not f.fullname or not f.line then return false end
+  if not uv.fs_stat(f.fullname) then return false end
+  local win = M.show(f.fullname, f.line)
+  if win then refresh(api.nvim_win_get_buf(win)) end
+  return win ~= nil
+end
+
+-- follow moves to the frame when the student is idle, or later.
+function M.follow()
+  if M.idle() then
+    M.goto_frame()
+  else
+    state.pending_jump = true
+  end
+end
+
+return M
