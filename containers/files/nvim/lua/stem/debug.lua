@@ -27,7 +27,6 @@ local S = {
   state = 'none',       -- none | not-started | running | stopped | exited
   frame = nil,          -- { fullname, file, line, func, addr }
   bkpts = {},
-  pending_jump = false,
   stops = 0,            -- *stopped records seen
   last_rx_ns = nil,     -- when the last *stopped record was read (uv.hrtime)
   last_sign_ns = nil,   -- when its signs were placed
@@ -267,7 +266,7 @@ function M.info()
   for n, b in pairs(S.bkpts) do bps[#bps + 1] = { number = n, enabled = b.enabled, locs = b.locs } end
   return {
     connected = S.connected, state = S.state, frame = S.frame, breakpoints = bps, stops = S.stops,
-    pending_jump = S.pending_jump, status = vim.g.stem_debug_status or '',
+    pending_jump = view.pending('frame'), status = vim.g.stem_debug_status or '',
     last_rx_ns = S.last_rx_ns, last_sign_ns = S.last_sign_ns,
   }
 end
@@ -281,9 +280,6 @@ function M.setup(dir)
   local group = api.nvim_create_augroup('stem_debug', { clear = true })
   api.nvim_create_autocmd({ 'BufReadPost', 'BufWinEnter' }, { group = group, callback = function(a)
     if S.connected then view.refresh(a.buf) end
-  end })
-  api.nvim_create_autocmd('CursorHold', { group = group, callback = function()
-    if S.pending_jump and view.idle() then view.goto_frame() end
   end })
   M.connect()
 end

@@ -9,14 +9,15 @@ local M = {}
 function M.setup(dir)
   if M.dir then return end
   M.dir = dir
-  local debug, open = require('stem.debug'), require('stem.open')
+  local debug, open, view = require('stem.debug'), require('stem.open'), require('stem.view')
+  vim.on_key(view.on_key)
   debug.setup(dir)
   open.setup(dir)
   -- inotify tells us when either file appears or is replaced (both are
   -- renamed into place); a slow poll covers a watch that failed. Both run
   -- in libuv's callbacks: connect needs no editor API, and nothing is put
   -- on the main loop unless there is work, since any event there restarts
-  -- the 'updatetime' wait that CursorHold (a deferred jump) needs.
+  -- the 'updatetime' wait that the student's CursorHold autocommands need.
   local w = uv.new_fs_event()
   if w then
     w:start(dir, {}, function(err, name)

@@ -4,15 +4,15 @@
 -- (the manifest's open list, or the editable files). Each request is done
 -- once: every file becomes a listed buffer (:ls), and the first is shown
 -- only where the editor holds nothing, an empty unnamed buffer, and only
--- when the student is idle in Normal mode (otherwise at the next
--- CursorHold). What the student has open, or has not saved, stays.
+-- when the student is idle in Normal mode (otherwise once they have been
+-- idle a while). What the student has open, or has not saved, stays.
 local api, uv = vim.api, vim.loop
 local view = require('stem.view')
 local M = {}
 
 local FILE = 'nvim-open.json'
 local MAX = 64 * 1024
-local last_id, pending_first, sockdir
+local last_id, sockdir
 
 local function read(path)
   local fd = uv.fs_open(path, 'r', 0)
@@ -30,10 +30,7 @@ local function empty()
     and api.nvim_buf_line_count(b) == 1 and api.nvim_buf_get_lines(b, 0, 1, false)[1] == ''
 end
 
-local function show_first()
-  local f = pending_first
-  if not f or not view.idle() then return end
-  pending_first = nil
+local function show_first(f)
   if empty() and uv.fs_stat(f) then
     local old = api.nvim_get_current_buf()
     api.nvim_win_set_buf(0, view.bufadd(f))
@@ -60,13 +57,16 @@ function M.check()
       end
     end
   end
-  pending_first = first
-  show_first()
+  if not first then return end
+  if view.idle() then
+    show_first(first)
+  else
+    view.when_idle('open', function() show_first(first) end)
+  end
 end
 
 function M.setup(dir)
   sockdir = dir
-  api.nvim_create_autocmd('CursorHold', { group = api.nvim_create_augroup('stem_open', { clear = true }), callback = show_first })
   M.check()
 end
 

@@ -4,11 +4,12 @@
 --
 -- The student may be typing when the program stops (an agent stepped, or
 -- the student typed `step` in the gdb pane a moment ago): signs and the
--- status change at once, but the cursor moves only when the editor is idle
--- in Normal mode with nothing pending. Otherwise the move waits for the
--- first CursorHold (Normal mode, 'updatetime' without a key) or :StemFrame.
--- A window holding unsaved changes is never given another buffer: the
--- frame's file opens in a split above it.
+-- status change at once, but the cursor moves only when the editor is idle:
+-- in Normal mode with no operator, count or register pending. Otherwise the
+-- move waits until the editor has been idle for g:stem_debug_idle_ms
+-- (default 1000) without a key, or for :StemFrame. A window holding
+-- unsaved changes is never given another buffer: the frame's file opens in
+-- a split above it.
 local api, fn, uv = vim.api, vim.fn, vim.loop
 local M = {}
 
@@ -105,6 +106,55 @@ function M.idle()
   return m.mode == 'n' and not m.blocking
 end
 
+-- Deferred work runs once the editor is idle and no key came for a while.
+-- The wait is a libuv timer whose callback only reads the mode (a "fast"
+-- API call) and the time of the last key: nothing reaches the main loop
+-- until the work is due, so a deferred jump does not hold off CursorHold or
+-- anything else that waits for a quiet editor.
+local last_key = uv.now()
+local deferred, timer = {}, nil
+
+function M.on_key() last_key = uv.now() end
+
+local function idle_ms()
+  local v = tonumber(vim.g.stem_debug_idle_ms)
+  return v and v >= 0 and v or 1000
+end
+
+-- when_idle runs fn (named key; a later one replaces it) once the student
+-- is idle, at once if they are.
+function M.when_idle(key, fn)
+  if M.idle() and uv.now() - last_key >= idle_ms() then
+    deferred[key] = nil
+    fn()
+    return
+  end
+  deferred[key] = fn
+  if timer then return end
+  timer = uv.new_timer()
+  local limit = idle_ms()
+  timer:start(100, 100, function()
+    if not next(deferred) then
+      timer:stop()
+      timer:close()
+      timer = nil
+      return
+    end
+    if uv.now() - last_key < limit then return end
+    local m = api.nvim_get_mode()
+    if m.mode ~= 'n' or m.blocking then return end
+    local todo = deferred
+    deferred = {}
+    vim.schedule(function()
+      for _, f in pairs(todo) do f() end
+    end)
+  end)
+end
+
+function M.cancel(key) deferred[key] = nil end
+
+function M.pending(key) return deferred[key] ~= nil end
+
 local function normal_window(win)
   local buf = api.nvim_win_get_buf(win)
   return api.nvim_win_get_config(win).relative == '' and vim.bo[buf].buftype == ''
@@ -168,7 +218,7 @@ end
 -- goto_frame moves the editor to the selected frame now.
 function M.goto_frame()
   local f = state and state.frame
-  state.pending_jump = false
+  M.cancel('frame')
   if not f or not f.fullname or not f.line then return false end
   if not uv.fs_stat(f.fullname) then return false end
   local win = M.show(f.fullname, f.line)
@@ -176,12 +226,14 @@ function M.goto_frame()
   return win ~= nil
 end
 
--- follow moves to the frame when the student is idle, or later.
+-- follow moves to the frame at once when the student is idle in Normal
+-- mode (a stop they caused from the gdb pane or with a key), else when
+-- they have been idle for a while.
 function M.follow()
   if M.idle() then
     M.goto_frame()
   else
-    state.pending_jump = true
+    M.when_idle('frame', M.goto_frame)
   end
 end
 
