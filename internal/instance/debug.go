@@ -70,6 +70,10 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 	if err := dir.CheckSockets(); err != nil {
 		return res, fmt.Errorf("instance %s: %w; stem will not use it: start over with `stemctl rm %s` and `%s`", rec.Instance, err, rec.Instance, UpCommand(rec))
 	}
+	// The editor opens the task's files while the panes start.
+	if res.Files, err = OpenTaskFiles(rec, r); err != nil {
+		return res, err
+	}
 	tc, err := DialTmux(ctx, rec)
 	if err != nil {
 		return res, err
@@ -103,10 +107,6 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 		editor = np.Pane
 	}
 	res.EditorPane = editor
-	// The editor opens the task's files while the panes start.
-	if res.Files, err = OpenTaskFiles(rec, r); err != nil {
-		return res, err
-	}
 	dir.Remove(sockets.GDBSocket) // a bridge killed with its pane may leave it
 
 	progArgv := []string{"bash", "-c", `printf '\033[2m[stem] the program runs on this terminal; its output appears here\033[0m\n'; exec sleep 2147483647`}
