@@ -387,7 +387,6 @@ func (b *bridge) listen(path string) (*net.UnixListener, error) {
 		return fail(fmt.Errorf("stat %s: %w", path, err))
 	}
 	b.sockFI = fi
-	b.logf("serving gdb MI on %s", path)
 	return ln, nil
 }
 

@@ -104,15 +104,18 @@ func TestEditorFollowsGDBOnHazard3(t *testing.T) {
 		t.Fatalf("after debug again: %+v", v)
 	}
 	if p := os.Getenv("STEM_DEBUG_SCREENSHOT"); p != "" {
+		s.stemctl("exec", s.inst, "--", "tmux", "-S", filepath.Join(s.dir, "t.sock"), "resize-window", "-t", "stem:edit", "-x", "190", "-y", "44")
 		s.ex("only")
 		s.ex("buffer counter.S")
 		s.gdb("break asm_count")
 		s.gdb("continue")
 		s.waitView("the screenshot's stop", func(v editorView) bool { return hasSigns(v, "counter.S:StemPCBreak@35") && v.Cur == "counter.S" })
+		s.ex("StemRegisters")
+		s.waitPane(s.lay.EditorPane, "registers (* changed)")
 		s.gdb("step")
 		s.waitView("the screenshot's step", func(v editorView) bool { return hasSigns(v, "counter.S:StemPC@36") })
-		s.ex("StemRegisters")
 		s.waitPane(s.lay.EditorPane, "*pc ")
+		s.keys(s.lay.EditorPane, "", "Escape")
 		if err := os.WriteFile(p, []byte(s.screenshot()), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -123,6 +126,10 @@ func TestEditorFollowsGDBOnHazard3(t *testing.T) {
 // in a file the task did not list opens it.
 func TestEditorFollowsGDBNative(t *testing.T) {
 	s := newSession(t, "native-amd64", "demo", "hello", "1")
+	// up alone opens the task's files (here its editable ones).
+	s.waitView("words.c shown after up", func(v editorView) bool {
+		return v.Cur == "words.c" && strings.Contains(v.Listed, "test_words.c") && !v.Connected
+	})
 	s.debug()
 	s.waitView("words.c shown, the program not started", func(v editorView) bool {
 		return v.Cur == "words.c" && strings.Contains(v.Listed, "test_words.c") && v.Connected && v.State == "not-started"

@@ -8,7 +8,9 @@ local M = {}
 
 local NAME = 'stem://registers'
 local ns = api.nvim_create_namespace('stem_regs')
-local prev, buf -- values at the previous stop; the view's buffer
+-- prev holds the values read at stop number prev_stop; only a read at the
+-- very next stop marks changes. buf is the view's buffer.
+local prev, prev_stop, buf
 
 local function window()
   if not buf or not api.nvim_buf_is_valid(buf) then return nil end
@@ -48,6 +50,7 @@ function M.refresh(dbg)
     render(lines, {})
     return
   end
+  local stop = S.stops
   dbg.send('-interpreter-exec console "info registers general"', function(rec, console)
     if not buf or not api.nvim_buf_is_valid(buf) then return end
     if rec.class ~= 'done' then
@@ -55,17 +58,18 @@ function M.refresh(dbg)
       return
     end
     local regs, lines, changed, now = parse(console), { ' registers (* changed)' }, {}, {}
+    local base = prev_stop == stop - 1 and prev or nil
     local width = 4
     for _, r in ipairs(regs) do width = math.max(width, #r.name) end
     for _, r in ipairs(regs) do
       now[r.name] = r.raw
-      local ch = prev and prev[r.name] and prev[r.name] ~= r.raw
+      local ch = base and base[r.name] and base[r.name] ~= r.raw
       -- gdb's rendering only where it says more than the value (<main+20>).
       local nat = (r.natural ~= r.raw and not r.natural:match('^%-?%d+$')) and ('  ' .. r.natural) or ''
       lines[#lines + 1] = string.format('%s%-' .. width .. 's %s%s', ch and '*' or ' ', r.name, r.raw, nat)
       if ch then changed[#lines] = true end
     end
-    prev = now
+    prev, prev_stop = now, stop
     render(lines, changed)
   end)
 end
@@ -86,7 +90,7 @@ function M.toggle(dbg)
     render({ ' registers' }, {})
   end
   local cur = api.nvim_get_current_win()
-  vim.cmd('botright vertical 34split')
+  vim.cmd('botright vertical 30split')
   w = api.nvim_get_current_win()
   api.nvim_win_set_buf(w, buf)
   for opt, v in pairs({ number = false, relativenumber = false, signcolumn = 'no', wrap = false, winfixwidth = true, cursorline = false }) do
