@@ -66,12 +66,17 @@ func TestEditorFollowsGDBOnHazard3(t *testing.T) {
 		t.Fatalf("gdb still has the breakpoint the editor removed:\n%s", table)
 	}
 
-	// Registers: the view opens beside the editor and marks what a step
-	// changed.
+	// Registers and memory: the view opens beside the editor and marks
+	// what each instruction changed (addi t3; then sw t3 to asm_calls).
 	s.ex("StemRegisters")
 	s.waitPane(s.lay.EditorPane, "registers (* changed)")
+	s.waitPane(s.lay.EditorPane, "$sp = 0x")
+	s.ex("StemMemory &asm_calls")
+	s.waitPane(s.lay.EditorPane, "&asm_calls = 0x")
 	s.ex("StemStepi")
-	s.waitPane(s.lay.EditorPane, "*pc ")
+	s.waitPane(s.lay.EditorPane, "*t3 ")
+	s.ex("StemStepi")
+	s.waitPane(s.lay.EditorPane, "*+0 ")
 	s.ex("StemRegisters")
 
 	// Typing in Insert mode goes on through a stop; the jump to the stop

@@ -14,5 +14,7 @@ end
 if vim.v.vim_did_enter == 1 then
   start()
 else
-  vim.api.nvim_create_autocmd('VimEnter', { once = true, callback = start })
+  -- nested: opening the task's files runs their autocommands (filetype,
+  -- syntax, SwapExists) as an :edit would.
+  vim.api.nvim_create_autocmd('VimEnter', { once = true, nested = true, callback = start })
 end

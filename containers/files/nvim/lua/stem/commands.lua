@@ -13,6 +13,7 @@
 --   :StemInterrupt  stop the running program
 --   :StemFrame      show the selected frame now
 --   :StemRegisters  open or close the registers view              <F6>
+--   :StemMemory [expr]  the words of memory the view shows ($sp)
 --
 -- Keys are mapped only where the student has no mapping of their own, and
 -- not at all with `let g:stem_debug_keys = 0` in their init.vim.
@@ -105,6 +106,8 @@ function M.setup(dbg)
     end },
     StemRegisters = { function() require('stem.regs').toggle(dbg) end, 'F6' },
   }
+  api.nvim_create_user_command('StemMemory', function(a) require('stem.regs').memory(dbg, a.args) end,
+    { nargs = '?', desc = 'stem debugger: memory in the registers view' })
   for name, c in pairs(cmds) do
     api.nvim_create_user_command(name, function() c[1]() end, { desc = 'stem debugger' })
     if vim.g.stem_debug_keys ~= 0 then

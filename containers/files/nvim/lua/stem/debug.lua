@@ -13,7 +13,7 @@
 --
 -- Nothing here runs gdb console commands the student did not ask for, and
 -- file names from gdb reach the editor only through buffer functions
--- (bufadd, nvim_win_set_buf), never through an Ex command line.
+-- (bufadd, then :buffer by number), never as text on an Ex command line.
 local api, uv = vim.api, vim.loop
 local mi = require('stem.mi')
 local view = require('stem.view')

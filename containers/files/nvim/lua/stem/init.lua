@@ -11,8 +11,6 @@ function M.setup(dir)
   M.dir = dir
   local debug, open, view = require('stem.debug'), require('stem.open'), require('stem.view')
   vim.on_key(view.on_key)
-  debug.setup(dir)
-  open.setup(dir)
   -- inotify tells us when either file appears or is replaced (both are
   -- renamed into place); a slow poll covers a watch that failed. Both run
   -- in libuv's callbacks: connect needs no editor API, and nothing is put
@@ -32,6 +30,11 @@ function M.setup(dir)
   local t = uv.new_timer()
   t:start(2000, 2000, function() debug.connect() end)
   M.watch, M.timer = w, t
+  -- Events that arrive meanwhile wait for the main loop, so neither file
+  -- can appear unnoticed between these checks and the watch.
+  debug.setup(dir)
+  local ok, err = pcall(open.setup, dir)
+  if not ok then vim.notify('stem: ' .. tostring(err), vim.log.levels.WARN) end
 end
 
 return M

@@ -33,7 +33,11 @@ end
 local function show_first(f)
   if empty() and uv.fs_stat(f) then
     local old = api.nvim_get_current_buf()
-    api.nvim_win_set_buf(0, view.bufadd(f))
+    local ok, err = view.set_buf(0, view.bufadd(f))
+    if not ok then
+      vim.notify('stem: ' .. err, vim.log.levels.WARN)
+      return
+    end
     -- The empty buffer it replaces was never the student's: drop it from :ls.
     if #vim.fn.win_findbuf(old) == 0 then pcall(api.nvim_buf_delete, old, {}) end
   end

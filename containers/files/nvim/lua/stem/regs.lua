@@ -1,10 +1,15 @@
 -- stem.regs: a small window with the general registers (on RV32 x0-x31 by
--- their ABI names, and pc), marking with '*' and a highlight those that
--- changed since the previous stop. It reads `info registers general`, the
--- same text gdb_status gives agents, after every stop while it is open.
+-- their ABI names, and pc) and a few words of memory (at $sp, or what
+-- :StemMemory names), marking with '*' and a highlight what changed since
+-- the previous stop. It reads `info registers general`, the same text
+-- gdb_status gives agents, and -data-read-memory-bytes after every stop
+-- while it is open.
 local api = vim.api
-local view = require('stem.view')
+local mi = require('stem.mi')
 local M = {}
+
+local MEM_WORDS = 8
+local mem_expr = '$sp'
 
 local NAME = 'stem://registers'
 local ns = api.nvim_create_namespace('stem_regs')
@@ -69,9 +74,46 @@ function M.refresh(dbg)
       lines[#lines + 1] = string.format('%s%-' .. width .. 's %s%s', ch and '*' or ' ', r.name, r.raw, nat)
       if ch then changed[#lines] = true end
     end
-    prev, prev_stop = now, stop
-    render(lines, changed)
+    if mem_expr == '' then
+      prev, prev_stop = now, stop
+      render(lines, changed)
+      return
+    end
+    -- Words of memory, little-endian (RV32, Cortex-M and x86-64 all are).
+    dbg.send('-data-read-memory-bytes ' .. mi.quote(mem_expr) .. ' ' .. MEM_WORDS * 4, function(m)
+      if not buf or not api.nvim_buf_is_valid(buf) then return end
+      local blk = m.class == 'done' and type(m.results.memory) == 'table' and m.results.memory[1]
+      if not blk or type(blk.contents) ~= 'string' then
+        lines[#lines + 1] = ''
+        lines[#lines + 1] = ' ' .. mem_expr .. ': ' .. (m.results.msg or 'unreadable')
+      else
+        lines[#lines + 1] = ''
+        lines[#lines + 1] = ' ' .. mem_expr .. ' = ' .. (blk.begin or '?')
+        for i = 0, math.floor(#blk.contents / 8) - 1 do
+          local b = blk.contents:sub(i * 8 + 1, i * 8 + 8)
+          local word = '0x' .. b:sub(7, 8) .. b:sub(5, 6) .. b:sub(3, 4) .. b:sub(1, 2)
+          local key = (blk.begin or '') .. '+' .. i * 4
+          now[key] = word
+          local ch = base and base[key] and base[key] ~= word
+          lines[#lines + 1] = string.format('%s+%-3d %s', ch and '*' or ' ', i * 4, word)
+          if ch then changed[#lines] = true end
+        end
+      end
+      prev, prev_stop = now, stop
+      render(lines, changed)
+    end)
   end)
+end
+
+-- memory sets what the view shows memory at (a gdb expression; '' for
+-- none) and opens the view.
+function M.memory(dbg, expr)
+  mem_expr = expr
+  if window() then
+    M.refresh(dbg)
+  else
+    M.toggle(dbg)
+  end
 end
 
 -- toggle opens the view at the right of the editor (focus stays where it

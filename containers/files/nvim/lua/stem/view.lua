@@ -182,6 +182,27 @@ function M.bufadd(file)
   return b
 end
 
+-- set_buf puts buf in win as :buffer would, except that a swap file left
+-- by an editor that died editing the file is not answered here (the
+-- student decides, with :b NAME): it returns false and a message.
+function M.set_buf(win, buf)
+  local swapped = false
+  local au = api.nvim_create_autocmd('SwapExists', { callback = function()
+    swapped = true
+    vim.v.swapchoice = 'q'
+  end })
+  -- :buffer by number (no name reaches the command line) asks about a
+  -- swap file through SwapExists; nvim_win_set_buf would print the whole
+  -- ATTENTION text and wait for Enter.
+  local ok, err = pcall(api.nvim_win_call, win, function() vim.cmd('buffer ' .. buf) end)
+  pcall(api.nvim_del_autocmd, au)
+  if swapped then
+    return false, fn.fnamemodify(api.nvim_buf_get_name(buf), ':.') .. ' has a swap file (an editor died editing it): open it with :b to recover or edit it'
+  end
+  if not ok then return false, tostring(err) end
+  return true
+end
+
 -- show puts file's buffer in a window (never over unsaved changes) and
 -- the cursor on line. It returns the window, or nil.
 function M.show(file, line)
@@ -190,16 +211,22 @@ function M.show(file, line)
   local buf = M.bufadd(file)
   local cur = api.nvim_get_current_win()
   if api.nvim_win_get_buf(win) ~= buf then
+    local ok, err
     if vim.bo[api.nvim_win_get_buf(win)].modified then
       -- Open a split above it, then give the student their window back.
       api.nvim_set_current_win(win)
       vim.cmd('aboveleft split')
       local split = api.nvim_get_current_win()
-      api.nvim_win_set_buf(split, buf)
+      ok, err = M.set_buf(split, buf)
+      if not ok then api.nvim_win_close(split, true) end
       api.nvim_set_current_win(cur)
       win = split
     else
-      api.nvim_win_set_buf(win, buf)
+      ok, err = M.set_buf(win, buf)
+    end
+    if not ok then
+      vim.notify('stem: ' .. err, vim.log.levels.WARN)
+      return nil
     end
   end
   if line then
