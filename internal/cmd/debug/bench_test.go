@@ -32,10 +32,11 @@ func percentile(v []float64, p float64) float64 {
 
 // BenchmarkStopToSign: hazard3-sim, the student types stepi in the gdb
 // pane, b.N times. Three figures per stop: keys typed -> the sign moved in
-// Neovim (everything: tmux, gdb, QEMU's stub, the bridge, the editor);
-// the *stopped record at another g.sock client -> the sign moved (the
-// editor's share, measured against a client that got the same broadcast);
-// and inside the editor, the record read -> the sign placed.
+// Neovim (everything: tmux, gdb stepping through QEMU's stub, the bridge,
+// the editor; an upper bound for gdb stop -> sign); inside the editor, the
+// *stopped record read -> the sign placed; and the sign placed relative to
+// another g.sock client's receipt of the same broadcast (about zero, and
+// negative when the editor is served first).
 func BenchmarkStopToSign(b *testing.B) {
 	s := newSession(b, "hazard3-sim", "inf", "bss", "4")
 	s.stemctl("build", s.inst)
