@@ -144,12 +144,19 @@ func TestEditorFollowsGDBNative(t *testing.T) {
 	s.gdb("run")
 	s.waitView("the stop in count_words", func(v editorView) bool { return hasSigns(v, "words.c:StemPCBreak@15") })
 	s.waitPane(s.lay.ProgramPane, "Hello, stem!")
+	// F10 in the editor is next.
+	s.keys(s.lay.EditorPane, "", "F10")
+	s.waitView("next by F10", func(v editorView) bool { return hasSigns(v, "words.c:StemBreak@15", "words.c:StemPC@16") })
 	s.gdb("up")
 	s.waitView("the caller's frame in hello.c", func(v editorView) bool {
 		return v.Cur == "hello.c" && hasSigns(v, "hello.c:StemPC@11", "words.c:StemBreak@15")
 	})
-	s.ex("StemContinue")
+	// Run to the cursor: the program's output on its own terminal.
+	s.ex("12")
+	s.ex("StemUntil")
+	s.waitView("the stop at the cursor's line", func(v editorView) bool { return hasSigns(v, "hello.c:StemPC@12") })
 	s.waitPane(s.lay.ProgramPane, `"the quick brown fox" has 4 words`)
+	s.ex("StemContinue")
 	s.waitView("the program's exit", func(v editorView) bool {
 		return v.State == "exited" && !strings.Contains(v.Signs, "StemPC")
 	})
