@@ -108,11 +108,13 @@ func TestEditorFollowsGDBOnHazard3(t *testing.T) {
 	if v.Cur != "notes.txt" || !v.CurMod || v.CurLine1 != "first second" || !strings.Contains(v.Listed, "main.c") {
 		t.Fatalf("after debug again: %+v", v)
 	}
+	s.noInternalErrors()
 	if p := os.Getenv("STEM_DEBUG_SCREENSHOT"); p != "" {
 		s.stemctl("exec", s.inst, "--", "tmux", "-S", filepath.Join(s.dir, "t.sock"), "resize-window", "-t", "stem:edit", "-x", "190", "-y", "44")
 		s.ex("only")
 		s.ex("buffer counter.S")
 		s.gdb("break asm_count")
+		s.waitPane(s.lay.GDBPane, "Breakpoint 1 at")
 		s.gdb("continue")
 		s.waitView("the screenshot's stop", func(v editorView) bool { return hasSigns(v, "counter.S:StemPCBreak@35") && v.Cur == "counter.S" })
 		s.ex("StemRegisters")
@@ -121,7 +123,12 @@ func TestEditorFollowsGDBOnHazard3(t *testing.T) {
 		s.waitView("the screenshot's step", func(v editorView) bool { return hasSigns(v, "counter.S:StemPC@36") })
 		s.waitPane(s.lay.EditorPane, "*pc ")
 		s.keys(s.lay.EditorPane, "", "Escape")
-		if err := os.WriteFile(p, []byte(s.screenshot()), 0o644); err != nil {
+		s.waitPane(s.lay.EditorPane, "*t0 ")
+		text, image := s.screenshot()
+		if err := os.WriteFile(p+".txt", []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p+".svg", []byte(image), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,4 +167,5 @@ func TestEditorFollowsGDBNative(t *testing.T) {
 	s.waitView("the program's exit", func(v editorView) bool {
 		return v.State == "exited" && !strings.Contains(v.Signs, "StemPC")
 	})
+	s.noInternalErrors()
 }

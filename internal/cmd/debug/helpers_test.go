@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -229,6 +228,18 @@ func (s *session) waitView(what string, ok func(editorView) bool) editorView {
 	return last
 }
 
+// noInternalErrors fails on an error the plugin reported about itself.
+func (s *session) noInternalErrors() {
+	s.t.Helper()
+	var msgs string
+	if err := s.v.Eval(`execute("messages")`, &msgs); err != nil {
+		s.t.Fatal(err)
+	}
+	if strings.Contains(msgs, "stem: internal error") || strings.Contains(msgs, "/lua/stem/") {
+		s.t.Fatalf("the editor plugin reported errors:\n%s", msgs)
+	}
+}
+
 // waitPane polls a pane until it shows want.
 func (s *session) waitPane(pane, want string) string {
 	s.t.Helper()
@@ -255,17 +266,16 @@ func hasSigns(v editorView, want ...string) bool {
 	return true
 }
 
-// screenshot renders the window's panes as text, side by side as tmux
-// lays them out, with the borders tmux draws.
-func (s *session) screenshot() string {
+// screenshot renders the window's panes as tmux lays them out, with the
+// borders tmux draws: as plain text, and as an SVG with the colours of
+// capture-pane -e.
+func (s *session) screenshot() (text, image string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	type pane struct {
-		x, y, w, h int
-		text       []string
-	}
+	type pane struct{ x, y, w, h int }
 	var panes []pane
+	var shots [][]string
 	maxW, maxH := 0, 0
 	for _, id := range []string{s.lay.EditorPane, s.lay.ProgramPane, s.lay.GDBPane} {
 		var p pane
@@ -279,38 +289,44 @@ func (s *session) screenshot() string {
 			}
 			*f.to, _ = strconv.Atoi(v)
 		}
-		p.text = strings.Split(s.capture(id), "\n")
+		r, err := s.tc.Capture(ctx, tmux.PaneID(id), tmux.CaptureOptions{Escapes: true})
+		if err != nil {
+			s.t.Fatal(err)
+		}
 		panes = append(panes, p)
+		shots = append(shots, strings.Split(r.Text, "\n"))
 		maxW, maxH = max(maxW, p.x+p.w), max(maxH, p.y+p.h)
 	}
-	grid := make([][]rune, maxH)
+	grid := make([][]cell, maxH)
 	for i := range grid {
-		grid[i] = []rune(strings.Repeat(" ", maxW))
+		grid[i] = parseSGR("", maxW)
 	}
-	sort.Slice(panes, func(i, j int) bool { return panes[i].x < panes[j].x })
-	for _, p := range panes {
-		for r := 0; r < p.h && r < len(p.text); r++ {
-			for c, ch := range []rune(p.text[r]) {
-				if c < p.w {
-					grid[p.y+r][p.x+c] = ch
-				}
-			}
+	border := cell{fg: borderFG}
+	for k, p := range panes {
+		for r := 0; r < p.h && r < len(shots[k]); r++ {
+			copy(grid[p.y+r][p.x:p.x+p.w], parseSGR(shots[k][r], p.w))
 		}
 		if p.x > 0 {
 			for r := p.y; r < p.y+p.h; r++ {
-				grid[r][p.x-1] = '│'
+				border.r = '│'
+				grid[r][p.x-1] = border
 			}
 		}
 		if p.y > 0 {
 			for c := p.x; c < p.x+p.w; c++ {
-				grid[p.y-1][c] = '─'
+				border.r = '─'
+				grid[p.y-1][c] = border
 			}
 		}
 	}
 	var b strings.Builder
 	for _, row := range grid {
-		b.WriteString(strings.TrimRight(string(row), " "))
+		var line strings.Builder
+		for _, c := range row {
+			line.WriteRune(c.r)
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
 		b.WriteByte('\n')
 	}
-	return b.String()
+	return b.String(), svg(grid)
 }

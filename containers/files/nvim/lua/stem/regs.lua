@@ -26,6 +26,10 @@ local function window()
 end
 
 local function render(lines, changed)
+  for i, l in ipairs(lines) do
+    -- gdb's messages span lines ("...while the target is running.\nUse...").
+    lines[i] = l:gsub('%c', ' ')
+  end
   vim.bo[buf].modifiable = true
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
@@ -70,7 +74,9 @@ function M.refresh(dbg)
       now[r.name] = r.raw
       local ch = base and base[r.name] and base[r.name] ~= r.raw
       -- gdb's rendering only where it says more than the value (<main+20>).
-      local nat = (r.natural ~= r.raw and not r.natural:match('^%-?%d+$')) and ('  ' .. r.natural) or ''
+      local nat = r.natural
+      if nat:sub(1, #r.raw) == r.raw then nat = vim.trim(nat:sub(#r.raw + 1)) end
+      nat = (nat ~= '' and not nat:match('^%-?%d+$')) and (' ' .. nat) or ''
       lines[#lines + 1] = string.format('%s%-' .. width .. 's %s%s', ch and '*' or ' ', r.name, r.raw, nat)
       if ch then changed[#lines] = true end
     end
@@ -135,7 +141,8 @@ function M.toggle(dbg)
   vim.cmd('botright vertical 30split')
   w = api.nvim_get_current_win()
   api.nvim_win_set_buf(w, buf)
-  for opt, v in pairs({ number = false, relativenumber = false, signcolumn = 'no', wrap = false, winfixwidth = true, cursorline = false }) do
+  for opt, v in pairs({ number = false, relativenumber = false, signcolumn = 'no', wrap = false, winfixwidth = true,
+    cursorline = false, statusline = ' registers and memory' }) do
     vim.wo[w][opt] = v
   end
   api.nvim_set_current_win(cur)

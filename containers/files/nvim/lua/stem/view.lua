@@ -19,10 +19,10 @@ local PRIO_BREAK, PRIO_PC = 20, 30
 function M.define()
   vim.cmd([[
     highlight default StemPCLine ctermbg=24 guibg=#1f3b57
-    highlight default link StemPCSign WarningMsg
-    highlight default link StemBreakSign ErrorMsg
-    highlight default link StemBreakOffSign Comment
-    highlight default link StemRegChanged WarningMsg
+    highlight default StemPCSign ctermfg=226 cterm=bold guifg=#ffff00 gui=bold
+    highlight default StemBreakSign ctermfg=196 guifg=#ff3030
+    highlight default StemBreakOffSign ctermfg=244 guifg=#808080
+    highlight default StemRegChanged ctermfg=226 cterm=bold guifg=#ffff00 gui=bold
   ]])
   fn.sign_define('StemPC', { text = '=>', texthl = 'StemPCSign', linehl = 'StemPCLine' })
   fn.sign_define('StemPCBreak', { text = '●>', texthl = 'StemBreakSign', linehl = 'StemPCLine' })
