@@ -28,6 +28,8 @@ bench ./internal/cmd/e2e/ 'Attach' 20
 # rootless Podman (the benchmark makes the account: needs root).
 bench ./internal/cmd/e2e/ 'UpNew' 10
 bench ./internal/cardgit/ 'Check' 2000
+bench ./internal/cmd/debug/ 'StopToSign' 100
+bench ./internal/cmd/debug/ 'DebugReady' 10
 bench ./internal/gate/ 'SSHInitialize$|GateLocalInitialize|Poll30$|Poll30Warm' 10
 if ls internal/agent/*_test.go >/dev/null 2>&1 && grep -qh '^func Benchmark' internal/agent/*_test.go internal/agent/*/*_test.go 2>/dev/null; then
   bench ./internal/agent/... '.' 10
@@ -78,6 +80,10 @@ row "card git check (identity + nested scan, inf/bss)" "$(metric BenchmarkCheck 
 row "up of a healthy instance (in stemctl), p50"       "$(metric BenchmarkUpReuse p50-ms)" ms "< 150"
 row "stemctl up, healthy instance, wall clock, median" "$(cli up-reuse-wall)" ms "< 150"
 row "stemctl attach to a terminal client in tmux, p50"  "$(metric BenchmarkAttach p50-ms)" ms "< 150"
+row "gdb stop -> sign moved in Neovim: stepi typed -> sign, p50" "$(metric BenchmarkStopToSign keys-to-sign-p50-ms)" ms "< 100"
+row "  the editor's share: *stopped read -> sign placed, p50" "$(metric BenchmarkStopToSign in-editor-p50-ms)" ms ""
+row "debug of an up instance -> task file shown, p50"    "$(metric BenchmarkDebugReady file-shown-p50-ms)" ms "< 1000"
+row "debug of an up instance -> command returns, p50"    "$(metric BenchmarkDebugReady debug-returned-p50-ms)" ms ""
 row "idle instance memory, native-amd64 (cgroup+conmon)" "$(metric BenchmarkIdleMemory native-amd64-total-MiB)" MiB "< 40"
 row "idle instance memory, hazard3-sim (cgroup+conmon)"  "$(metric BenchmarkIdleMemory hazard3-sim-total-MiB)" MiB "< 40"
 row "idle instance memory, RSS upper bound (native)"     "$(metric BenchmarkIdleMemory native-amd64-rss-upper-MiB)" MiB ""

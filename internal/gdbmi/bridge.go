@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // BridgeOptions configures RunBridge.
@@ -81,6 +79,11 @@ var errLineTooLong = errors.New("line too long")
 // prefixed with its token (an extension of MI, which has no tokens on
 // stream records), so output is attributed exactly; all other records go
 // to every client without a token. "(gdb)" prompts are not forwarded.
+// A breakpoint a client changes with a -break-* command is announced to the
+// other clients as gdb announces the console's (=breakpoint-created,
+// -modified, -deleted), and a frame a client selects as =thread-selected.
+// The one command the bridge answers itself, "-stem-client NAME", names the
+// connection for the notes the bridge writes in the pane.
 //
 // RunBridge installs process-wide signal handlers for its duration; run it
 // as its own process (the hidden stem-mcp gdb-bridge subcommand).
@@ -312,6 +315,7 @@ type pend struct {
 	c        *bclient // nil for the bridge's own commands
 	tok      string   // the client's token, restored on the result
 	op       string   // the MI command name
+	args     string   // the command's arguments, as sent
 	onResult func(Record)
 }
 
@@ -327,7 +331,8 @@ type bridge struct {
 	inflight      []string        // bridge tokens sent and not yet answered, oldest first
 	clients       map[*bclient]struct{}
 	state         SyncState
-	runningFromMI bool // the program was last resumed by an MI command, not the console
+	runningFromMI bool   // the program was last resumed by an MI command, not the console
+	resumedBy     string // who sent that command, for the pane's note
 	sockFI        os.FileInfo
 
 	syncKick  chan struct{}
@@ -381,7 +386,6 @@ func (b *bridge) listen(path string) (*net.UnixListener, error) {
 		return fail(fmt.Errorf("stat %s: %w", path, err))
 	}
 	b.sockFI = fi
-	b.logf("serving gdb MI on %s", path)
 	return ln, nil
 }
 
@@ -394,200 +398,6 @@ func (b *bridge) removeSocket(path string) {
 	if err := os.Remove(path); err != nil {
 		b.logf("remove %s: %v", path, err)
 	}
-}
-
-func (b *bridge) accept(ln *net.UnixListener) {
-	for {
-		conn, err := ln.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			b.logf("accept: %v", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		c := &bclient{b: b, conn: conn, out: make(chan string, clientQueue), done: make(chan struct{})}
-		b.mu.Lock()
-		full := len(b.clients) >= b.opt.MaxClients
-		if !full {
-			b.clients[c] = struct{}{}
-		}
-		b.mu.Unlock()
-		if full {
-			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-			fmt.Fprintf(conn, "^error,msg=%s\n", Quote("bridge: too many clients"))
-			conn.Close()
-			continue
-		}
-		go c.writeLoop()
-		go c.readLoop()
-	}
-}
-
-func (b *bridge) clientList() []*bclient {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*bclient, 0, len(b.clients))
-	for c := range b.clients {
-		out = append(out, c)
-	}
-	return out
-}
-
-func (b *bridge) broadcast(line string) {
-	for _, c := range b.clientList() {
-		c.send(line)
-	}
-}
-
-// bclient is one g.sock connection.
-type bclient struct {
-	b         *bridge
-	conn      net.Conn
-	out       chan string
-	done      chan struct{}
-	closeOnce sync.Once
-}
-
-func (c *bclient) close() {
-	c.closeOnce.Do(func() {
-		close(c.done)
-		c.conn.Close()
-		c.b.mu.Lock()
-		delete(c.b.clients, c)
-		c.b.mu.Unlock()
-	})
-}
-
-// send queues a line without blocking: a client that does not keep up is
-// disconnected rather than allowed to stall gdb's output.
-func (c *bclient) send(line string) {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	select {
-	case c.out <- line:
-	default:
-		c.b.logf("client too slow; disconnecting it")
-		c.close()
-	}
-}
-
-func (c *bclient) writeLoop() {
-	w := bufio.NewWriter(c.conn)
-	for {
-		select {
-		case <-c.done:
-			return
-		case l := <-c.out:
-			_ = c.conn.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
-			w.WriteString(l)
-			w.WriteByte('\n')
-			for more := true; more; {
-				select {
-				case l := <-c.out:
-					w.WriteString(l)
-					w.WriteByte('\n')
-				default:
-					more = false
-				}
-			}
-			if err := w.Flush(); err != nil {
-				c.close()
-				return
-			}
-		}
-	}
-}
-
-func (c *bclient) readLoop() {
-	defer c.close()
-	br := bufio.NewReader(c.conn)
-	for {
-		line, err := readLine(br, maxClientLine)
-		if errors.Is(err, errLineTooLong) {
-			c.send("^error,msg=" + Quote(fmt.Sprintf("bridge: command longer than %d bytes", maxClientLine)))
-			// Let the writer flush the error before the connection closes.
-			time.Sleep(50 * time.Millisecond)
-			return
-		}
-		if err != nil {
-			return
-		}
-		c.b.clientLine(c, line)
-	}
-}
-
-// readLine reads one '\n'-terminated line without the terminator. A line
-// over limit is consumed and reported as errLineTooLong.
-func readLine(br *bufio.Reader, limit int) (string, error) {
-	var buf []byte
-	tooLong := false
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if !tooLong {
-			if len(buf)+len(chunk) > limit+1 {
-				tooLong = true
-				buf = nil
-			} else {
-				buf = append(buf, chunk...)
-			}
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if tooLong {
-			return "", errLineTooLong
-		}
-		s := strings.TrimSuffix(string(buf), "\n")
-		return strings.TrimSuffix(s, "\r"), nil
-	}
-}
-
-// clientLine checks one line from a client and passes it to gdb.
-func (b *bridge) clientLine(c *bclient, line string) {
-	if line == "" {
-		return
-	}
-	i := 0
-	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
-		i++
-	}
-	tok, rest := line[:i], line[i:]
-	if len(tok) > 19 {
-		c.send("^error,msg=" + Quote("bridge: token longer than 19 digits"))
-		return
-	}
-	if msg := checkClientCommand(rest); msg != "" {
-		c.send(tok + "^error,msg=" + Quote("bridge: "+msg))
-		return
-	}
-	b.submit(pend{c: c, tok: tok, op: strings.Fields(rest)[0]}, rest)
-}
-
-// checkClientCommand accepts only MI commands ("-name args"), never CLI
-// lines, and no control bytes that could split or disguise a command.
-func checkClientCommand(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return fmt.Sprintf("control byte 0x%02x in command", c)
-		}
-	}
-	if len(s) < 2 || s[0] != '-' || s[1] < 'a' || s[1] > 'z' {
-		return "only MI commands (-command ...) are accepted"
-	}
-	for i := 1; i < len(s) && s[i] != ' ' && s[i] != '\t'; i++ {
-		if c := s[i]; !(c == '-' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-			return "malformed MI command name"
-		}
-	}
-	return ""
 }
 
 // submit writes a command to gdb under a bridge-unique token. Registration
@@ -699,6 +509,10 @@ func (b *bridge) handleMI(line string) {
 		stale := b.dropInflight(rec.Token)
 		if ok && rec.Class == "running" {
 			b.runningFromMI = true
+			b.resumedBy = "agent"
+			if p.c != nil && p.c.name != "" {
+				b.resumedBy = p.c.name
+			}
 		}
 		b.mu.Unlock()
 		for _, s := range stale {
@@ -714,6 +528,7 @@ func (b *bridge) handleMI(line string) {
 		}
 		if ok && rec.Class == "done" {
 			b.afterSelect(p.op, rec)
+			b.afterBreak(p, rec)
 		}
 	case KindConsole, KindLog:
 		b.toOwner(line)
@@ -730,9 +545,12 @@ func (b *bridge) handleMI(line string) {
 		b.broadcast(line)
 		if rec.Kind == KindExec && rec.Class == "stopped" && !b.opt.Quiet {
 			b.mu.Lock()
-			fromMI := b.runningFromMI
+			who := ""
+			if b.runningFromMI {
+				who = b.resumedBy
+			}
 			b.mu.Unlock()
-			if n := paneNote(rec, fromMI); n != "" {
+			if n := paneNote(rec, who); n != "" {
 				select {
 				case b.paneNotes <- n:
 				default:
@@ -761,88 +579,6 @@ func (b *bridge) toOwner(line string) {
 	}
 }
 
-// paneNote describes, for the student's pane, a stop that a client's
-// command caused and that gdb itself does not print there: the normal end
-// of a step, next, finish or until. Breakpoint hits and signals are
-// printed by gdb in every console.
-func paneNote(rec Record, fromMI bool) string {
-	if !fromMI {
-		return ""
-	}
-	what := map[string]string{
-		"end-stepping-range": "agent stepped",
-		"function-finished":  "agent finished the function",
-		"location-reached":   "agent ran to a location",
-	}[rec.Str("reason")]
-	fv, ok := rec.Get("frame")
-	if what == "" || !ok {
-		return ""
-	}
-	f := frameFrom(fv)
-	var b strings.Builder
-	fmt.Fprintf(&b, "\r\n[%s] %s () at %s:%d", what, f.Func, f.File, f.Line)
-	if rv := rec.Str("return-value"); rv != "" {
-		fmt.Fprintf(&b, ", returned %s", termtext.OneLine(rv, 80))
-	}
-	b.WriteString("\r\n")
-	if src := sourceLine(f.Fullname, f.Line); src != "" {
-		fmt.Fprintf(&b, "%d\t%s\r\n", f.Line, src)
-	}
-	return b.String()
-}
-
-// sourceLine returns line n of a source file, or "" if it cannot be read
-// cheaply.
-func sourceLine(path string, n int) string {
-	if path == "" || n <= 0 {
-		return ""
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
-	for i := 1; sc.Scan(); i++ {
-		if i == n {
-			return termtext.OneLine(sc.Text(), 200)
-		}
-	}
-	return ""
-}
-
-// afterSelect keeps gdb-sync.json and the other clients informed when a
-// client changes the selected frame or thread. gdb tells every UI except the
-// one that asked, and all clients share that one MI UI, so the bridge asks
-// gdb for the new frame and passes the news on as gdb would have.
-func (b *bridge) afterSelect(op string, rec Record) {
-	switch op {
-	case "-thread-select":
-		if f, ok := rec.Get("frame"); ok {
-			b.frameSelected(rec.Str("new-thread-id"), f)
-		}
-	case "-stack-select-frame":
-		b.goSubmit(pend{op: "-stack-info-frame", onResult: func(r Record) {
-			if f, ok := r.Get("frame"); ok && r.Class == "done" {
-				b.mu.Lock()
-				id := b.state.ThreadID
-				b.mu.Unlock()
-				b.frameSelected(id, f)
-			}
-		}}, "-stack-info-frame")
-	}
-}
-
-// frameSelected broadcasts a =thread-selected record and mirrors it.
-func (b *bridge) frameSelected(threadID string, frame Value) {
-	rec := Record{Kind: KindNotify, Class: "thread-selected", Results: []Field{
-		{Name: "id", Value: Value{Kind: ValueConst, Const: threadID}},
-		{Name: "frame", Value: frame},
-	}}
-	b.broadcast(Format(rec))
-	b.updateSync(rec)
-}
-
 // onInterrupt handles the Ctrl-C the bridge receives along with gdb. When
 // the program was resumed by an MI command, gdb keeps the terminal and
 // answers Ctrl-C at its prompt with "Quit" without stopping the program, so
@@ -855,82 +591,5 @@ func (b *bridge) onInterrupt() {
 	if do {
 		b.logf("Ctrl-C while an MI command had resumed the program: interrupting it")
 		b.goSubmit(pend{op: "-exec-interrupt"}, "-exec-interrupt")
-	}
-}
-
-func (b *bridge) updateSync(rec Record) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := &b.state
-	changed := true
-	switch {
-	case rec.Kind == KindExec && rec.Class == "running":
-		s.State, s.Reason, s.Signal, s.ExitCode, s.Frame, s.Breakpoint = StateRunning, "", "", nil, nil, 0
-		if t := rec.Str("thread-id"); t != "" && t != "all" {
-			s.ThreadID = t
-		}
-	case rec.Kind == KindExec && rec.Class == "stopped":
-		si := parseStopped(rec)
-		s.Reason, s.Signal, s.ExitCode, s.Breakpoint = si.reason, si.signal, si.exitCode, si.breakpoint
-		if si.exited {
-			s.State, s.Frame = StateExited, nil
-		} else {
-			s.State, s.Frame = StateStopped, si.frame
-			if si.threadID != "" {
-				s.ThreadID = si.threadID
-			}
-		}
-		b.runningFromMI = false
-	case rec.Kind == KindNotify && rec.Class == "thread-selected":
-		// The student (or a client) moved to another frame or thread.
-		v, ok := rec.Get("frame")
-		if !ok || s.State != StateStopped {
-			return
-		}
-		s.Frame, s.ThreadID = frameFrom(v), rec.Str("id")
-	case rec.Kind == KindNotify && rec.Class == "thread-group-exited":
-		b.runningFromMI = false
-		if s.State == StateExited {
-			return
-		}
-		s.State, s.Reason, s.Signal, s.Frame, s.Breakpoint = StateExited, "", "", nil, 0
-		s.ExitCode = nil
-		if c, ok := exitCode(rec.Str("exit-code")); ok {
-			s.ExitCode = &c
-		}
-	default:
-		changed = false
-	}
-	if !changed {
-		return
-	}
-	s.Seq++
-	s.Updated = time.Now().UTC()
-	select {
-	case b.syncKick <- struct{}{}:
-	default:
-	}
-}
-
-// syncLoop writes gdb-sync.json whenever the state changed; bursts of
-// changes collapse into one write of the latest state.
-func (b *bridge) syncLoop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-b.syncKick:
-			b.writeSync()
-		}
-	}
-}
-
-func (b *bridge) writeSync() {
-	b.mu.Lock()
-	snap := b.state // pointers inside are replaced, never mutated
-	b.mu.Unlock()
-	if err := sockets.WriteJSON(b.opt.Dir, sockets.GDBSync, snap); err != nil {
-		b.logf("%v", err)
 	}
 }

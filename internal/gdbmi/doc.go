@@ -9,6 +9,10 @@
 // code (conditions, calls, $_shell, assignments); Console is the one raw
 // escape and belongs to the full level.
 //
+// The student's editor is one more client, inside the container (the
+// Neovim plugin in containers/files/nvim): it shows the frame and the
+// breakpoints and sends its own MI commands.
+//
 // Several clients and the student share one gdb and may all act at once;
 // nothing arbitrates between them.
 package gdbmi

@@ -31,6 +31,8 @@ type DebugResult struct {
 	DebugCommand []string    `json:"debug_command"`
 	Program      string      `json:"program_command,omitempty"`
 	GDBSocket    string      `json:"gdb_socket"`
+	// Files are the task's files the editor was asked to open.
+	Files []string `json:"files,omitempty"`
 }
 
 // DialTmux opens a control client to an instance's tmux, running the
@@ -47,10 +49,11 @@ func DialTmux(ctx context.Context, rec registry.Record) (*tmux.Client, error) {
 }
 
 // Debug opens the profile's debugger layout in the instance's tmux: the
-// editor pane keeps nvim; to its right a program pane (the simulator, or
-// the terminal the program runs on) above a gdb pane. The student's gdb
-// runs under stem-mcp's bridge so agents see the same debugger. An earlier
-// layout is replaced.
+// editor pane keeps nvim, which opens the task's files (OpenTaskFiles);
+// to its right a program pane (the simulator, or the terminal the program
+// runs on) above a gdb pane. The student's gdb runs under stem-mcp's bridge
+// so agents and the editor (its stem plugin connects to g.sock inside the
+// container) see the same debugger. An earlier layout is replaced.
 func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.Resolved) (DebugResult, error) {
 	res := DebugResult{Instance: rec.Instance, GDBSocket: rec.Dir().GDB(), Program: r.Commands.DebugProgram}
 	argv, err := shellwords.Split(r.Commands.Debug)
@@ -66,6 +69,10 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 	}
 	if err := dir.CheckSockets(); err != nil {
 		return res, fmt.Errorf("instance %s: %w; stem will not use it: start over with `stemctl rm %s` and `%s`", rec.Instance, err, rec.Instance, UpCommand(rec))
+	}
+	// The editor opens the task's files while the panes start.
+	if res.Files, err = OpenTaskFiles(rec, r); err != nil {
+		return res, err
 	}
 	tc, err := DialTmux(ctx, rec)
 	if err != nil {

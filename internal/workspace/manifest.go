@@ -71,6 +71,10 @@ type Task struct {
 	// "dir/**" for a whole tree) that an assist-level agent may change.
 	// Files outside it are editable only when the student marks the buffer.
 	Editable []string `toml:"editable" json:"editable,omitempty"`
+	// Open lists card-relative paths or path.Match globs of the files the
+	// student's editor opens at up and debug, the first one shown. Empty:
+	// the files Editable names.
+	Open []string `toml:"open" json:"open,omitempty"`
 	Commands
 	// Overrides holds commands per profile name or per target name; a target
 	// entry wins over a profile entry.
@@ -186,6 +190,14 @@ func (m *Manifest) validate() error {
 		for _, g := range t.Editable {
 			if _, err := path.Match(strings.TrimSuffix(g, "/**"), ""); err != nil || g == "" || strings.Contains(g, "..") || strings.HasPrefix(g, "/") {
 				return fmt.Errorf("task %s: editable pattern %q must be a card-relative glob", t.ID, g)
+			}
+		}
+		if len(t.Open) > MaxOpen {
+			return fmt.Errorf("task %s: open names %d files; at most %d", t.ID, len(t.Open), MaxOpen)
+		}
+		for _, g := range t.Open {
+			if _, err := path.Match(g, ""); err != nil || g == "" || strings.Contains(g, "..") || strings.HasPrefix(g, "/") || strings.HasSuffix(g, "/") || strings.ContainsAny(g, "\x00\n\r") {
+				return fmt.Errorf("task %s: open entry %q must be a card-relative file path or glob", t.ID, g)
 			}
 		}
 		if t.Dir != "" && (len(t.Dir) > 128 || !dirRE.MatchString(t.Dir) || strings.Contains(t.Dir, "..") || filepath.IsAbs(t.Dir)) {

@@ -202,6 +202,7 @@ type Resolved struct {
 	Target    profiles.Target  `json:"target"`
 	Commands  Commands         `json:"commands"`
 	Editable  []string         `json:"editable,omitempty"`
+	Open      []string         `json:"open,omitempty"`
 	Manifest  *Manifest        `json:"-"`
 }
 
@@ -272,6 +273,7 @@ func (w *Workspace) Resolve(profile, series, card, task, target string) (*Resolv
 			Build: pd.Build, Test: pd.Test, Run: pd.Run, Debug: pd.Debug, Deploy: pd.Deploy, DebugProgram: pd.DebugProgram,
 		}),
 		Editable: t.Editable,
+		Open:     t.Open,
 		Manifest: m,
 	}, nil
 }

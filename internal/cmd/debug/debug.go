@@ -6,6 +6,8 @@ package debug
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,9 +34,13 @@ func NewCmdDebug(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Use:   "debug (INSTANCE | " + cmdutil.TaskArgs + ")",
 		Short: "Open the debugger layout in the task's tmux: nvim, program, gdb",
 		Long: `Start (or reuse) the instance, build the task, and open the debugger layout in the
-student's tmux window "edit": nvim on the left; on the right the program pane (the
-simulator with its gdb stub, or the terminal a native program runs on) above the
-gdb pane. The student's gdb runs under stem's bridge, so agents at the assist level
+student's tmux window "edit": nvim on the left, with the task's files open (the
+manifest's open list, or its editable files; nothing open or unsaved is replaced);
+on the right the program pane (the simulator with its gdb stub, or the terminal a
+native program runs on) above the gdb pane. The editor follows gdb: a sign and a
+highlight on the current line, breakpoint signs, and commands and keys that drive
+the same gdb (:StemBreak F9, :StemContinue F5, :StemNext F10, :StemStep F11,
+:StemFinish, :StemUntil, :StemRegisters). The student's gdb runs under stem's bridge, so agents at the assist level
 see and drive the same debugger (breakpoints, steps, registers) and get its stops
 as events. Running debug again replaces the layout.
 
@@ -127,6 +133,13 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	out := opts.F.IOStreams.Out
 	fmt.Fprintf(out, "%s: debugger layout ready in window \"edit\" (nvim %s | program %s / gdb %s)\n", rec.Instance, res.EditorPane, res.ProgramPane, res.GDBPane)
+	if len(res.Files) > 0 {
+		names := make([]string, len(res.Files))
+		for i, f := range res.Files {
+			names[i] = filepath.Base(f)
+		}
+		fmt.Fprintf(out, "  editor   opens %s; it follows gdb (:StemBreak, :StemNext, ... F5 F9 F10 F11)\n", strings.Join(names, ", "))
+	}
 	fmt.Fprintf(out, "  attach   stemctl attach %s\n", rec.Instance)
 	fmt.Fprintf(out, "  agents   gdb_* tools at the assist level now drive this debugger\n")
 	return nil

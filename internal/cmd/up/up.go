@@ -33,7 +33,9 @@ func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Short: "Start (or reuse) the container for a task, with tmux and nvim inside",
 		Long: `Resolve the task in the workspace ($STEM_WORKSPACE, default ~/dev/workspace/stem),
 start its container with the card repository and the socket directory mounted at
-the same paths, and wait until tmux and nvim answer. A healthy instance is reused;
+the same paths, and wait until tmux and nvim answer; nvim then opens the task's
+files (the manifest's open list, or its editable files) without replacing what
+is open or unsaved. A healthy instance is reused;
 one whose configuration or schema changed, or whose tmux server is gone, is
 re-created (new container id, new socket directory, the old one removed). If only
 nvim is gone (the student quit it), nvim is started again in a new tmux window and
@@ -85,6 +87,9 @@ func Run(ctx context.Context, opts *Options) error {
 	res, err := m.Up(ctx, r, opts.Devices)
 	if err != nil {
 		return err
+	}
+	if _, err := instance.OpenTaskFiles(res.Record, r); err != nil {
+		fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: warning: %v\n", err)
 	}
 	if opts.Select {
 		if err := selection.Select(m.Layout, res.Record.Dir()); err != nil {
