@@ -15,7 +15,7 @@
 // quota check) gets a short plain answer and takes none. Tool names are
 // matched the way the CLIs prefix MCP tools: a step naming pane_list calls
 // whichever offered tool is pane_list or ends in "__pane_list" (Claude's
-// mcp__stem__pane_list) or ".pane_list".
+// mcp__stem__pane_list), or is mcp_<server>_pane_list (Gemini's).
 //
 // Every request is recorded (path, the tools offered, the tool results and
 // the system text it carried), so tests assert on what the CLI sent.
@@ -272,11 +272,22 @@ func matchTool(offered []string, name string) string {
 		}
 	}
 	for _, t := range offered {
-		if strings.HasSuffix(t, "."+name) {
+		if strings.HasSuffix(t, "."+name) || geminiMCPName(t) == name {
 			return t
 		}
 	}
 	return ""
+}
+
+// geminiMCPName is NAME of Gemini CLI's mcp_SERVER_NAME (a server name
+// without "_", as stem's), or "".
+func geminiMCPName(t string) string {
+	rest, ok := strings.CutPrefix(t, "mcp_")
+	if !ok {
+		return ""
+	}
+	_, name, _ := strings.Cut(rest, "_")
+	return name
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

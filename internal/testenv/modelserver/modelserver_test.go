@@ -128,8 +128,8 @@ func TestGeminiScript(t *testing.T) {
 }
 
 func TestMatchTool(t *testing.T) {
-	offered := []string{"Bash", "mcp__stem__pane_list", "stem.task_info", "nvim_hint"}
-	for name, want := range map[string]string{"pane_list": "mcp__stem__pane_list", "task_info": "stem.task_info", "nvim_hint": "nvim_hint", "hint": "", "gdb_break": ""} {
+	offered := []string{"Bash", "mcp__stem__pane_list", "stem.task_info", "nvim_hint", "mcp_stem_gdb_step"}
+	for name, want := range map[string]string{"pane_list": "mcp__stem__pane_list", "task_info": "stem.task_info", "nvim_hint": "nvim_hint", "hint": "", "gdb_break": "", "gdb_step": "mcp_stem_gdb_step", "step": ""} {
 		if got := matchTool(offered, name); got != want {
 			t.Errorf("matchTool(%q) = %q, want %q", name, got, want)
 		}
