@@ -14,7 +14,7 @@ PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: help setup build images check-images agent-clis demo test test-short bench lint clean
+.PHONY: help setup build images agent-image check-images agent-clis demo test test-short bench lint clean
 
 help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench       run the benchmarks and print the figures"
 	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
+	@echo "make agent-image build the agent sandbox image (the pinned agent CLIs)"
 	@echo "make check-images  check each image's toolchain and debugger"
 	@echo "make lint        gofmt and go vet"
 
@@ -56,16 +57,21 @@ check-images: images
 agent-clis:
 	@scripts/install-agent-clis.sh
 
+# The sandbox `stemctl agent start` runs agent CLIs in: the base image plus
+# the CLIs agent-clis installed and the host's node.
+agent-image: setup agent-clis
+	@$(PODMAN_ENV) scripts/build-images.sh agent
+
 demo: setup build images
 	@$(PODMAN_ENV) scripts/demo.sh
 
-test: setup build images check-images agent-clis lint
+test: setup build images check-images agent-clis agent-image lint
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -count=1 -timeout 25m ./...
 
 test-short: build
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -short -count=1 ./...
 
-bench: setup build images
+bench: setup build images agent-image
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp scripts/bench.sh
 
 lint:
