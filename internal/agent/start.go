@@ -62,6 +62,8 @@ type Prepared struct {
 	Launch  Launch
 	Session Session
 	Context Context
+	// Box is the sandbox a window agent runs in (nil with --here).
+	Box *BoxSpec
 }
 
 func (e *Env) getenv(k string) string {
@@ -157,6 +159,16 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		}
 	}
 	started := time.Now().UTC()
+	if mode == ModeWindow {
+		return e.prepareBox(req, p, bin, id, dir, sock, started)
+	}
+	// --here: the CLI runs on the host, in an empty directory of its own,
+	// so it reads no project settings, hooks or instructions from the card
+	// (the container can write them there).
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return nil, err
+	}
 	server := e.ServerEntry(rec.Instance, req.Level, id)
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{server.Command}, server.Args...))
@@ -190,7 +202,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		Record: Record{
 			ID: id, Provider: p.Name, Adapter: p.Adapter, Instance: rec.Instance, ContainerID: rec.ContainerID,
 			Level: req.Level.String(), Mode: mode, Started: started, Socket: sock,
-			WorkDir: req.Resolved.CardPath, Dir: dir, Context: s.ContextFile, Argv: l.Argv, MCP: server,
+			WorkDir: work, Dir: dir, Context: s.ContextFile, Argv: l.Argv, MCP: server,
 		},
 	}, nil
 }
@@ -200,7 +212,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), rec registry.Record) (_ Record, err error) {
 	r := p.Record
 	spec := Spec{ID: r.ID, Provider: r.Provider, Instance: r.Instance, Argv: p.Launch.Argv, Env: p.Launch.Env,
-		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second}
+		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second, Sandbox: p.Box}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return r, err

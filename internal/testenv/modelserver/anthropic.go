@@ -42,22 +42,18 @@ func (s *Server) anthropic(w http.ResponseWriter, req *http.Request, body []byte
 			r.Results = append(r.Results, ToolResult{CallID: id, Content: textOf(pm["content"]), IsError: isErr})
 		}
 	}
-	step, st := s.take(r.Tools)
+	step, st, name := s.take(r.Tools)
 	r.Step = step
 	var block map[string]any
 	stop := "end_turn"
 	if st.Tool != "" {
-		if name := matchTool(r.Tools, st.Tool); name != "" {
-			r.Called = name
-			args := st.Args
-			if args == nil {
-				args = map[string]any{}
-			}
-			block = map[string]any{"type": "tool_use", "id": s.callID("toolu_stem", step), "name": name, "input": args}
-			stop = "tool_use"
-		} else {
-			st = Say("the tool " + st.Tool + " was not offered")
+		r.Called = name
+		args := st.Args
+		if args == nil {
+			args = map[string]any{}
 		}
+		block = map[string]any{"type": "tool_use", "id": s.callID("toolu_stem", step), "name": name, "input": args}
+		stop = "tool_use"
 	}
 	if block == nil {
 		block = map[string]any{"type": "text", "text": st.Text}

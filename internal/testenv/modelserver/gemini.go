@@ -56,16 +56,12 @@ func (s *Server) gemini(w http.ResponseWriter, req *http.Request, body []byte) {
 			r.Results = append(r.Results, ToolResult{CallID: id, Content: content})
 		}
 	}
-	step, st := s.take(r.Tools)
+	step, st, name := s.take(r.Tools)
 	r.Step = step
 	var part map[string]any
 	if st.Tool != "" {
-		if name := matchTool(r.Tools, st.Tool); name != "" {
-			r.Called = name
-			part = map[string]any{"functionCall": map[string]any{"id": s.callID("gcall_stem", step), "name": name, "args": orEmpty(st.Args)}}
-		} else {
-			st = Say("the tool " + st.Tool + " was not offered")
-		}
+		r.Called = name
+		part = map[string]any{"functionCall": map[string]any{"id": s.callID("gcall_stem", step), "name": name, "args": orEmpty(st.Args)}}
 	}
 	if part == nil {
 		part = map[string]any{"text": st.Text}

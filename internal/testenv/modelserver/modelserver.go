@@ -196,6 +196,18 @@ func (s *Server) WaitResult(ctx context.Context, step int) (ToolResult, error) {
 	return out, err
 }
 
+// Index is the position of r among the requests received (by arrival).
+func (s *Server) Index(r Request) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.reqs {
+		if s.reqs[i].Time.Equal(r.Time) && s.reqs[i].Path == r.Path {
+			return i
+		}
+	}
+	return -1
+}
+
 // record stores r and wakes waiters.
 func (s *Server) record(r Request) {
 	s.mu.Lock()
@@ -205,17 +217,27 @@ func (s *Server) record(r Request) {
 	s.mu.Unlock()
 }
 
-// take returns the step for a request offering tools, or -1 and a plain
-// answer for one that offers none or comes after the script.
-func (s *Server) take(tools []string) (int, Step) {
+// take returns the step for a request offering tools, with the CLI's
+// name of the tool it calls, or -1 and a plain answer for a request that
+// offers no tools, comes after the script, or does not offer the next
+// step's tool (the CLI may still be connecting its MCP servers: the step
+// waits for a later request).
+func (s *Server) take(tools []string) (int, Step, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(tools) == 0 || s.next >= len(s.script) {
-		return -1, Say("ok")
+		return -1, Say("ok"), ""
+	}
+	st := s.script[s.next]
+	name := ""
+	if st.Tool != "" {
+		if name = matchTool(tools, st.Tool); name == "" {
+			return -1, Say("the tool " + st.Tool + " is not offered yet"), ""
+		}
 	}
 	i := s.next
 	s.next++
-	return i, s.script[i]
+	return i, st, name
 }
 
 // callID makes a fresh call id for step i.

@@ -84,17 +84,17 @@ func TestOpenAIResponsesScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	evs := post(t, s, "/v1/responses", `{"model":"m","stream":true,"instructions":"INS","tools":[{"type":"function","name":"stem__task_info"}],"input":[]}`)
+	evs := post(t, s, "/v1/responses", `{"model":"m","stream":true,"instructions":"INS","tools":[{"type":"namespace","name":"mcp__stem","tools":[{"type":"function","name":"task_info"}]}],"input":[]}`)
 	var done map[string]any
 	for _, e := range evs {
 		if e["type"] == "response.output_item.done" {
 			done = e["item"].(map[string]any)
 		}
 	}
-	if done == nil || done["name"] != "stem__task_info" || done["arguments"] != "{}" || evs[len(evs)-1]["type"] != "response.completed" {
+	if done == nil || done["name"] != "task_info" || done["namespace"] != "mcp__stem" || done["arguments"] != "{}" || evs[len(evs)-1]["type"] != "response.completed" {
 		t.Fatalf("events %v", evs)
 	}
-	post(t, s, "/v1/responses", `{"model":"m","stream":true,"tools":[{"type":"function","name":"stem__task_info"}],
+	post(t, s, "/v1/responses", `{"model":"m","stream":true,"tools":[{"type":"function","name":"other"}],
 		"input":[{"type":"function_call_output","call_id":"`+done["call_id"].(string)+`","output":"{\"task\":\"1\"}"}]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

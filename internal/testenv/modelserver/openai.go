@@ -23,13 +23,20 @@ type responsesTool struct {
 	Tools []responsesTool `json:"tools"`
 }
 
-func (t responsesTool) names(prefix string) []string {
-	var out []string
-	if t.Name != "" && len(t.Tools) == 0 {
-		out = append(out, prefix+t.Name)
+// names adds the tool's callable names to ns (flat name -> namespace):
+// a namespace's tools are listed as NAMESPACE__TOOL, and called by their
+// own name with the namespace beside it.
+func (t responsesTool) names(ns map[string]string, out []string) []string {
+	if t.Type == "namespace" {
+		for _, sub := range t.Tools {
+			flat := t.Name + "__" + sub.Name
+			ns[flat] = t.Name
+			out = append(out, flat)
+		}
+		return out
 	}
-	for _, sub := range t.Tools {
-		out = append(out, sub.names(prefix+t.Name+"__")...)
+	if t.Name != "" {
+		out = append(out, t.Name)
 	}
 	return out
 }
@@ -41,10 +48,11 @@ func (s *Server) openai(w http.ResponseWriter, req *http.Request, body []byte) {
 		return
 	}
 	r := Request{API: OpenAI, Path: req.URL.Path, Header: req.Header.Clone(), Body: body, Model: in.Model, System: in.Instructions, Time: time.Now()}
+	ns := map[string]string{}
 	for _, raw := range in.Tools {
 		var t responsesTool
 		if json.Unmarshal(raw, &t) == nil {
-			r.Tools = append(r.Tools, t.names("")...)
+			r.Tools = t.names(ns, r.Tools)
 		}
 	}
 	for _, raw := range in.Input {
@@ -62,17 +70,16 @@ func (s *Server) openai(w http.ResponseWriter, req *http.Request, body []byte) {
 			}
 		}
 	}
-	step, st := s.take(r.Tools)
+	step, st, name := s.take(r.Tools)
 	r.Step = step
 	var item map[string]any
 	if st.Tool != "" {
-		if name := matchTool(r.Tools, st.Tool); name != "" {
-			r.Called = name
-			args, _ := json.Marshal(orEmpty(st.Args))
-			item = map[string]any{"type": "function_call", "id": "fc_stem", "call_id": s.callID("call_stem", step),
-				"name": name, "arguments": string(args), "status": "completed"}
-		} else {
-			st = Say("the tool " + st.Tool + " was not offered")
+		r.Called = name
+		args, _ := json.Marshal(orEmpty(st.Args))
+		item = map[string]any{"type": "function_call", "id": "fc_stem", "call_id": s.callID("call_stem", step),
+			"name": name, "arguments": string(args), "status": "completed"}
+		if n, ok := ns[name]; ok {
+			item["name"], item["namespace"] = name[len(n)+2:], n
 		}
 	}
 	if item == nil {
