@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 
@@ -285,7 +286,7 @@ func geminiServer(e mcpconfig.Entry, trusted bool) map[string]any {
 }
 
 // Placeholders a custom provider's command and args may use.
-var Placeholders = []string{"{mcp_config}", "{context}", "{context_json}", "{instance}", "{level}", "{agent_id}", "{card}", "{task_dir}", "{stem_mcp}"}
+var Placeholders = []string{"{mcp_config}", "{context}", "{context_json}", "{instance}", "{level}", "{agent_id}", "{card}", "{task_dir}", "{stem_mcp}", "{home}"}
 
 var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
@@ -296,6 +297,10 @@ func customLaunch(s Session) (Launch, error) {
 		"{mcp_config}": s.MCPConfig, "{context}": s.ContextFile, "{context_json}": s.ContextJSON,
 		"{instance}": s.Instance, "{level}": s.Level, "{agent_id}": s.ID,
 		"{card}": s.CardPath, "{task_dir}": s.TaskDir, "{stem_mcp}": s.Server.Command,
+		"{home}": s.Dir,
+	}
+	if s.Sandboxed {
+		vals["{home}"] = sandbox.Home
 	}
 	expand := func(a string) string {
 		return placeholderRE.ReplaceAllStringFunc(a, func(m string) string { return vals[m] })

@@ -98,18 +98,7 @@ func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) mode
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ready := map[string]string{"claude": "❯", "codex": "? for shortcuts", "gemini": "Type your message"}[rec.Adapter]
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		text := b.capture(st, rec.Pane)
-		if ready == "" || strings.Contains(text, ready) {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s never showed its input line %q; its window shows:\n%s", rec.Provider, ready, text)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	b.waitReady(st, rec)
 	// A CLI may ask the model before its MCP servers are connected; the
 	// model then answers that the tool is not offered yet, and the
 	// student asks again.
@@ -129,6 +118,26 @@ func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) mode
 	}
 	b.t.Fatalf("%s never offered the model the scripted tool; its window:\n%s", rec.Provider, b.capture(st, rec.Pane))
 	return modelserver.Request{}
+}
+
+// waitReady waits until the CLI in the agent's window shows its input.
+func (b *boxAccount) waitReady(st instanceInfo, rec agent.Record) {
+	b.t.Helper()
+	ready := map[string]string{"claude": "❯", "codex": "? for shortcuts", "gemini": "Type your message"}[rec.Adapter]
+	b.waitPane(st, rec.Pane, ready, 60*time.Second)
+}
+
+// waitPaneChange waits until the pane's text differs from before (a key
+// took effect).
+func (b *boxAccount) waitPaneChange(st instanceInfo, pane, before string) {
+	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.capture(st, pane) == before {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("pane %s did not change; it shows:\n%s", pane, before)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
 }
 
 func readFile(p string) string {
