@@ -45,8 +45,8 @@ func sandboxProgram(p Provider, hostBin string) (string, []string) {
 // to start the sandbox and what to serve it.
 func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string, started time.Time) (*Prepared, error) {
 	rec := req.Target.Record
-	conf, run, home := filepath.Join(dir, boxConfDir), filepath.Join(dir, boxRunDir), filepath.Join(dir, boxHomeDir)
-	for _, d := range []string{conf, run, home} {
+	conf, run, home, empty := filepath.Join(dir, boxConfDir), filepath.Join(dir, boxRunDir), filepath.Join(dir, boxHomeDir), filepath.Join(dir, "empty")
+	for _, d := range []string{conf, run, home, empty} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err
 		}
@@ -105,7 +105,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 		AgentID: id, Instance: rec.Instance,
 		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: gitInternals(req.Resolved.CardPath),
 		WorkDir: req.Resolved.CardPath, HostRunDir: run, HostConfDir: conf, HostHome: home,
-		HostMCPBinary: e.MCPBinary, Programs: programs,
+		HostMCPBinary: e.MCPBinary, Programs: programs, Masked: projectSettings(req.Resolved.CardPath), Empty: empty,
 	})
 	if err != nil {
 		return nil, err
@@ -121,6 +121,20 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 			Sandbox: cs.Name, Egress: eg,
 		},
 	}, nil
+}
+
+// projectSettings are the CLIs' settings directories present in the card
+// (only directories that exist: a mount point is never created in the
+// card). The sandbox hides them; a symlink is hidden as well.
+func projectSettings(card string) []string {
+	var out []string
+	for _, name := range []string{".claude", ".codex", ".gemini"} {
+		p := filepath.Join(card, name)
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // gitInternals are the card's .git hooks and config, kept read-only in a
@@ -154,7 +168,7 @@ func adapterSandboxEnv(adapter string) map[string]string {
 // stop at in a fresh home: Claude Code's onboarding, the folder trust of
 // the card (in the sandbox) and "use this API key?" (it keeps the last 20
 // characters of an approved key); Gemini's trust of stem's context
-// directory.
+// directory; Codex's trust of the card.
 func homeSeeds(adapter, card string, getenv func(string) string) (map[string][]byte, error) {
 	if adapter == AdapterGemini {
 		// Gemini asks whether to trust the directory of stem's context
@@ -165,6 +179,12 @@ func homeSeeds(adapter, card string, getenv func(string) string) (map[string][]b
 			return nil, err
 		}
 		return map[string][]byte{".gemini/trustedFolders.json": data}, nil
+	}
+	if adapter == AdapterCodex {
+		// Codex asks whether to trust a git working tree before its first
+		// prompt; in the sandbox the card's .codex/ (and .claude/,
+		// .gemini/) are hidden, so trusting it takes no settings from it.
+		return map[string][]byte{".codex/config.toml": []byte("[projects." + tomlKey(card) + "]\ntrust_level = \"trusted\"\n")}, nil
 	}
 	if adapter != AdapterClaude {
 		return nil, nil

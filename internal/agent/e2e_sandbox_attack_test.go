@@ -51,7 +51,8 @@ func (b *boxAccount) plantAll(canary string) {
 
 // hostRunOld runs the CLI the way stem did before the sandbox: on the
 // host, in the card, with the model reached directly, for one headless
-// turn. extra is the CLI's trust answer that the container could type.
+// turn, with the folder trusted (the container answered that prompt by
+// typing into the window).
 func (b *boxAccount) hostRunOld(t *testing.T, provider, card string) {
 	t.Helper()
 	home := t.TempDir()
@@ -60,9 +61,15 @@ func (b *boxAccount) hostRunOld(t *testing.T, provider, card string) {
 		"claude": {bin, "-p", "hello"},
 		"codex": {bin, "exec", "--skip-git-repo-check", "-c", "model=\"gpt-test\"", "-c", "model_provider=\"stemtest\"",
 			"-c", fmt.Sprintf("model_providers.stemtest={name=\"stemtest\", base_url=\"%s/v1\", wire_api=\"responses\", env_key=\"OPENAI_API_KEY\"}", b.ms.URL),
-			"-c", fmt.Sprintf("projects.%q.trust_level=\"trusted\"", card), "hello"},
+			"hello"},
 		"gemini": {bin, "-m", "gemini-2.5-flash", "-p", "hello"},
 	}[provider]
+	// The trust the container answered by keys in the old design, as
+	// Codex saves it.
+	os.WriteFile(filepath.Join(home, "config.toml"), []byte(fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", card)), 0o600)
+	// The user's own Gemini settings name their auth.
+	os.MkdirAll(filepath.Join(home, ".gemini"), 0o700)
+	os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`), 0o600)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

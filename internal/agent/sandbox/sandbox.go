@@ -17,6 +17,9 @@
 //     the instance's t.sock, n.sock or g.sock;
 //   - the card is mounted read-only below full (edits go through stem, as
 //     the level allows), read-write at full (the student's own rights);
+//     the CLIs' project settings in it (.claude, .codex, .gemini) are
+//     hidden behind empty directories, and each adapter also tells its CLI
+//     not to read them, so a hook planted there runs nowhere;
 //   - the agent's files (context, the CLIs' configuration) are mounted
 //     read-only; its home directory is its own and the host never reads it;
 //   - the API key is in the CLI's environment in the sandbox only.
@@ -70,6 +73,10 @@ type Options struct {
 	HostRunDir, HostConfDir, HostHome string
 	// HostMCPBinary is the host's static stem-mcp.
 	HostMCPBinary string
+	// Masked are directories below the card hidden in the sandbox behind
+	// Empty (an empty read-only directory): the CLIs' project settings.
+	Masked []string
+	Empty  string
 	// Programs are host files mounted read-only at the same path (a custom
 	// provider's program).
 	Programs  []string
@@ -100,6 +107,9 @@ func Spec(o Options) (engine.Spec, error) {
 		for _, p := range o.ReadOnlyCardParts {
 			mounts = append(mounts, engine.Mount{Source: p, Dest: p, ReadOnly: true})
 		}
+	}
+	for _, p := range o.Masked {
+		mounts = append(mounts, engine.Mount{Source: o.Empty, Dest: p, ReadOnly: true})
 	}
 	for _, p := range o.Programs {
 		if !filepath.IsAbs(p) {
