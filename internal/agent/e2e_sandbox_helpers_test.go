@@ -35,6 +35,11 @@ type boxAccount struct {
 
 func newBoxAccount(t *testing.T, script ...modelserver.Step) *boxAccount {
 	t.Helper()
+	return newBoxAccountTB(t, script...)
+}
+
+func newBoxAccountTB(t testing.TB, script ...modelserver.Step) *boxAccount {
+	t.Helper()
 	requirePrograms(t, "podman", "tmux")
 	// Gemini ignores settings under world-writable directories (/tmp).
 	cache := filepath.Join(repoRoot(), ".cache")

@@ -41,6 +41,9 @@ type Env struct {
 	Providers *Providers
 	// Progress gets one line per step (may be nil).
 	Progress io.Writer
+	// RemoveSandbox (may be nil) removes an agent's sandbox container by
+	// name: Stop uses it when the supervisor did not (it was killed).
+	RemoveSandbox func(ctx context.Context, name string) error
 }
 
 // Request asks for one agent on a verified instance.
@@ -449,8 +452,13 @@ func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDi
 	}
 	if !Alive(r.PID, r.PIDStart) {
 		// A supervisor that was killed (here or before) did not remove
-		// its socket.
+		// its socket, nor its sandbox.
 		removeSocket(r)
+		if r.Sandbox != "" && e.RemoveSandbox != nil {
+			if err := e.RemoveSandbox(ctx, r.Sandbox); err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("could not remove the agent's sandbox %s: %v", r.Sandbox, err))
+			}
+		}
 	}
 	if r.Mode == ModeWindow && r.Pane != "" {
 		if w := e.closePane(ctx, r, reg, tmuxDial); w != "" {
