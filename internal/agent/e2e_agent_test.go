@@ -431,7 +431,8 @@ func startToFirstCall(tb testing.TB, a *account) time.Duration {
 }
 
 // Benchmark figure: `agent start` to the agent's first successful MCP call,
-// image built and instance up (target: under 1 s).
+// image built and instance up, the agent in its sandbox (target: under 2 s;
+// before the sandbox, with the agent on the host, under 1 s).
 func TestAgentStartToFirstCallFigure(t *testing.T) {
 	a := newAccount(t)
 	a.must("up", "native-amd64", "demo", "hello", "1")
@@ -441,8 +442,8 @@ func TestAgentStartToFirstCallFigure(t *testing.T) {
 	}
 	t.Logf("agent start -> first successful MCP call (instance up): median %s, max %s, all %v", median(ds), maxOf(ds), ds)
 	writeFigure(t, "agent_start_to_first_call", map[string]any{"ms": ms(ds), "median_ms": float64(median(ds).Microseconds()) / 1000})
-	if m := median(ds); m > time.Second {
-		t.Errorf("median %s is over the 1 s target", m)
+	if m := median(ds); m > 2*time.Second {
+		t.Errorf("median %s is over the 2 s target", m)
 	}
 }
 
