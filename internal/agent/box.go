@@ -59,7 +59,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	hostServer := e.ServerEntry(rec.Instance, req.Level, id)
 	server := sandboxServer()
 	prog, programs := sandboxProgram(p, hostBin)
-	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started},
+	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
 	s := Session{
 		ID: id, Provider: p, Binary: prog, Level: req.Level.String(), Instance: rec.Instance,
