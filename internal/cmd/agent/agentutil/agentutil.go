@@ -15,8 +15,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
-	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
