@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,23 @@ func sandboxProgram(p Provider, hostBin string) (string, []string) {
 	return hostBin, []string{hostBin}
 }
 
+// checkExecutable refuses a host program the sandbox could not execute
+// (neither ELF nor a #! script): the failure would otherwise only show in
+// the agent's window.
+func checkExecutable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	if string(head[:min(n, 2)]) == "#!" || string(head[:n]) == "\x7fELF" {
+		return nil
+	}
+	return fmt.Errorf("%s: exec format error (not an ELF program or a #! script)", path)
+}
+
 // prepareBox lays out a window agent that runs in its sandbox: the
 // adapter's files go to the read-only configuration directory, the
 // CLI's first-run answers to its home, and the supervisor's spec says how
@@ -59,6 +77,11 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	hostServer := e.ServerEntry(rec.Instance, req.Level, id)
 	server := sandboxServer()
 	prog, programs := sandboxProgram(p, hostBin)
+	for _, f := range programs {
+		if err := checkExecutable(f); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+	}
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
 	s := Session{

@@ -395,8 +395,10 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 	st := a.status(nativeInst)
 	for _, c := range []struct{ provider, shows string }{
 		{"codex", "Welcome to Codex"},
-		{"claude", "Welcome to Claude Code"},
-		{"gemini", "Do you trust the files in this folder?"},
+		// In the sandbox Claude's first-run dialogs are answered, and
+		// Gemini's trust of the folder.
+		{"claude", "Claude Code v"},
+		{"gemini", "Gemini CLI v"},
 	} {
 		var rec agent.Record
 		a.mustJSON(&rec, "agent", "start", c.provider, "native-amd64", "demo", "hello", "1", "--background")

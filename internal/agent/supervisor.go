@@ -163,19 +163,29 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 	}
 	defer p.close()
 	h.setTerm(p.term, rows, cols)
-	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], p.pid, cols, rows, p.termName)
-	say("%s %d", readyStarted, p.pid)
-	if ready != nil {
-		ready.Close()
-		ready = nil
-	}
-
 	exited := p.exited
 	outDone := make(chan struct{})
 	go func() {
 		defer close(outDone)
 		h.pump(p.out)
 	}()
+	if p.started != nil {
+		select {
+		case err := <-p.started:
+			if err != nil {
+				h.closeAll(ptyproto.ExitMsg{Code: -1, Message: err.Error()})
+				return err
+			}
+		case <-time.After(spec.RelayTimeout):
+			return fmt.Errorf("%s showed nothing in its sandbox within %s", spec.Argv[0], spec.RelayTimeout)
+		}
+	}
+	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], p.pid, cols, rows, p.termName)
+	say("%s %d", readyStarted, p.pid)
+	if ready != nil {
+		ready.Close()
+		ready = nil
+	}
 
 	stopping := ""
 	saveState := func() {

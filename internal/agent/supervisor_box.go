@@ -161,6 +161,9 @@ func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols in
 	t := &boxTerm{in: inW, sizes: make(chan engine.TermSize, 16)}
 	t.sizes <- engine.TermSize{Rows: rows, Cols: cols}
 	exited := make(chan ptyproto.ExitMsg, 1)
+	started := make(chan error, 1)
+	var once sync.Once
+	out := &firstRead{r: outR, first: func() { once.Do(func() { started <- nil }) }}
 	xctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		code, err := b.eng.Exec(xctx, b.id, engine.ExecSpec{Cmd: spec.Argv, Env: env, WorkDir: spec.WorkDir,
@@ -168,6 +171,13 @@ func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols in
 		if err != nil {
 			b.lg.Printf("exec in the sandbox: %v", err)
 		}
+		once.Do(func() {
+			msg := fmt.Sprintf("exit status %d", code)
+			if err != nil {
+				msg = err.Error()
+			}
+			started <- fmt.Errorf("%s ended in the sandbox before it showed anything: %s", spec.Argv[0], msg)
+		})
 		outW.Close()
 		ex := ptyproto.ExitMsg{Code: code}
 		if code > 128 && code < 128+65 {
@@ -176,7 +186,7 @@ func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols in
 		exited <- ex
 	}()
 	return &agentProc{
-		termName: term, term: t, out: outR, exited: exited,
+		termName: term, term: t, out: out, exited: exited, started: started,
 		kill: func(s syscall.Signal) {
 			// The CLI is a process of the container: stopping the
 			// container ends it (SIGTERM, then SIGKILL after the timeout);
@@ -193,6 +203,20 @@ func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols in
 		},
 		close: func() { cancel(); inW.Close() },
 	}, nil
+}
+
+// firstRead calls first at the first bytes read.
+type firstRead struct {
+	r     io.Reader
+	first func()
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if n > 0 {
+		f.first()
+	}
+	return n, err
 }
 
 // remove ends the host services and removes the sandbox container.

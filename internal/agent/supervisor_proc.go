@@ -38,6 +38,9 @@ type agentProc struct {
 	// kill asks the agent to end (SIGHUP, then SIGTERM, then SIGKILL).
 	kill  func(syscall.Signal)
 	close func()
+	// started (may be nil: started at once) reports whether the program
+	// really runs: nil at its first output, an error if it ended first.
+	started <-chan error
 }
 
 type ptyTerm struct{ f *os.File }
