@@ -1,12 +1,12 @@
 package agent_test
 
 import (
-	"syscall"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
