@@ -295,7 +295,11 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 	if err := tc.SetPaneOption(ctx, np.Pane, "@stem_agent", r.ID); err != nil {
 		return r, err
 	}
-	line, err := expectPrefix(ctx, lines, readyStarted+" ", spec.RelayTimeout+5*time.Second, r.Log)
+	wait := spec.RelayTimeout + 5*time.Second
+	if spec.Sandbox != nil {
+		wait += StartTimeout
+	}
+	line, err := expectPrefix(ctx, lines, readyStarted+" ", wait, r.Log)
 	if err != nil {
 		if text, cerr := tc.Capture(ctx, np.Pane, tmux.CaptureOptions{}); cerr == nil && strings.TrimSpace(text.Text) != "" {
 			err = fmt.Errorf("%w\nthe agent's window shows:\n%s", err, strings.TrimSpace(text.Text))

@@ -45,6 +45,10 @@ type Spec struct {
 	Sandbox *BoxSpec `json:"sandbox,omitempty"`
 }
 
+// StartTimeout bounds the wait for a CLI in its sandbox to show anything
+// (Gemini CLI takes about 20 s here before its first screen).
+const StartTimeout = 90 * time.Second
+
 // SpecFile is the spec's name in the agent directory.
 const SpecFile = "spec.json"
 
@@ -176,8 +180,8 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 				h.closeAll(ptyproto.ExitMsg{Code: -1, Message: err.Error()})
 				return err
 			}
-		case <-time.After(spec.RelayTimeout):
-			return fmt.Errorf("%s showed nothing in its sandbox within %s", spec.Argv[0], spec.RelayTimeout)
+		case <-time.After(StartTimeout):
+			return fmt.Errorf("%s showed nothing in its sandbox within %s", spec.Argv[0], StartTimeout)
 		}
 	}
 	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], p.pid, cols, rows, p.termName)
