@@ -15,7 +15,7 @@ PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: help setup build images check-images agent-clis demo test check fuzz bench lint clean
+.PHONY: help setup build images agent-image check-images agent-clis demo test check fuzz bench lint clean
 
 help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench       run the benchmarks and print the figures"
 	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
+	@echo "make agent-image build the agent sandbox image (the pinned agent CLIs)"
 	@echo "make check-images  check each image's toolchain and debugger"
 	@echo "make lint        gofmt, go mod tidy -diff and go vet (with and without the Podman tags)"
 
@@ -59,10 +60,15 @@ check-images: images
 agent-clis:
 	@scripts/install-agent-clis.sh
 
+# The sandbox `stemctl agent start` runs agent CLIs in: the base image plus
+# the CLIs agent-clis installed and the host's node.
+agent-image: setup agent-clis
+	@$(PODMAN_ENV) scripts/build-images.sh agent
+
 demo: setup build images
 	@$(PODMAN_ENV) scripts/demo.sh
 
-test: setup build images check-images agent-clis lint
+test: setup build images check-images agent-clis agent-image lint
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -count=1 -timeout 25m ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -81,7 +87,7 @@ check:
 	@if [ "$$(go env CGO_ENABLED)" = 1 ]; then race=-race; else race=; echo "no C compiler (cgo is off): running without the race detector"; fi; \
 	go test -short $$race -count=1 -timeout 5m ./...
 
-bench: setup build images
+bench: setup build images agent-image
 	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp scripts/bench.sh
 
 # go vet twice: with the tags (the real engine) and without (what plain

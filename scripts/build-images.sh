@@ -3,6 +3,8 @@
 #
 #   scripts/build-images.sh                 all three profiles
 #   scripts/build-images.sh rp2350 ...      only the named profiles
+#   scripts/build-images.sh agent           the agent sandbox image (needs the
+#                                           agent CLIs: scripts/install-agent-clis.sh)
 #
 # Each profile is a stage of the Containerfile, tagged
 # localhost/stem-<profile>:latest. Podman's layer cache makes a rebuild with
@@ -16,21 +18,23 @@
 #                    URL built from source, e.g. https://github.com/raspberrypi/openocd.git
 #   OPENOCD_REF      branch, tag or commit of OPENOCD_SOURCE (default sdk-2.0.0)
 #   PODMAN_BUILD_FLAGS  extra flags for podman build, split on spaces (e.g. --no-cache)
+#   AGENT_CLIS_PREFIX   the npm prefix holding the agent CLIs (default .cache/agent-clis)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 ctx=$repo/containers
 all=(native-amd64 hazard3-sim rp2350)
+known=("${all[@]}" agent)
 
 log() { printf 'build-images: %s\n' "$*" >&2; }
 
 profiles=("$@")
 [ ${#profiles[@]} -gt 0 ] || profiles=("${all[@]}")
 for p in "${profiles[@]}"; do
-	case " ${all[*]} " in
+	case " ${known[*]} " in
 	*" $p "*) ;;
 	*)
-		log "unknown profile $p: choose from ${all[*]}"
+		log "unknown profile $p: choose from ${known[*]}"
 		exit 2
 		;;
 	esac
@@ -67,13 +71,39 @@ args=(--build-arg "BASE_IMAGE=$base")
 # shellcheck disable=SC2206 # split on purpose
 extra=(${PODMAN_BUILD_FLAGS:-})
 
+# The agent image takes the CLIs and node from the host (see the agent
+# stage): hard links into a staging context, so nothing large is copied.
+stage=""
+cleanup() { [ -z "$stage" ] || rm -rf "$stage"; }
+trap cleanup EXIT
+agent_context() {
+	local prefix=${AGENT_CLIS_PREFIX:-$repo/.cache/agent-clis} node
+	[ -x "$prefix/bin/claude" ] && [ -x "$prefix/bin/codex" ] && [ -x "$prefix/bin/gemini" ] || {
+		log "the agent CLIs are not in $prefix: run scripts/install-agent-clis.sh first"
+		exit 1
+	}
+	node=$(command -v node) || {
+		log "node is not installed (the agent CLIs need Node.js 20 or later)"
+		exit 1
+	}
+	stage=$(mktemp -d "${TMPDIR:-/tmp}/stem-agent-ctx.XXXXXX")
+	mkdir -p "$stage/prefix"
+	cp -al "$prefix/bin" "$prefix/lib" "$stage/prefix/" 2>/dev/null || cp -a "$prefix/bin" "$prefix/lib" "$stage/prefix/"
+	cp -L "$node" "$stage/node"
+}
+
 log "base image: $base"
 total=$SECONDS
 for p in "${profiles[@]}"; do
 	tag=localhost/stem-$p:latest
 	log "building $tag (stage $p)"
 	start=$SECONDS
-	podman build --layers --target "$p" -t "$tag" "${args[@]}" "${extra[@]}" \
+	ctxargs=()
+	if [ "$p" = agent ]; then
+		[ -n "$stage" ] || agent_context
+		ctxargs=(--build-context "agent-clis=$stage")
+	fi
+	podman build --layers --target "$p" -t "$tag" "${args[@]}" "${ctxargs[@]}" "${extra[@]}" \
 		-f "$ctx/Containerfile" "$ctx"
 	size=$(podman image inspect --format '{{.Size}}' "$tag")
 	log "built $tag in $((SECONDS - start)) s, $((size / 1000000)) MB"

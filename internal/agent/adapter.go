@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 
@@ -41,6 +42,9 @@ type Session struct {
 	TaskDir  string
 	// Extra are arguments from the command line (after --).
 	Extra []string
+	// Sandboxed: the CLI runs in the agent's sandbox (fresh home, API key
+	// from the environment, no login of the user's).
+	Sandboxed bool
 }
 
 // Launch is what to run for a session: the program and its arguments,
@@ -207,6 +211,13 @@ func claudeLaunch(s Session) (Launch, error) {
 	// --mcp-config takes several files: the = form keeps it from eating
 	// the next argument.
 	argv := append(head(s), "--mcp-config="+file, "--append-system-prompt-file", s.ContextFile)
+	if s.Sandboxed {
+		// Only stem's server and the user layer of settings: the card's
+		// .mcp.json, .claude/settings*.json (hooks, status line) are not
+		// read even in the sandbox. stem's tools are allowed without a
+		// prompt: the agent's level is what bounds them.
+		argv = append(argv, "--strict-mcp-config", "--setting-sources", "user", "--allowedTools", "mcp__"+s.Server.Name)
+	}
 	if s.Level == "observe" {
 		argv = append(argv, "--permission-mode", "plan")
 	}
@@ -226,11 +237,17 @@ const (
 func geminiLaunch(s Session) (Launch, error) {
 	ctxDir := filepath.Join(s.Dir, GeminiContextDir)
 	settings := map[string]any{
-		"mcpServers": map[string]any{s.Server.Name: geminiServer(s.Server)},
+		"mcpServers": map[string]any{s.Server.Name: geminiServer(s.Server, s.Sandboxed)},
 		"context": map[string]any{
 			"includeDirectories":               []string{ctxDir},
 			"loadMemoryFromIncludeDirectories": true,
 		},
+	}
+	if s.Sandboxed {
+		// The sandbox has a fresh home (no Google login): the key in
+		// GEMINI_API_KEY is the way in. Gemini 0.61 otherwise takes
+		// GOOGLE_GEMINI_BASE_URL for a "gateway" auth it then refuses.
+		settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
 	}
 	data, err := marshalIndent(settings)
 	if err != nil {
@@ -250,12 +267,17 @@ func geminiLaunch(s Session) (Launch, error) {
 	}, nil
 }
 
-func geminiServer(e mcpconfig.Entry) map[string]any {
+// geminiServer is the server's settings entry; trusted (no prompt before
+// each call) in the sandbox, where the agent's level bounds the tools.
+func geminiServer(e mcpconfig.Entry, trusted bool) map[string]any {
 	args := e.Args
 	if args == nil {
 		args = []string{}
 	}
 	m := map[string]any{"command": e.Command, "args": args}
+	if trusted {
+		m["trust"] = true
+	}
 	if len(e.Env) > 0 {
 		m["env"] = e.Env
 	}
@@ -263,7 +285,7 @@ func geminiServer(e mcpconfig.Entry) map[string]any {
 }
 
 // Placeholders a custom provider's command and args may use.
-var Placeholders = []string{"{mcp_config}", "{context}", "{context_json}", "{instance}", "{level}", "{agent_id}", "{card}", "{task_dir}", "{stem_mcp}"}
+var Placeholders = []string{"{mcp_config}", "{context}", "{context_json}", "{instance}", "{level}", "{agent_id}", "{card}", "{task_dir}", "{stem_mcp}", "{home}"}
 
 var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
@@ -274,6 +296,10 @@ func customLaunch(s Session) (Launch, error) {
 		"{mcp_config}": s.MCPConfig, "{context}": s.ContextFile, "{context_json}": s.ContextJSON,
 		"{instance}": s.Instance, "{level}": s.Level, "{agent_id}": s.ID,
 		"{card}": s.CardPath, "{task_dir}": s.TaskDir, "{stem_mcp}": s.Server.Command,
+		"{home}": s.Dir,
+	}
+	if s.Sandboxed {
+		vals["{home}"] = sandbox.Home
 	}
 	expand := func(a string) string {
 		return placeholderRE.ReplaceAllStringFunc(a, func(m string) string { return vals[m] })

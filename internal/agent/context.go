@@ -43,6 +43,9 @@ type AgentInfo struct {
 	Provider string    `json:"provider"`
 	Level    string    `json:"level"`
 	Started  time.Time `json:"started"`
+	// Sandboxed: the agent runs in its sandbox container (a window
+	// agent), not on the host (--here).
+	Sandboxed bool `json:"sandboxed,omitempty"`
 }
 
 // ProfileInfo is the part of the profile an agent needs.
@@ -104,10 +107,14 @@ func (c Context) Markdown() string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# stem: helping a student in their task session\n\n")
 	w("You are %s, started by stem (agent %s) at access level **%s**. The student works on this task in a\n", c.Agent.Provider, c.Agent.ID, c.Agent.Level)
-	w("Podman container with tmux, Neovim and a debugger. You run on the host. Reach the student's session\n")
+	where := "You run on the host."
+	if c.Agent.Sandboxed {
+		where = "You run in a sandbox of your own beside it."
+	}
+	w("Podman container with tmux, Neovim and a debugger. %s Reach the student's session\n", where)
 	w("(panes, editor, debugger, the task's build/test/run) only through the MCP server `%s`: it is fixed to this\n", c.MCP.Server)
 	w("instance and this level. The toolchain, the simulator and the debugger exist only inside the container:\n")
-	w("do not build or run the task on the host; use the `task_action` and `gdb_*` tools.\n\n")
+	w("do not build or run the task where you are; use the `task_action` and `gdb_*` tools.\n\n")
 	w("## Task\n\n")
 	w("- %s/%s task %s (its title and commands are in the card's block below)\n", c.Series, c.Card, c.Task)
 	w("- instance: `%s` (container %.12s)\n", c.Instance, c.Container)

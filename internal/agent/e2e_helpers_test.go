@@ -67,7 +67,9 @@ func newAccountIn(t testing.TB, parent string) *account {
 	a.reports = filepath.Join(a.Base, "reports")
 	os.MkdirAll(a.reports, 0o700)
 	client := filepath.Join(bin, "mcpclient")
-	report := filepath.Join(a.reports, "{agent_id}.json")
+	// The provider runs in the agent's sandbox: it writes its report in
+	// its own home there (the agent directory with --here).
+	report := "{home}/report.json"
 	cfg := fmt.Sprintf(`# the test provider: a small MCP client (internal/agent/testdata/mcpclient)
 [providers.custom]
 command = [%q, "--report", %q, "--above", "gdb_break"]
@@ -181,10 +183,15 @@ type report struct {
 
 func (a *account) waitReport(id string, d time.Duration) report {
 	a.t.Helper()
-	p := filepath.Join(a.reports, id+".json")
+	agentDir := filepath.Join(a.Runtime, "stem", "agents", id)
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if data, err := os.ReadFile(p); err == nil {
+		data, err := os.ReadFile(filepath.Join(agentDir, "home", "report.json"))
+		if err != nil {
+			data, err = os.ReadFile(filepath.Join(agentDir, "report.json"))
+		}
+		if err == nil {
+			p := filepath.Join(agentDir, "report.json")
 			var r report
 			if err := json.Unmarshal(data, &r); err != nil {
 				a.t.Fatalf("report %s: %v", p, err)

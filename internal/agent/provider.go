@@ -21,6 +21,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stem-edu/stem/internal/egress"
 	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
@@ -40,6 +41,9 @@ type Provider struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Install says how to get the program when it is missing.
 	Install string `json:"install,omitempty"`
+	// Egress are the endpoints (HOST:PORT) the agent's sandbox may reach:
+	// its model API. Empty: the adapter's default (sandbox.DefaultEgress).
+	Egress []string `json:"egress,omitempty"`
 	// Builtin is true for the providers stem knows without configuration.
 	Builtin bool `json:"builtin"`
 }
@@ -85,6 +89,7 @@ type configFile struct {
 		Args    []string          `toml:"args"`
 		Env     map[string]string `toml:"env"`
 		Install string            `toml:"install"`
+		Egress  []string          `toml:"egress"`
 	} `toml:"providers"`
 }
 
@@ -114,7 +119,7 @@ func LoadProviders(configDir string) (*Providers, error) {
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("%s: unknown keys %s (a provider takes adapter, command, args, env, install)", path, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("%s: unknown keys %s (a provider takes adapter, command, args, env, install, egress)", path, strings.Join(keys, ", "))
 	}
 	names := make([]string, 0, len(cf.Providers))
 	for n := range cf.Providers {
@@ -155,6 +160,14 @@ func LoadProviders(configDir string) (*Providers, error) {
 		}
 		if c.Install != "" {
 			p.Install = c.Install
+		}
+		if c.Egress != nil {
+			for _, r := range c.Egress {
+				if _, err := egress.ParseRule(r); err != nil {
+					return nil, fmt.Errorf("%s: provider %s: %w", path, name, err)
+				}
+			}
+			p.Egress = c.Egress
 		}
 		if len(p.Command) == 0 {
 			return nil, fmt.Errorf("%s: provider %s has no command", path, name)

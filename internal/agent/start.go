@@ -41,6 +41,9 @@ type Env struct {
 	Providers *Providers
 	// Progress gets one line per step (may be nil).
 	Progress io.Writer
+	// RemoveSandbox (may be nil) removes an agent's sandbox container by
+	// name: Stop uses it when the supervisor did not (it was killed).
+	RemoveSandbox func(ctx context.Context, name string) error
 }
 
 // Request asks for one agent on a verified instance.
@@ -62,6 +65,8 @@ type Prepared struct {
 	Launch  Launch
 	Session Session
 	Context Context
+	// Box is the sandbox a window agent runs in (nil with --here).
+	Box *BoxSpec
 }
 
 func (e *Env) getenv(k string) string {
@@ -157,6 +162,16 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		}
 	}
 	started := time.Now().UTC()
+	if mode == ModeWindow {
+		return e.prepareBox(req, p, bin, id, dir, sock, started)
+	}
+	// --here: the CLI runs on the host, in an empty directory of its own,
+	// so it reads no project settings, hooks or instructions from the card
+	// (the container can write them there).
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return nil, err
+	}
 	server := e.ServerEntry(rec.Instance, req.Level, id)
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{server.Command}, server.Args...))
@@ -190,7 +205,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		Record: Record{
 			ID: id, Provider: p.Name, Adapter: p.Adapter, Instance: rec.Instance, ContainerID: rec.ContainerID,
 			Level: req.Level.String(), Mode: mode, Started: started, Socket: sock,
-			WorkDir: req.Resolved.CardPath, Dir: dir, Context: s.ContextFile, Argv: l.Argv, MCP: server,
+			WorkDir: work, Dir: dir, Context: s.ContextFile, Argv: l.Argv, MCP: server,
 		},
 	}, nil
 }
@@ -200,7 +215,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), rec registry.Record) (_ Record, err error) {
 	r := p.Record
 	spec := Spec{ID: r.ID, Provider: r.Provider, Instance: r.Instance, Argv: p.Launch.Argv, Env: p.Launch.Env,
-		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second}
+		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second, Sandbox: p.Box}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return r, err
@@ -280,7 +295,11 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 	if err := tc.SetPaneOption(ctx, np.Pane, "@stem_agent", r.ID); err != nil {
 		return r, err
 	}
-	line, err := expectPrefix(ctx, lines, readyStarted+" ", spec.RelayTimeout+5*time.Second, r.Log)
+	wait := spec.RelayTimeout + 5*time.Second
+	if spec.Sandbox != nil {
+		wait += StartTimeout
+	}
+	line, err := expectPrefix(ctx, lines, readyStarted+" ", wait, r.Log)
 	if err != nil {
 		if text, cerr := tc.Capture(ctx, np.Pane, tmux.CaptureOptions{}); cerr == nil && strings.TrimSpace(text.Text) != "" {
 			err = fmt.Errorf("%w\nthe agent's window shows:\n%s", err, strings.TrimSpace(text.Text))
@@ -437,8 +456,13 @@ func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDi
 	}
 	if !Alive(r.PID, r.PIDStart) {
 		// A supervisor that was killed (here or before) did not remove
-		// its socket.
+		// its socket, nor its sandbox.
 		removeSocket(r)
+		if r.Sandbox != "" && e.RemoveSandbox != nil {
+			if err := e.RemoveSandbox(ctx, r.Sandbox); err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("could not remove the agent's sandbox %s: %v", r.Sandbox, err))
+			}
+		}
 	}
 	if r.Mode == ModeWindow && r.Pane != "" {
 		if w := e.closePane(ctx, r, reg, tmuxDial); w != "" {

@@ -54,6 +54,10 @@ type Record struct {
 	Argv        []string        `json:"argv"`
 	MCP         mcpconfig.Entry `json:"mcp"`
 	Log         string          `json:"log,omitempty"`
+	// Sandbox is the name of the agent's sandbox container (window mode).
+	Sandbox string `json:"sandbox,omitempty"`
+	// Egress are the endpoints its sandbox may reach.
+	Egress []string `json:"egress,omitempty"`
 }
 
 // Status is a record with what was observed about it.

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -19,8 +18,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -45,7 +42,14 @@ type Spec struct {
 	// Grace is how long the agent lives on with no window connected (the
 	// student closed it) before it gets SIGHUP, as from a closed terminal.
 	Grace time.Duration `json:"grace_ns"`
+	// Sandbox, when set, runs Argv in the agent's sandbox container
+	// (WorkDir is then a path there).
+	Sandbox *BoxSpec `json:"sandbox,omitempty"`
 }
+
+// StartTimeout bounds the wait for a CLI in its sandbox to show anything
+// (Gemini CLI takes about 20 s here before its first screen).
+const StartTimeout = 90 * time.Second
 
 // SpecFile is the spec's name in the agent directory.
 const SpecFile = "spec.json"
@@ -63,7 +67,11 @@ const (
 // and ends the provider when asked (SIGTERM/SIGINT/SIGHUP), when its window
 // stays closed, or when the instance's socket directory goes away. ready
 // (may be nil) receives the readiness lines.
-func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Writer) (err error) {
+//
+// A spec with a Sandbox runs the agent in its sandbox container (package
+// sandbox) through eng; without one, on a pseudo-terminal here (the
+// --here-like host mode that only tests of the supervisor use).
+func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Writer, eng EngineFunc) (err error) {
 	lg := log.New(logw, "stemctl agent run: ", log.LstdFlags|log.Lmicroseconds)
 	say := func(format string, args ...any) {
 		if ready != nil {
@@ -126,6 +134,15 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	var box *boxRun
+	if spec.Sandbox != nil {
+		// The sandbox starts while the student's window opens.
+		if box, err = startBox(ctx, spec, eng, logw, lg); err != nil {
+			return err
+		}
+		defer box.remove()
+	}
+
 	var first *relayConn
 	select {
 	case first = <-h.first:
@@ -137,35 +154,45 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 		return ctx.Err()
 	}
 
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Dir = spec.WorkDir
-	cmd.Env = mergeEnv(withoutTerminal(os.Environ()), spec.Env, map[string]string{"TERM": hostTerm(first.hello.Term)})
 	rows, cols := first.hello.Rows, first.hello.Cols
 	if rows <= 0 || cols <= 0 {
 		rows, cols = 24, 80
 	}
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	var p *agentProc
+	if box != nil {
+		p, err = box.exec(ctx, spec, first.hello.Term, rows, cols)
+	} else {
+		p, err = startPTY(spec, first.hello.Term, rows, cols)
 	}
-	defer ptmx.Close()
-	h.setPTY(ptmx, rows, cols)
-	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], cmd.Process.Pid, cols, rows, hostTerm(first.hello.Term))
-	say("%s %d", readyStarted, cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	h.setTerm(p.term, rows, cols)
+	exited := p.exited
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		h.pump(p.out)
+	}()
+	if p.started != nil {
+		select {
+		case err := <-p.started:
+			if err != nil {
+				h.closeAll(ptyproto.ExitMsg{Code: -1, Message: err.Error()})
+				return err
+			}
+		case <-time.After(StartTimeout):
+			return fmt.Errorf("%s showed nothing in its sandbox within %s", spec.Argv[0], StartTimeout)
+		}
+	}
+	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], p.pid, cols, rows, p.termName)
+	say("%s %d", readyStarted, p.pid)
 	if ready != nil {
 		ready.Close()
 		ready = nil
 	}
 
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	outDone := make(chan struct{})
-	go func() {
-		defer close(outDone)
-		h.pump(ptmx)
-	}()
-
-	pid := cmd.Process.Pid
 	stopping := ""
 	saveState := func() {
 		st := State{Windows: h.count(), Since: time.Now().UTC(), Stopping: stopping}
@@ -185,18 +212,18 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 		saveState()
 		// A closed terminal first: interactive CLIs save their state on
 		// SIGHUP; then SIGTERM, then SIGKILL.
-		syscall.Kill(-pid, syscall.SIGHUP)
+		p.kill(syscall.SIGHUP)
 		escalate = time.After(2 * time.Second)
 	}
 	watch := time.NewTicker(time.Second)
 	defer watch.Stop()
 	tmuxSock := filepath.Join(filepath.Dir(spec.Socket), sockets.TmuxSocket)
 	var alone, probe <-chan time.Time
-	var waitErr error
+	var ex ptyproto.ExitMsg
 wait:
 	for {
 		select {
-		case waitErr = <-exited:
+		case ex = <-exited:
 			break wait
 		case s := <-sigs:
 			stop(fmt.Sprintf("stemctl agent stop (%v)", s))
@@ -238,10 +265,10 @@ wait:
 		case <-escalate:
 			escalations++
 			if escalations == 1 {
-				syscall.Kill(-pid, syscall.SIGTERM)
+				p.kill(syscall.SIGTERM)
 				escalate = time.After(2 * time.Second)
 			} else {
-				syscall.Kill(-pid, syscall.SIGKILL)
+				p.kill(syscall.SIGKILL)
 				escalate = nil
 			}
 		}
@@ -250,17 +277,6 @@ wait:
 	select {
 	case <-outDone:
 	case <-time.After(500 * time.Millisecond):
-	}
-	ex := ptyproto.ExitMsg{Code: -1}
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-		ex.Code = 0
-	case errors.As(waitErr, &ee):
-		ex.Code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			ex.Signal = signalName(ws.Signal())
-		}
 	}
 	if stopping != "" {
 		ex.Message = fmt.Sprintf("%s ended: %s", spec.Provider, stopping)
@@ -338,7 +354,7 @@ type hub struct {
 
 	mu         sync.Mutex
 	relays     map[*relayConn]bool
-	ptmx       *os.File
+	term       terminal
 	rows, cols int
 	started    bool
 	sentFirst  bool
@@ -373,9 +389,9 @@ func (h *hub) changed() {
 	}
 }
 
-func (h *hub) setPTY(f *os.File, rows, cols int) {
+func (h *hub) setTerm(t terminal, rows, cols int) {
 	h.mu.Lock()
-	h.ptmx, h.rows, h.cols, h.started = f, rows, cols, true
+	h.term, h.rows, h.cols, h.started = t, rows, cols, true
 	h.mu.Unlock()
 }
 
@@ -442,7 +458,7 @@ func (h *hub) serve(c net.Conn) {
 		switch typ {
 		case ptyproto.Data:
 			h.mu.Lock()
-			f := h.ptmx
+			f := h.term
 			h.mu.Unlock()
 			if f != nil {
 				f.Write(p)
@@ -463,18 +479,18 @@ func (h *hub) resize(rows, cols int, redraw bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ptmx == nil {
+	if h.term == nil {
 		return
 	}
 	if redraw && rows == h.rows && cols == h.cols && rows > 1 {
-		pty.Setsize(h.ptmx, &pty.Winsize{Rows: uint16(rows - 1), Cols: uint16(cols)})
+		h.term.setSize(rows-1, cols)
 	}
-	pty.Setsize(h.ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+	h.term.setSize(rows, cols)
 	h.rows, h.cols = rows, cols
 }
 
 // pump copies the agent's output to every relay until the terminal ends.
-func (h *hub) pump(ptmx *os.File) {
+func (h *hub) pump(ptmx io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := ptmx.Read(buf)

@@ -129,7 +129,7 @@ func startSupervisor(t *testing.T, ctx context.Context, spec Spec) (*supervised,
 	pr, pw, _ := os.Pipe()
 	logs := &syncBuf{}
 	s := &supervised{done: make(chan error, 1), sock: spec.Socket, dir: dir}
-	go func() { s.done <- Supervise(ctx, dir, pw, logs) }()
+	go func() { s.done <- Supervise(ctx, dir, pw, logs, nil) }()
 	lines := readLines(pr)
 	if err := expect(ctx, lines, readyListening, 5*time.Second, "test"); err != nil {
 		t.Fatalf("%v\n%s", err, logs.String())
@@ -344,7 +344,7 @@ func TestNoWindowIsReported(t *testing.T) {
 	data, _ := json.Marshal(spec)
 	os.WriteFile(filepath.Join(dir, SpecFile), data, 0o600)
 	pr, pw, _ := os.Pipe()
-	err := Supervise(context.Background(), dir, pw, io.Discard)
+	err := Supervise(context.Background(), dir, pw, io.Discard, nil)
 	out, _ := io.ReadAll(pr)
 	if err == nil || !strings.Contains(string(out), "listening\nerror the agent's tmux window did not connect within 200ms") {
 		t.Fatalf("err %v, pipe %q", err, out)

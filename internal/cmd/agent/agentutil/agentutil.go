@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
@@ -47,7 +49,31 @@ func NewEnv(f *cmdutil.Factory) (*agent.Env, error) {
 		return nil, err
 	}
 	return &agent.Env{Dirs: d, Layout: l, Store: agent.NewStore(l, d.State), Environ: os.Environ(), Providers: ps,
-		Progress: nil}, nil
+		Progress: nil, RemoveSandbox: removeSandbox(f)}, nil
+}
+
+// removeSandbox removes a sandbox container left behind, after checking
+// it carries stem's agent label (a name alone could be anyone's container).
+func removeSandbox(f *cmdutil.Factory) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		eng, err := f.Engine(ctx)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		c, err := eng.Inspect(ctx, name)
+		if errors.Is(err, engine.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if c.Labels[sandbox.Label] == "" {
+			return fmt.Errorf("container %s is not an agent sandbox", name)
+		}
+		return eng.Remove(ctx, c.ID, true)
+	}
 }
 
 // CheckProvider fails early (before any container starts) with every

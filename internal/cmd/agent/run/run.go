@@ -51,5 +51,5 @@ func Run(ctx context.Context, opts *Options) error {
 			ready = f
 		}
 	}
-	return agent.Supervise(context.WithoutCancel(ctx), opts.Dir, ready, opts.F.IOStreams.ErrOut)
+	return agent.Supervise(context.WithoutCancel(ctx), opts.Dir, ready, opts.F.IOStreams.ErrOut, opts.F.Engine)
 }

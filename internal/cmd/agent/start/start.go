@@ -31,22 +31,28 @@ func NewCmdStart(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Use:   "start PROVIDER " + cmdutil.TaskArgs + " [-- PROVIDER_ARGS...]",
 		Short: "Start an AI agent in the student's session of a task",
 		Long: `Resolve the task exactly as ` + "`stemctl debug`" + ` does, start (or reuse) its instance, and
-start the agent CLI PROVIDER (codex, claude, gemini, or one from agents.toml) on the
-host, next to the session:
+start the agent CLI PROVIDER (codex, claude, gemini, or one from agents.toml) in a
+sandbox of its own beside the student's container:
 
+  - the sandbox (image localhost/stem-agent, make agent-image) has no network but the
+    provider's API endpoint, through a proxy on the host (egress in agents.toml), sees
+    the card at its own path (read-only below --level full) and none of stem's sockets;
   - its MCP server is the host's stem-mcp, fixed to this instance and to --level
-    (default assist); starting an agent never changes another session's selection;
+    (default assist), reached through a socket of the sandbox; starting an agent never
+    changes another session's selection;
   - it gets the task's context (card repository, profile and limits, task, its
     build/test/run/debug commands, socket paths) as a file its CLI reads and as the
-    resource stem://context;
+    resource stem://context; of your environment only the provider's key and endpoint
+    variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...);
   - its environment has STEM_AGENT, STEM_MCP=1, STEM_INSTANCE, STEM_AGENT_ID,
     STEM_AGENT_LEVEL, STEM_AGENT_CONTEXT and STEM_MCP_CONFIG;
   - its terminal opens in a new window of the student's tmux (named after the
     provider), so the student sees it and can type to it; closing that window ends
-    the agent. With --here it runs in this terminal instead.
+    the agent.
 
-The agent CLI runs as you on the host with its own tools (file edits, shell) under
-its own approval settings; stem's level limits only what it does through stem-mcp.
+With --here the CLI runs on the host in this terminal instead, as you, in an empty
+directory (no settings or instructions are read from the card), with its own tools
+under its own approval settings.
 Arguments after -- go to the provider's CLI.`,
 		Example: `  stemctl agent start codex hazard3-sim inf bss 4
   stemctl agent start claude native-amd64 demo hello 1 --level observe

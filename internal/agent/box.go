@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stem-edu/stem/internal/agent/sandbox"
+	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/mcpconfig"
+)
+
+// The host directories of a sandboxed agent, inside its agent directory.
+const (
+	boxConfDir = "box"  // -> sandbox.ConfDir, read-only
+	boxRunDir  = "run"  // -> sandbox.RunDir: the host-served sockets
+	boxHomeDir = "home" // -> sandbox.Home: the sandbox's own
+)
+
+// sandboxServer is the stem MCP server as the CLI in the sandbox starts
+// it: a connection to the host's stem-mcp for this agent.
+func sandboxServer() mcpconfig.Entry {
+	return mcpconfig.Entry{Name: ServerName, Command: sandbox.MCPBinary,
+		Args: []string{"agent-mcp", "--sock", filepath.Join(sandbox.RunDir, sandbox.MCPSocket)}}
+}
+
+// sandboxProgram is the CLI's program in the sandbox and the host files
+// to mount for it: a built-in CLI named without a path comes with the
+// image; any other program is the host's file, mounted read-only at the
+// same path (a static binary, or a script whose interpreter the image has).
+func sandboxProgram(p Provider, hostBin string) (string, []string) {
+	prog := p.Command[0]
+	if !strings.Contains(prog, "/") && p.Builtin && p.Adapter != AdapterCustom {
+		return prog, nil
+	}
+	return hostBin, []string{hostBin}
+}
+
+// checkExecutable refuses a host program the sandbox could not execute
+// (neither ELF nor a #! script): the failure would otherwise only show in
+// the agent's window.
+func checkExecutable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	if string(head[:min(n, 2)]) == "#!" || string(head[:n]) == "\x7fELF" {
+		return nil
+	}
+	return fmt.Errorf("%s: exec format error (not an ELF program or a #! script)", path)
+}
+
+// prepareBox lays out a window agent that runs in its sandbox: the
+// adapter's files go to the read-only configuration directory, the
+// CLI's first-run answers to its home, and the supervisor's spec says how
+// to start the sandbox and what to serve it.
+func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string, started time.Time) (*Prepared, error) {
+	rec := req.Target.Record
+	conf, run, home, empty := filepath.Join(dir, boxConfDir), filepath.Join(dir, boxRunDir), filepath.Join(dir, boxHomeDir), filepath.Join(dir, "empty")
+	for _, d := range []string{conf, run, home, empty} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	// The sandbox's root is the container's root user, mapped to this
+	// account (rootless) or root: its home must be its own.
+	if err := os.Chmod(home, 0o755); err != nil {
+		return nil, err
+	}
+	hostServer := e.ServerEntry(rec.Instance, req.Level, id)
+	server := sandboxServer()
+	prog, programs := sandboxProgram(p, hostBin)
+	for _, f := range programs {
+		if err := checkExecutable(f); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+	}
+	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true},
+		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
+	s := Session{
+		ID: id, Provider: p, Binary: prog, Level: req.Level.String(), Instance: rec.Instance,
+		Server: server, Context: ctx.Markdown(),
+		ContextFile: filepath.Join(sandbox.ConfDir, "context.md"), ContextJSON: filepath.Join(sandbox.ConfDir, "context.json"),
+		MCPConfig: filepath.Join(sandbox.ConfDir, "mcp.json"), Dir: sandbox.ConfDir,
+		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Sandboxed: true,
+	}
+	l, err := Plan(s)
+	if err != nil {
+		return nil, err
+	}
+	cj, err := marshalIndent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.Files["context.json"] = cj
+	if err := writeFiles(conf, l.Files); err != nil {
+		return nil, err
+	}
+	seeds, err := homeSeeds(p.Adapter, req.Resolved.CardPath, e.getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFiles(home, seeds); err != nil {
+		return nil, err
+	}
+	env := map[string]string{"HOME": sandbox.Home, "DISABLE_AUTOUPDATER": "1"}
+	for k, v := range sandbox.ProxyEnv() {
+		env[k] = v
+	}
+	for k, v := range adapterSandboxEnv(p.Adapter) {
+		env[k] = v
+	}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	eg := p.Egress
+	if len(eg) == 0 {
+		eg = sandbox.DefaultEgress(p.Adapter)
+	}
+	cs, err := sandbox.Spec(sandbox.Options{
+		AgentID: id, Instance: rec.Instance,
+		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: gitInternals(req.Resolved.CardPath),
+		WorkDir: req.Resolved.CardPath, HostRunDir: run, HostConfDir: conf, HostHome: home,
+		HostMCPBinary: e.MCPBinary, Programs: programs, Masked: projectSettings(req.Resolved.CardPath), Empty: empty,
+	})
+	if err != nil {
+		return nil, err
+	}
+	box := &BoxSpec{Container: cs, Env: env, KeyVars: sandbox.KeyVars(p.Adapter), RunDir: run,
+		MCP: append([]string{hostServer.Command}, hostServer.Args...), Egress: eg}
+	return &Prepared{
+		Session: s, Launch: l, Context: ctx, Box: box,
+		Record: Record{
+			ID: id, Provider: p.Name, Adapter: p.Adapter, Instance: rec.Instance, ContainerID: rec.ContainerID,
+			Level: req.Level.String(), Mode: ModeWindow, Started: started, Socket: sock,
+			WorkDir: req.Resolved.CardPath, Dir: dir, Context: filepath.Join(conf, "context.md"), Argv: l.Argv, MCP: hostServer,
+			Sandbox: cs.Name, Egress: eg,
+		},
+	}, nil
+}
+
+// projectSettings are the CLIs' settings directories present in the card
+// (only directories that exist: a mount point is never created in the
+// card). The sandbox hides them; a symlink is hidden as well.
+func projectSettings(card string) []string {
+	var out []string
+	for _, name := range []string{".claude", ".codex", ".gemini"} {
+		p := filepath.Join(card, name)
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// gitInternals are the card's .git hooks and config, kept read-only in a
+// sandbox whose card is writable (as in the student's container).
+func gitInternals(card string) []string {
+	var out []string
+	for _, p := range []string{filepath.Join(card, ".git", "hooks"), filepath.Join(card, ".git", "config")} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// adapterSandboxEnv is what each CLI needs in the sandbox besides its
+// key: Claude lists MCP tools directly (by default it defers them behind
+// its ToolSearch tool, and the model would not see stem's); Gemini trusts
+// the sandbox's working directory (it keeps MCP servers off in a folder it
+// does not trust; the sandbox is the boundary, not its trust list).
+func adapterSandboxEnv(adapter string) map[string]string {
+	switch adapter {
+	case AdapterClaude:
+		return map[string]string{"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+	case AdapterGemini:
+		return map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}
+	}
+	return nil
+}
+
+// homeSeeds pre-answer the first-run dialogs an interactive CLI would
+// stop at in a fresh home: Claude Code's onboarding, the folder trust of
+// the card (in the sandbox) and "use this API key?" (it keeps the last 20
+// characters of an approved key); Gemini's trust of stem's context
+// directory; Codex's trust of the card.
+func homeSeeds(adapter, card string, getenv func(string) string) (map[string][]byte, error) {
+	if adapter == AdapterGemini {
+		// Gemini asks whether to trust the directory of stem's context
+		// (an include directory) before its first prompt.
+		data, err := json.Marshal(map[string]string{
+			filepath.Join(sandbox.ConfDir, GeminiContextDir): "TRUST_FOLDER", card: "TRUST_FOLDER"})
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]byte{".gemini/trustedFolders.json": data}, nil
+	}
+	if adapter == AdapterCodex {
+		// Codex asks whether to trust a git working tree before its first
+		// prompt; in the sandbox the card's .codex/ (and .claude/,
+		// .gemini/) are hidden, so trusting it takes no settings from it.
+		return map[string][]byte{".codex/config.toml": []byte("[projects." + mcpconfig.TOMLKey(card) + "]\ntrust_level = \"trusted\"\n")}, nil
+	}
+	if adapter != AdapterClaude {
+		return nil, nil
+	}
+	cfg := map[string]any{
+		"hasCompletedOnboarding": true,
+		"projects":               map[string]any{card: map[string]any{"hasTrustDialogAccepted": true}},
+	}
+	if key := getenv("ANTHROPIC_API_KEY"); key != "" {
+		cfg["customApiKeyResponses"] = map[string]any{"approved": []string{key[max(0, len(key)-20):]}, "rejected": []string{}}
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{".claude.json": data}, nil
+}
+
+func writeFiles(dir string, files map[string][]byte) error {
+	for name, data := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/testenv/modelserver"
+)
+
+// sessionStart waits for the first MCP session the agent's CLI opened
+// with stem (its audit session_start) and returns its time.
+func (b *boxAccount) sessionStart(tb testing.TB, rec agent.Record, d time.Duration) time.Time {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var entries []struct {
+			Time  time.Time `json:"time"`
+			Event string    `json:"event"`
+		}
+		out := b.must("audit", "show", "--agent", rec.ID, "--event", "session_start", "--json")
+		if json.Unmarshal([]byte(out), &entries) == nil && len(entries) > 0 {
+			return entries[0].Time
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s opened no MCP session with stem within %s; log:\n%s", rec.Provider, d, readFile(rec.Log))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// memory is the sandbox's memory use as Podman reports it, in MiB.
+func sandboxMiB(tb testing.TB, name string) float64 {
+	tb.Helper()
+	out, err := podmanOut(tb, "stats", "--no-stream", "--format", "{{.MemUsageBytes}}", name)
+	if err != nil {
+		tb.Fatalf("podman stats: %v %s", err, out)
+	}
+	used, _, _ := strings.Cut(strings.TrimSpace(out), "/")
+	used = strings.TrimSpace(used)
+	mult := map[string]float64{"kB": 1.0 / 1024, "KB": 1.0 / 1024, "KiB": 1.0 / 1024, "MB": 1, "MiB": 1, "GB": 1024, "GiB": 1024, "B": 1.0 / (1 << 20)}
+	for unit, m := range mult {
+		if v, ok := strings.CutSuffix(used, unit); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f * m
+			}
+		}
+	}
+	tb.Fatalf("podman stats: %q", out)
+	return 0
+}
+
+// Figures for the sandboxed real CLIs: `agent start` (instance up, images
+// built) to the CLI's first MCP session with stem, and the sandbox's
+// memory once the CLI is idle at its prompt.
+func BenchmarkSandboxedAgentStart(b *testing.B) {
+	for _, provider := range []string{"claude", "codex", "gemini"} {
+		b.Run(provider, func(b *testing.B) {
+			ba := newBoxAccountTB(b, modelserver.Say("ok"))
+			ba.must("up", "native-amd64", "demo", "hello", "1")
+			st := ba.status(nativeInst)
+			var ds []time.Duration
+			var mem []float64
+			for b.Loop() {
+				t0 := time.Now()
+				rec := ba.start(provider, "--background")
+				first := ba.sessionStart(b, rec, 60*time.Second)
+				ds = append(ds, first.Sub(t0))
+				ba.waitReady(st, rec)
+				mem = append(mem, sandboxMiB(b, rec.Sandbox))
+				ba.must("agent", "stop", rec.ID)
+			}
+			b.ReportMetric(float64(median(ds).Milliseconds()), "start-to-mcp-p50-ms")
+			b.ReportMetric(float64(maxOf(ds).Milliseconds()), "start-to-mcp-max-ms")
+			b.ReportMetric(mem[len(mem)/2], "idle-MiB")
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSpec(t *testing.T) {
+	o := Options{AgentID: "abc123", Instance: "native-amd64-demo-hello-t1", CardPath: "/ws/demo/hello",
+		ReadOnlyCardParts: []string{"/ws/demo/hello/.git/hooks"}, WorkDir: "/ws/demo/hello",
+		HostRunDir: "/rt/agents/abc123/run", HostConfDir: "/rt/agents/abc123/box", HostHome: "/rt/agents/abc123/home",
+		HostMCPBinary: "/usr/bin/stem-mcp", Masked: []string{"/ws/demo/hello/.claude"}, Empty: "/rt/agents/abc123/empty"}
+	s, err := Spec(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Network != "none" || s.Name != "stem-agent-abc123" || s.Labels[Label] != "abc123" || s.Image != Image || s.MemoryMiB == 0 || s.Pids == 0 {
+		t.Fatalf("spec %+v", s)
+	}
+	if !slices.Equal(s.Command, []string{MCPBinary, "agent-net", "--listen", "127.0.0.1:3128", "--sock", "/run/stem-agent/egress.sock"}) {
+		t.Fatalf("command %q", s.Command)
+	}
+	ro := map[string]bool{}
+	for _, m := range s.Mounts {
+		ro[m.Dest] = m.ReadOnly
+		if strings.Contains(m.Source, "/stem/") && !strings.HasPrefix(m.Source, "/rt/agents/") {
+			t.Errorf("mount of a stem runtime directory: %+v", m)
+		}
+	}
+	for dest, want := range map[string]bool{"/ws/demo/hello": true, RunDir: true, ConfDir: true, Home: false, MCPBinary: true, "/ws/demo/hello/.claude": true} {
+		if got, ok := ro[dest]; !ok || got != want {
+			t.Errorf("mount %s: present %v, read-only %v (want %v)", dest, ok, got, want)
+		}
+	}
+	if _, ok := ro["/ws/demo/hello/.git/hooks"]; ok {
+		t.Errorf("git internals mounted over a read-only card")
+	}
+	o.CardWritable = true
+	s, _ = Spec(o)
+	for _, m := range s.Mounts {
+		if m.Dest == "/ws/demo/hello" && m.ReadOnly || m.Dest == "/ws/demo/hello/.git/hooks" && !m.ReadOnly {
+			t.Errorf("full: %+v", m)
+		}
+	}
+	o.CardPath = "relative"
+	if _, err := Spec(o); err == nil {
+		t.Error("a relative card path was accepted")
+	}
+}
+
+func TestProxyEnvAndDefaults(t *testing.T) {
+	env := ProxyEnv()
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
+		if env[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	if env["NO_PROXY"] != "" {
+		t.Errorf("NO_PROXY must be empty: loopback in the sandbox is the forwarder only")
+	}
+	for _, a := range []string{"claude", "codex", "gemini"} {
+		if len(DefaultEgress(a)) == 0 || len(KeyVars(a)) == 0 {
+			t.Errorf("%s: no default egress or key variables", a)
+		}
+	}
+	if DefaultEgress("custom") != nil {
+		t.Error("a custom provider gets no endpoint by default")
+	}
+}
