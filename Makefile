@@ -21,7 +21,7 @@ help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
 	@echo "make test        run every test (CI runs this)"
 	@echo "make check       the tests that need only Go (-short), with the race detector; about a minute"
-	@echo "make bench       run the benchmarks and print the figures"
+	@echo "make bench       run the benchmarks; write docs/benchmarks.md and the README table"
 	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
 	@echo "make check-images  check each image's toolchain and debugger"
