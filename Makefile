@@ -22,7 +22,7 @@ help:
 	@echo "make test        run every test (CI runs this), then make fuzz"
 	@echo "make check       the tests that need only Go (-short), with the race detector; about a minute"
 	@echo "make fuzz        fuzz the container-byte decoders for FUZZTIME each (default 10s)"
-	@echo "make bench       run the benchmarks and print the figures"
+	@echo "make bench       run the benchmarks; write docs/benchmarks.md and the README table"
 	@echo "make build       build bin/stemctl, bin/stem-mcp and bin/stem-dial"
 	@echo "make images      build the three profile images"
 	@echo "make agent-image build the agent sandbox image (the pinned agent CLIs)"

@@ -42,8 +42,6 @@ func bins(t testing.TB) string {
 	return testenv.Binary(t, "mcpclient", "./internal/agent/testdata/mcpclient")
 }
 
-func requirePrograms(t testing.TB, progs ...string) { testenv.Require(t, progs...) }
-
 // account is a private student account (testenv.Account) whose agents.toml
 // names the test provider.
 type account struct {

@@ -176,7 +176,7 @@ func TestWriteSwapRace(t *testing.T) {
 		}
 		stop := swaptest.Swap(t, dir, out)
 		var ok, refused, control int
-		deadline := time.Now().Add(1500 * time.Millisecond)
+		deadline := time.Now().Add(swapFor())
 		for i := 0; time.Now().Before(deadline); i++ {
 			errs := []error{}
 			_, err := MkdirAll(root, "a/b/new/deeper", 0o755)

@@ -16,7 +16,13 @@ import (
 // moment (the card is mounted writable). These tests do that in a tight
 // loop while the host-side functions run over and over.
 
-const raceFor = 1200 * time.Millisecond
+// raceFor is how long each swap race runs (less in the -short tier).
+func raceFor() time.Duration {
+	if testing.Short() {
+		return 400 * time.Millisecond
+	}
+	return 1200 * time.Millisecond
+}
 
 // listing is every path below dir, sorted.
 func listing(t *testing.T, dir string) string {
@@ -52,7 +58,7 @@ func TestCarryHistorySwapRace(t *testing.T) {
 			dst := filepath.Join(Dir(card, "i"), HistoryFile)
 			stop := swaptest.Swap(t, filepath.Join(card, level), host)
 			var copied, none int
-			for deadline := time.Now().Add(raceFor); time.Now().Before(deadline); {
+			for deadline := time.Now().Add(raceFor()); time.Now().Before(deadline); {
 				os.Remove(dst)
 				if _, err := Ensure(card, "i"); err != nil {
 					t.Fatal(err)
@@ -106,7 +112,7 @@ func TestWriteSwapRace(t *testing.T) {
 					refused++
 				}
 			}
-			for deadline := time.Now().Add(raceFor); time.Now().Before(deadline); {
+			for deadline := time.Now().Add(raceFor()); time.Now().Before(deadline); {
 				count(Write(card, "i", map[string]string{"a": "inside"}))
 				_, err := Ensure(card, "i")
 				count(err)

@@ -87,18 +87,16 @@ func TestAdversarial(t *testing.T) {
 
 	// Zero values and refused Console text fail before anything is sent.
 	for name, cmd := range map[string]Command{
-		"zero Command":      {},
-		"zero Location":     BreakInsert(Location{}),
-		"zero SafeExpr":     DataEvaluate(SafeExpr{}),
-		"console newline":   Console("echo hi\nshell touch canary"),
-		"console CR":        Console("echo hi\rshell touch canary"),
-		"console NUL":       Console("echo hi\x00shell touch canary"),
-		"console empty":     Console("  "),
-		"console 1MB":       Console(strings.Repeat("x", 1<<20)),
-		"negative frame":    StackSelectFrame(-1),
-		"huge frame limit":  StackListFrames(1 << 30),
-		"bad reg format":    RegisterValues("x; shell touch canary"),
-		"negative register": RegisterValues(FormatHex, -1),
+		"zero Command":     {},
+		"zero Location":    BreakInsert(Location{}),
+		"zero SafeExpr":    DataEvaluate(SafeExpr{}),
+		"console newline":  Console("echo hi\nshell touch canary"),
+		"console CR":       Console("echo hi\rshell touch canary"),
+		"console NUL":      Console("echo hi\x00shell touch canary"),
+		"console empty":    Console("  "),
+		"console 1MB":      Console(strings.Repeat("x", 1<<20)),
+		"negative frame":   StackSelectFrame(-1),
+		"huge frame limit": StackListFrames(1 << 30),
 	} {
 		if _, err := good.Exec(ctx, cmd); err == nil {
 			t.Errorf("%s: Exec succeeded", name)

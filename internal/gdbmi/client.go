@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -133,9 +132,8 @@ type Client struct {
 	// after clients are told.
 	lastExec *Record
 
-	events  chan Event
-	dropped atomic.Uint64
-	done    chan struct{}
+	events chan Event
+	done   chan struct{}
 }
 
 // Dial connects to the bridge at sockPath (the container's g.sock). If no
@@ -192,11 +190,8 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Events delivers asynchronous events. It is closed when the connection
 // ends. A consumer that falls more than 256 events behind loses events
-// (counted by Dropped) rather than stalling command results.
+// rather than stalling command results.
 func (c *Client) Events() <-chan Event { return c.events }
-
-// Dropped counts events lost because Events was not drained.
-func (c *Client) Dropped() uint64 { return c.dropped.Load() }
 
 // Exec sends one command and waits for its result. A ^error answer is
 // returned as a *CommandError together with the Result. If ctx ends first,
@@ -421,8 +416,7 @@ func eventFrom(rec Record, now time.Time) Event {
 func (c *Client) emit(ev Event) {
 	select {
 	case c.events <- ev:
-	default:
-		c.dropped.Add(1)
+	default: // the consumer is too far behind: the event is lost
 	}
 }
 

@@ -12,19 +12,10 @@ import (
 // SafeExpr) or fixed arguments, so no agent text reaches gdb unchecked. The
 // one exception is Console, which exists for the full access level.
 type Command struct {
-	op       string   // MI command including the leading '-'
-	args     []string // arguments, already in MI syntax
-	readOnly bool
-	err      error // set by a constructor given invalid input; Exec returns it
+	op   string   // MI command including the leading '-'
+	args []string // arguments, already in MI syntax
+	err  error    // set by a constructor given invalid input; Exec returns it
 }
-
-// Name is the MI operation, for example "-break-insert".
-func (c Command) Name() string { return c.op }
-
-// ReadOnly reports whether the command only reads debugger state: it
-// neither resumes the program, changes breakpoints nor changes the selected
-// frame. These are the commands the observe level may use.
-func (c Command) ReadOnly() bool { return c.readOnly }
 
 // String renders the command as sent (without token), for audit logs.
 func (c Command) String() string {
@@ -33,9 +24,6 @@ func (c Command) String() string {
 	}
 	return c.op + " " + strings.Join(c.args, " ")
 }
-
-// Err returns the constructor's validation error, if any.
-func (c Command) Err() error { return c.err }
 
 // line renders the command with a token as one MI input line.
 func (c Command) line(token string) (string, error) {
@@ -97,13 +85,7 @@ func StackListFrames(limit int) Command {
 	if limit < 1 || limit > MaxFrames {
 		return badCommand("-stack-list-frames", fmt.Errorf("gdbmi: frame limit %d out of range 1..%d", limit, MaxFrames))
 	}
-	return Command{op: "-stack-list-frames", args: []string{"--no-frame-filters", "0", strconv.Itoa(limit - 1)}, readOnly: true}
-}
-
-// StackListVariables lists the selected frame's arguments and locals, with
-// values only for simple types.
-func StackListVariables() Command {
-	return Command{op: "-stack-list-variables", args: []string{"--no-frame-filters", "--simple-values"}, readOnly: true}
+	return Command{op: "-stack-list-frames", args: []string{"--no-frame-filters", "0", strconv.Itoa(limit - 1)}}
 }
 
 // DataEvaluate prints a validated expression in the selected frame. The
@@ -120,50 +102,11 @@ func DataEvaluate(e SafeExpr) Command {
 	if e.s == "" {
 		return badCommand("-interpreter-exec", errors.New("gdbmi: empty expression: use ParseSafeExpr"))
 	}
-	return consoleCommand("with language c -- with may-call-functions off -- output "+e.s, true)
-}
-
-// RegisterNames lists register names by number ("" for unused numbers).
-func RegisterNames() Command {
-	return Command{op: "-data-list-register-names", readOnly: true}
-}
-
-// RegisterFormat is a value format of -data-list-register-values.
-type RegisterFormat string
-
-// Register formats.
-const (
-	FormatHex     RegisterFormat = "x"
-	FormatNatural RegisterFormat = "N"
-	FormatDecimal RegisterFormat = "d"
-	FormatOctal   RegisterFormat = "o"
-	FormatBinary  RegisterFormat = "t"
-	FormatRaw     RegisterFormat = "r"
-)
-
-// RegisterValues reads the given registers by number (all when none are
-// given) in the given format.
-func RegisterValues(f RegisterFormat, regs ...int) Command {
-	switch f {
-	case FormatHex, FormatNatural, FormatDecimal, FormatOctal, FormatBinary, FormatRaw:
-	default:
-		return badCommand("-data-list-register-values", fmt.Errorf("gdbmi: unknown register format %q", f))
-	}
-	args := []string{"--skip-unavailable", string(f)}
-	for _, r := range regs {
-		if r < 0 || r > 65535 {
-			return badCommand("-data-list-register-values", fmt.Errorf("gdbmi: register number %d out of range", r))
-		}
-		args = append(args, strconv.Itoa(r))
-	}
-	return Command{op: "-data-list-register-values", args: args, readOnly: true}
+	return consoleCommand("with language c -- with may-call-functions off -- output " + e.s)
 }
 
 // ThreadInfo lists threads with their state and selected frame.
-func ThreadInfo() Command { return Command{op: "-thread-info", readOnly: true} }
-
-// BreakList lists breakpoints.
-func BreakList() Command { return Command{op: "-break-list", readOnly: true} }
+func ThreadInfo() Command { return Command{op: "-thread-info"} }
 
 // MaxConsoleLen bounds Console text.
 const MaxConsoleLen = 4096
@@ -184,14 +127,14 @@ func Console(text string) Command {
 	case strings.ContainsAny(text, "\n\r\x00"):
 		return badCommand("-interpreter-exec", errors.New("gdbmi: console command contains a line break or NUL: send one command per call"))
 	}
-	return consoleCommand(text, false)
+	return consoleCommand(text)
 }
 
-func consoleCommand(text string, readOnly bool) Command {
-	return Command{op: "-interpreter-exec", args: []string{"console", Quote(text)}, readOnly: readOnly}
+func consoleCommand(text string) Command {
+	return Command{op: "-interpreter-exec", args: []string{"console", Quote(text)}}
 }
 
 // statusRegisters is the read-only console command Status uses: the
 // architecture's own "general" register group, which is what a student sees
 // with a plain `info registers`.
-func statusRegisters() Command { return consoleCommand("info registers general", true) }
+func statusRegisters() Command { return consoleCommand("info registers general") }

@@ -328,7 +328,7 @@ func mustLine(t *testing.T, c Command) string {
 	t.Helper()
 	l, err := c.line("7")
 	if err != nil {
-		t.Fatalf("%s: %v", c.Name(), err)
+		t.Fatalf("%s: %v", c.op, err)
 	}
 	return l
 }

@@ -16,7 +16,7 @@ type IOStreams struct {
 	Out    io.Writer
 	ErrOut io.Writer
 
-	inTTY, outTTY, errTTY bool
+	inTTY, outTTY bool
 }
 
 // System returns the process's streams.
@@ -25,7 +25,6 @@ func System() *IOStreams {
 		In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
 		inTTY:  term.IsTerminal(int(os.Stdin.Fd())),
 		outTTY: term.IsTerminal(int(os.Stdout.Fd())),
-		errTTY: term.IsTerminal(int(os.Stderr.Fd())),
 	}
 }
 
@@ -35,13 +34,9 @@ func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 	return &IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
 }
 
-// IsStdinTTY etc. report whether each stream is a terminal.
+// IsStdinTTY and IsStdoutTTY report whether the stream is a terminal.
 func (s *IOStreams) IsStdinTTY() bool  { return s.inTTY }
 func (s *IOStreams) IsStdoutTTY() bool { return s.outTTY }
-func (s *IOStreams) IsStderrTTY() bool { return s.errTTY }
-
-// SetTTY overrides terminal detection (tests).
-func (s *IOStreams) SetTTY(in, out, err bool) { s.inTTY, s.outTTY, s.errTTY = in, out, err }
 
 // File returns the underlying *os.File of In when it is one (attach needs it
 // to put the terminal in raw mode).

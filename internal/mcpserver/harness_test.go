@@ -185,13 +185,6 @@ func str(v any) string {
 	return string(b)
 }
 
-func contains(t testing.TB, haystack, needle, what string) {
-	t.Helper()
-	if !strings.Contains(haystack, needle) {
-		t.Fatalf("%s: %q not found in %q", what, needle, haystack)
-	}
-}
-
 // decodeResult checks a result's shape (fields as JSON in the first text
 // content; student text, when there is some, alone in a second one, flagged
 // by text_in_next_content) and returns the fields with that text as "text".

@@ -349,9 +349,6 @@ func (s *Server) Close() {
 	}
 }
 
-// MCP exposes the underlying server (tests use the in-process client).
-func (s *Server) MCP() *server.MCPServer { return s.mcp }
-
 func (s *Server) entry(event string) audit.Entry {
 	id := s.opt.Identity
 	return audit.Entry{Event: event, Account: id.Account, Grant: id.Grant, KeyFP: id.KeyFP, Client: id.Client,

@@ -59,7 +59,7 @@ func TestComposeAndContainerfileMatchProfiles(t *testing.T) {
 	if len(services) != len(want) {
 		t.Fatalf("compose services %v, profiles %v", services, want)
 	}
-	for _, p := range All() {
+	for _, p := range every(t) {
 		s, ok := compose.Services[p.Name]
 		if !ok {
 			t.Errorf("profile %s has no compose service", p.Name)

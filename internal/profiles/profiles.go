@@ -169,15 +169,6 @@ var all = []Profile{
 	},
 }
 
-// All returns every profile, in a stable order. The slice is a copy.
-func All() []Profile {
-	out := make([]Profile, len(all))
-	for i, p := range all {
-		out[i] = clone(p)
-	}
-	return out
-}
-
 // Names returns the profile names, sorted.
 func Names() []string {
 	n := make([]string, 0, len(all))

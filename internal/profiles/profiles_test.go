@@ -9,7 +9,7 @@ func TestProfilesAreComplete(t *testing.T) {
 	if got := strings.Join(Names(), ","); got != "hazard3-sim,native-amd64,rp2350" {
 		t.Fatalf("names %s", got)
 	}
-	for _, p := range All() {
+	for _, p := range every(t) {
 		if p.Image != ImagePrefix+p.Name+":latest" || p.Stage == "" || p.Debugger == "" || p.Commands.Build == "" || p.Commands.Debug == "" {
 			t.Errorf("%s is incomplete: %+v", p.Name, p)
 		}
@@ -45,17 +45,17 @@ func TestErrorsListChoices(t *testing.T) {
 	}
 }
 
-func TestAllReturnsCopies(t *testing.T) {
-	a := All()
-	a[0].Toolchain[0] = "mutated"
-	a[0].Targets[0].Name = "mutated"
-	if b := All(); b[0].Toolchain[0] == "mutated" || b[0].Targets[0].Name == "mutated" {
-		t.Fatal("All exposes shared state")
+func TestGetReturnsCopies(t *testing.T) {
+	a, _ := Get("rp2350")
+	a.Toolchain[0] = "mutated"
+	a.Targets[0].Name = "mutated"
+	if b, _ := Get("rp2350"); b.Toolchain[0] == "mutated" || b.Targets[0].Name == "mutated" {
+		t.Fatal("Get exposes shared state")
 	}
 }
 
 func TestHardwareRangesAreSane(t *testing.T) {
-	for _, p := range All() {
+	for _, p := range every(t) {
 		for i, r := range p.Hardware {
 			if r.Lo > r.Hi || r.What == "" {
 				t.Errorf("%s: range %d %+v", p.Name, i, r)
@@ -67,4 +67,18 @@ func TestHardwareRangesAreSane(t *testing.T) {
 			}
 		}
 	}
+}
+
+// every is each profile, by Get.
+func every(t *testing.T) []Profile {
+	t.Helper()
+	var out []Profile
+	for _, n := range Names() {
+		p, err := Get(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
 }

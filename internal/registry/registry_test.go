@@ -115,7 +115,10 @@ func TestLockTimeout(t *testing.T) {
 // that each add records concurrently; none may be lost.
 func TestManyProcessWriters(t *testing.T) {
 	dir := t.TempDir()
-	const procs, each = 8, 20
+	procs, each := 8, 20
+	if testing.Short() { // the race detector makes each process slow
+		procs, each = 4, 10
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, procs)
 	for p := 0; p < procs; p++ {

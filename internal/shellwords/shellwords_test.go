@@ -75,3 +75,23 @@ func FuzzSplitJoin(f *testing.F) {
 		}
 	})
 }
+
+// Quote and Join make input for Split (no binary quotes words: only
+// tests need them).
+
+// Quote returns s quoted for a POSIX shell.
+func Quote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Join quotes each word and joins them with spaces.
+func Join(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = Quote(w)
+	}
+	return strings.Join(q, " ")
+}

@@ -90,11 +90,3 @@ func ensureFallbackRuntime(dir string) error {
 	}
 	return nil
 }
-
-// StemRuntime is Runtime/stem, the root of every socket directory.
-func (d Dirs) StemRuntime() string { return filepath.Join(d.Runtime, "stem") }
-
-// FromMap builds a Getenv over a map, for tests.
-func FromMap(m map[string]string) Getenv {
-	return func(k string) string { return m[k] }
-}

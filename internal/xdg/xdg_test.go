@@ -14,7 +14,7 @@ func TestPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.State != "/home/s/.local/state/stem" || d.Config != "/home/s/.config/stem" || d.Runtime != rt || d.StemRuntime() != rt+"/stem" {
+	if d.State != "/home/s/.local/state/stem" || d.Config != "/home/s/.config/stem" || d.Runtime != rt {
 		t.Fatalf("defaults: %+v", d)
 	}
 	d, _ = Resolve(FromMap(map[string]string{"HOME": "/home/s", "XDG_RUNTIME_DIR": rt, "XDG_STATE_HOME": "/x/state", "XDG_CONFIG_HOME": "/x/config"}))
@@ -51,4 +51,9 @@ func TestFallbackRuntime(t *testing.T) {
 	if fi, err := os.Stat(want); err != nil || !fi.IsDir() {
 		t.Fatalf("fallback runtime not created: %v", err)
 	}
+}
+
+// FromMap builds a Getenv over a map.
+func FromMap(m map[string]string) Getenv {
+	return func(k string) string { return m[k] }
 }
