@@ -13,6 +13,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
+	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
@@ -40,7 +41,7 @@ func newBoxAccount(t *testing.T, script ...modelserver.Step) *boxAccount {
 
 func newBoxAccountTB(t testing.TB, script ...modelserver.Step) *boxAccount {
 	t.Helper()
-	requirePrograms(t, "podman", "tmux")
+	testenv.RequireAccount(t)
 	// Gemini ignores settings under world-writable directories (/tmp).
 	cache := filepath.Join(repoRoot(), ".cache")
 	a := newAccountIn(t, cache)
