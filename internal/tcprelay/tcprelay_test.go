@@ -127,7 +127,8 @@ func TestIPv6(t *testing.T) {
 // gets CloseGrace, not forever: the relay does not outlive ssh.
 func TestServerThatNeverClosesAfterSSHEnds(t *testing.T) {
 	l, host, port := listen(t)
-	started, gotEOF := make(chan struct{}), make(chan struct{})
+	started, gotEOF, end := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(end)
 	go func() {
 		c, err := l.Accept()
 		if err != nil {
@@ -138,7 +139,7 @@ func TestServerThatNeverClosesAfterSSHEnds(t *testing.T) {
 		close(started)
 		io.Copy(io.Discard, c)
 		close(gotEOF)
-		time.Sleep(time.Minute)
+		<-end // neither answers nor closes while the test runs
 	}()
 	done := make(chan error, 1)
 	go func() {
