@@ -27,6 +27,8 @@ var notInstanceSockets = map[string]string{
 	"internal/engine/inspect/inspect.go": "the Podman API socket, the host's own",
 	"internal/gdbmi/bridge.go":           "the gdb bridge runs inside the container (is g.sock already served?)",
 	"internal/agent/ptyproto/relay.go":   "the agent relay runs inside the container",
+	"internal/egress/forward.go":         "runs inside the agent's sandbox, to the proxy socket stem mounted there",
+	"internal/mcpcmd/agentbox.go":        "runs inside the agent's sandbox, to the MCP socket stem mounted there",
 	"internal/nvim/client.go":            "go-client behind rpcguard, on a connection unixpin opened",
 }
 
