@@ -295,18 +295,26 @@ func start(ctx context.Context, opts Options) (*Client, error) {
 	return startProcess(opts)
 }
 
+// controlPipes makes the control client's stdin and stdout: the client's
+// ends (inR, outW) and ours (inW, outR).
+func controlPipes() (inR, inW, outR, outW *os.File, err error) {
+	if inR, inW, err = os.Pipe(); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("tmux: stdin pipe: %w", err)
+	}
+	if outR, outW, err = os.Pipe(); err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, nil, fmt.Errorf("tmux: stdout pipe: %w", err)
+	}
+	return inR, inW, outR, outW, nil
+}
+
 // startWire attaches the Go client: the server gets our pipes as the
 // client's stdin and stdout and speaks the control protocol on them.
 func startWire(ctx context.Context, opts Options) (*Client, error) {
-	inR, inW, err := os.Pipe()
+	inR, inW, outR, outW, err := controlPipes()
 	if err != nil {
-		return nil, fmt.Errorf("tmux: stdin pipe: %w", err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("tmux: stdout pipe: %w", err)
+		return nil, err
 	}
 	name := "stem-" + newNonce()[5:17]
 	w, err := dialWire(ctx, opts.Socket, wireOptions{
@@ -372,15 +380,9 @@ func startProcess(opts Options) (*Client, error) {
 	// not kill the client behind our back, and Close can end it cleanly.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
-	inR, inW, err := os.Pipe()
+	inR, inW, outR, outW, err := controlPipes()
 	if err != nil {
-		return nil, fmt.Errorf("tmux: stdin pipe: %w", err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("tmux: stdout pipe: %w", err)
+		return nil, err
 	}
 	stderr := &limitedBuffer{max: 4096}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
