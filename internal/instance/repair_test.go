@@ -42,8 +42,18 @@ func TestUpRestartsOnlyNvim(t *testing.T) {
 	rec := w.up(r).Record
 	dir := rec.Dir()
 	// The log tail that failed starts quote: stem-init's readiness line.
-	if tail, err := w.m.Engine.LogTail(ctx, rec.ContainerID, 5); err != nil || !strings.Contains(tail, "stem-init: ready") {
-		t.Fatalf("log tail: %q %v", tail, err)
+	// up returns once the sockets answer; the line reaches the container's
+	// log through conmon a moment later, so wait for it.
+	var tail string
+	var terr error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		tail, terr = w.m.Engine.LogTail(ctx, rec.ContainerID, 5)
+		if terr == nil && strings.Contains(tail, "stem-init: ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log tail: %q %v", tail, terr)
+		}
 	}
 	// Student state that a re-creation would lose.
 	tmuxIn(t, dir.Tmux(), "new-window", "-d", "-n", "student-work", "sleep 600")
