@@ -127,19 +127,23 @@ func NewAccount(t testing.TB, bin string, opt AccountOptions) *Account {
 		a.Env = append(a.Env, "CONTAINERS_CONF="+cc)
 	}
 	a.Env = append(a.Env, opt.Env...)
-	t.Cleanup(func() {
-		a.Run(nil, "agent", "stop", "--all", "--timeout", "2s")
-		out, _ := a.Run(nil, "list", "--json")
-		var sts []struct {
-			Record struct{ Instance string } `json:"record"`
-		}
-		json.Unmarshal([]byte(out.Stdout), &sts)
-		for _, s := range sts {
-			a.Run(nil, "rm", s.Record.Instance)
-		}
-		os.RemoveAll(rt)
-	})
+	t.Cleanup(func() { a.RemoveAll(rt) })
 	return a
+}
+
+// RemoveAll stops the account's agents, removes every instance it made,
+// and then the directory dir (its runtime or base directory).
+func (a *Account) RemoveAll(dir string) {
+	a.Run(nil, "agent", "stop", "--all", "--timeout", "2s")
+	out, _ := a.Run(nil, "list", "--json")
+	var sts []struct {
+		Record struct{ Instance string } `json:"record"`
+	}
+	json.Unmarshal([]byte(out.Stdout), &sts)
+	for _, s := range sts {
+		a.Run(nil, "rm", s.Record.Instance)
+	}
+	os.RemoveAll(dir)
 }
 
 // Result is how a stemctl run ended.

@@ -2,7 +2,6 @@ package student
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -44,18 +43,7 @@ func (s *Student) Account(t testing.TB, bin string) *testenv.Account {
 		"PATH="+sbin+":"+os.Getenv("PATH"),
 		"STEM_STATE_DIR="+filepath.Join(base, "state"), "STEM_CONFIG_DIR="+filepath.Join(base, "config"),
 		"STEM_WORKSPACE="+a.WS, "STEM_MCP_BIN="+filepath.Join(sbin, "stem-mcp"))
-	t.Cleanup(func() {
-		a.Run(nil, "agent", "stop", "--all", "--timeout", "2s")
-		out, _ := a.Run(nil, "list", "--json")
-		var sts []struct {
-			Record struct{ Instance string } `json:"record"`
-		}
-		json.Unmarshal([]byte(out.Stdout), &sts)
-		for _, st := range sts {
-			a.Run(nil, "rm", st.Record.Instance)
-		}
-		os.RemoveAll(base)
-	})
+	t.Cleanup(func() { a.RemoveAll(base) })
 	return a
 }
 
