@@ -446,6 +446,10 @@ func taskPane(ctx context.Context, c *conn, dir string) (tmux.PaneID, error) {
 	if err := c.tmux.SetPaneOption(ctx, np.Pane, "@stem_role", taskRole); err != nil {
 		return "", err
 	}
+	// Run at once would find tmux's fork, not yet the shell.
+	if err := c.tmux.WaitShell(ctx, np.Pane); err != nil {
+		return "", err
+	}
 	return np.Pane, nil
 }
 

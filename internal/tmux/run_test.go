@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,5 +335,68 @@ func TestRunForgedMarks(t *testing.T) {
 	keys, err := c.DisplayFormat(ctx, "%0", "@stem_keys")
 	if err != nil || len(strings.Fields(keys)) != 1 {
 		t.Fatalf("@stem_keys %q %v", keys, err)
+	}
+}
+
+// A window opened a moment ago may not run its shell yet: tmux's fork
+// before the exec reads as "tmux" (here a shell named tmux holds the exec
+// back until the test lets it go).
+// WaitShell waits for it, where Run alone refuses the pane.
+func TestWaitShellOnAWindowStillStarting(t *testing.T) {
+	s := tmuxtest.Start(t)
+	c := s.Dial(t)
+	ctx := testCtx(t, 30*time.Second)
+	fifo := filepath.Join(s.Dir, "release")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fork := filepath.Join(s.Dir, "tmux")
+	if err := os.Symlink("/bin/sh", fork); err != nil {
+		t.Fatal(err)
+	}
+	bash, _ := exec.LookPath("bash")
+	start := "read x < " + fifo + "; exec " + bash + " --rcfile " + filepath.Join(s.Dir, "bashrc") + " -i"
+	held := func() tmux.PaneID {
+		p := programWindow(t, c, "", fork, "-c", start)
+		waitCommand(t, s, p, "tmux")
+		return p
+	}
+	release := func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f.Write([]byte("go\n"))
+		f.Close()
+	}
+
+	// Control: Run on the pane before its shell runs is refused.
+	p := held()
+	if _, _, err := c.Run(ctx, p, "echo early"); !errors.Is(err, tmux.ErrNotAtPrompt) {
+		t.Fatalf("Run before the shell started: %v", err)
+	}
+	release()
+
+	p = held()
+	done := make(chan error, 1)
+	go func() { done <- c.WaitShell(ctx, p) }()
+	select {
+	case err := <-done:
+		t.Fatalf("WaitShell returned before the shell started: %v", err)
+	default:
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("WaitShell: %v", err)
+	}
+	if out, code := run(t, c, p, "echo started"); out != "started\n" || code != 0 {
+		t.Fatalf("Run after WaitShell: %q %d", out, code)
+	}
+
+	// A program that writes and is not a shell is refused.
+	prog := programWindow(t, c, "", "sh", "-c", "echo hello; exec sleep 60")
+	if err := c.WaitShell(ctx, prog); !errors.Is(err, tmux.ErrNotAtPrompt) {
+		t.Fatalf("WaitShell on a program: %v", err)
 	}
 }
