@@ -541,15 +541,21 @@ func (b *bridge) handleMI(line string) {
 		}
 		fallthrough
 	default:
-		// Clients first: the event's latency matters more than the file's.
-		b.broadcast(line)
-		if rec.Kind == KindExec && rec.Class == "stopped" && !b.opt.Quiet {
+		stopped := rec.Kind == KindExec && rec.Class == "stopped"
+		who := ""
+		if stopped {
 			b.mu.Lock()
-			who := ""
 			if b.runningFromMI {
 				who = b.resumedBy
 			}
 			b.mu.Unlock()
+		}
+		// The state first (in memory; the file is written in the
+		// background): a client that saw the event may act on it at
+		// once, a Ctrl-C in the pane for one (onInterrupt reads it).
+		b.updateSync(rec)
+		b.broadcast(line)
+		if stopped && !b.opt.Quiet {
 			if n := paneNote(rec, who); n != "" {
 				select {
 				case b.paneNotes <- n:
@@ -557,7 +563,6 @@ func (b *bridge) handleMI(line string) {
 				}
 			}
 		}
-		b.updateSync(rec)
 	}
 }
 
