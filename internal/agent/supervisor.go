@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -325,24 +324,6 @@ func tmuxGone(sock string) bool {
 	}
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOTDIR) ||
 		errors.Is(err, unixpin.ErrSymlink) || errors.Is(err, unixpin.ErrNotSocket)
-}
-
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGSEGV:
-		return "SIGSEGV"
-	case syscall.SIGABRT:
-		return "SIGABRT"
-	}
-	return "signal " + strconv.Itoa(int(s))
 }
 
 // hub holds the relays connected to one agent.

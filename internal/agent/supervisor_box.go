@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/egress"
@@ -181,7 +183,7 @@ func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols in
 		outW.Close()
 		ex := ptyproto.ExitMsg{Code: code}
 		if code > 128 && code < 128+65 {
-			ex.Signal = signalName(syscall.Signal(code - 128))
+			ex.Signal = unix.SignalName(syscall.Signal(code - 128))
 		}
 		exited <- ex
 	}()

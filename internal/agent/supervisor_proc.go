@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/engine"
@@ -80,7 +81,7 @@ func exitMsg(waitErr error) ptyproto.ExitMsg {
 	case errors.As(waitErr, &ee):
 		ex.Code = ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			ex.Signal = signalName(ws.Signal())
+			ex.Signal = unix.SignalName(ws.Signal())
 		}
 	}
 	return ex

@@ -95,12 +95,9 @@ type Engine interface {
 	// LogTail returns the last lines the container's command wrote
 	// (stdout and stderr interleaved), for error messages.
 	LogTail(ctx context.Context, id string, lines int) (string, error)
-}
-
-// Renamer is an engine that can rename a container, running or not.
-// Podman's names are unique, so a container re-created while its
-// predecessor is kept takes a second name first; an engine that can rename
-// gives it the usual name back once the predecessor is gone.
-type Renamer interface {
+	// Rename renames a container, running or not. Podman's names are
+	// unique, so a container re-created while its predecessor is kept
+	// takes a second name first, and gets the usual one back once the
+	// predecessor is gone.
 	Rename(ctx context.Context, id, name string) error
 }

@@ -51,7 +51,6 @@ type fakeCtr struct {
 func newFakeEngine() *fakeEngine { return &fakeEngine{ctrs: map[string]*fakeCtr{}} }
 
 var _ engine.Engine = (*fakeEngine)(nil)
-var _ engine.Renamer = (*fakeEngine)(nil)
 
 func (f *fakeEngine) Ping(context.Context) (string, error) { return "fake", nil }
 

@@ -384,8 +384,8 @@ func (m *Manager) recreate(ctx context.Context, plan *Plan, old engine.Container
 	if err != nil {
 		m.progress("warning: %v", err)
 	}
-	if rn, ok := m.Engine.(engine.Renamer); ok && oldGone && ctr.Name != plan.ContainerName {
-		if err := rn.Rename(ctx, ctr.ID, plan.ContainerName); err != nil {
+	if oldGone && ctr.Name != plan.ContainerName {
+		if err := m.Engine.Rename(ctx, ctr.ID, plan.ContainerName); err != nil {
 			m.progress("warning: the new container keeps the name %s: %v", ctr.Name, err)
 		} else {
 			ctr.Name = plan.ContainerName

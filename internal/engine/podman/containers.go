@@ -50,12 +50,13 @@ func notFound(err error, format string, args ...any) error {
 
 // ImageInspect returns a local image. A missing image is ErrNotFound with a
 // hint to build the images.
-func (e *Engine) ImageInspect(ctx context.Context, ref string) (engine.Image, error) {
+func (e *Engine) ImageInspect(ctx context.Context, ref string) (v engine.Image, err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	r, err := images.GetImage(ctx, ref, nil)
 	if err != nil {
-		return engine.Image{}, ExplainError(notFound(err, "image %s", ref))
+		return engine.Image{}, notFound(err, "image %s", ref)
 	}
 	if r == nil || r.ImageData == nil {
 		return engine.Image{}, fmt.Errorf("image %s: empty answer from the service", ref)
@@ -130,7 +131,8 @@ func specGenerator(spec engine.Spec) (*specgen.SpecGenerator, error) {
 }
 
 // Create creates (does not start) a container and returns its full id.
-func (e *Engine) Create(ctx context.Context, spec engine.Spec) (string, error) {
+func (e *Engine) Create(ctx context.Context, spec engine.Spec) (v string, err error) {
+	defer explain(&err)
 	s, err := specGenerator(spec)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
@@ -143,7 +145,7 @@ func (e *Engine) create(ctx context.Context, s *specgen.SpecGenerator) (string, 
 	defer cancel()
 	r, err := containers.CreateWithSpec(ctx, s, nil)
 	if err != nil {
-		return "", ExplainError(fmt.Errorf("create container %s from %s: %w", s.Name, s.Image, err))
+		return "", fmt.Errorf("create container %s from %s: %w", s.Name, s.Image, err)
 	}
 	return r.ID, nil
 }
@@ -151,7 +153,8 @@ func (e *Engine) create(ctx context.Context, s *specgen.SpecGenerator) (string, 
 // Start starts a created or stopped container. An OCI runtime failure
 // whose fix is in containers.conf also says which CONTAINERS_CONF the
 // service runs with (serviceNote).
-func (e *Engine) Start(ctx context.Context, id string) error {
+func (e *Engine) Start(ctx context.Context, id string) (err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	if err := containers.Start(ctx, id, nil); err != nil {
@@ -162,7 +165,8 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 
 // Rename gives a container a new name (Podman 4.3's service renames
 // running containers too; the hostname, the id prefix, stays).
-func (e *Engine) Rename(ctx context.Context, id, name string) error {
+func (e *Engine) Rename(ctx context.Context, id, name string) (err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	if err := containers.Rename(ctx, id, new(containers.RenameOptions).WithName(name)); err != nil {
@@ -172,7 +176,8 @@ func (e *Engine) Rename(ctx context.Context, id, name string) error {
 }
 
 // Inspect returns a container by name or id.
-func (e *Engine) Inspect(ctx context.Context, nameOrID string) (engine.Container, error) {
+func (e *Engine) Inspect(ctx context.Context, nameOrID string) (v engine.Container, err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	d, err := containers.Inspect(ctx, nameOrID, nil)
@@ -199,7 +204,8 @@ func (e *Engine) Inspect(ctx context.Context, nameOrID string) (engine.Container
 }
 
 // List returns the containers, in any state, that carry every given label.
-func (e *Engine) List(ctx context.Context, labels map[string]string) ([]engine.Container, error) {
+func (e *Engine) List(ctx context.Context, labels map[string]string) (v []engine.Container, err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	opts := new(containers.ListOptions).WithAll(true)
@@ -212,7 +218,7 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]engine.C
 	}
 	list, err := containers.List(ctx, opts)
 	if err != nil {
-		return nil, ExplainError(fmt.Errorf("list containers: %w", err))
+		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	out := make([]engine.Container, 0, len(list))
 	for _, lc := range list {
@@ -255,7 +261,8 @@ func fromList(lc types.ListContainer) engine.Container {
 
 // Stop stops a container, killing it after timeout. Stopping a stopped
 // container is not an error.
-func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) error {
+func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) (err error) {
+	defer explain(&err)
 	secs := uint(math.Ceil(timeout.Seconds()))
 	if _, ok := ctx.Deadline(); !ok {
 		// The service waits up to timeout before it kills: allow for it.
@@ -273,7 +280,8 @@ func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) err
 
 // Remove removes a container. With force a running container is killed
 // first and a missing container is not an error.
-func (e *Engine) Remove(ctx context.Context, id string, force bool) error {
+func (e *Engine) Remove(ctx context.Context, id string, force bool) (err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	reports, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(force))
@@ -296,7 +304,8 @@ func (e *Engine) Remove(ctx context.Context, id string, force bool) error {
 }
 
 // MemoryBytes is the container's current memory use as its cgroup counts it.
-func (e *Engine) MemoryBytes(ctx context.Context, id string) (uint64, error) {
+func (e *Engine) MemoryBytes(ctx context.Context, id string) (v uint64, err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	ch, err := containers.Stats(ctx, []string{id}, new(containers.StatsOptions).WithStream(false))
@@ -349,7 +358,8 @@ func (e *Engine) whyNot(ctx context.Context, id string, err error) error {
 }
 
 // LogTail returns the container's last lines of output.
-func (e *Engine) LogTail(ctx context.Context, id string, lines int) (string, error) {
+func (e *Engine) LogTail(ctx context.Context, id string, lines int) (v string, err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	// The bindings send each frame on an unbuffered channel and block until
@@ -366,7 +376,7 @@ func (e *Engine) LogTail(ctx context.Context, id string, lines int) (string, err
 		close(done)
 	}()
 	opts := new(containers.LogOptions).WithTail(strconv.Itoa(lines)).WithStdout(true).WithStderr(true)
-	err := containers.Logs(ctx, id, opts, ch, ch)
+	err = containers.Logs(ctx, id, opts, ch, ch)
 	close(ch)
 	<-done
 	if err != nil {

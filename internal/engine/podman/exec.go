@@ -40,7 +40,8 @@ const execStartPath = "/v4.0.0/libpod/exec/%s/start"
 // The attach is done here rather than with the bindings' ExecStartAndAttach,
 // which reads the terminal state and size of this process's own os.Stdin and
 // does not stop when ctx is cancelled.
-func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (int, error) {
+func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (v int, err error) {
+	defer explain(&err)
 	if len(spec.Cmd) == 0 {
 		return -1, fmt.Errorf("exec in container %s: no command", id)
 	}

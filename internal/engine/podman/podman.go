@@ -339,18 +339,19 @@ func (c withConn) Value(key any) any {
 
 // Ping checks the service answers and returns its version. It uses /_ping,
 // which costs the service nothing (/version runs conmon and the runtime).
-func (e *Engine) Ping(ctx context.Context) (string, error) {
+func (e *Engine) Ping(ctx context.Context) (v string, err error) {
+	defer explain(&err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	resp, err := e.client.DoRequest(ctx, nil, http.MethodGet, "/_ping", nil, nil)
 	if err != nil {
-		return "", ExplainError(fmt.Errorf("ping Podman at %s: %w", e.uri, err))
+		return "", fmt.Errorf("ping Podman at %s: %w", e.uri, err)
 	}
 	defer resp.Body.Close()
 	if err := resp.Process(nil); err != nil {
 		return "", fmt.Errorf("ping Podman at %s: %w", e.uri, err)
 	}
-	v := resp.Header.Get("Libpod-Buildversion")
+	v = resp.Header.Get("Libpod-Buildversion")
 	if v == "" {
 		v = resp.Header.Get("Libpod-API-Version")
 	}

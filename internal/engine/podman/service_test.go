@@ -91,11 +91,7 @@ func TestRenameRunning(t *testing.T) {
 	if err := testEng.Start(testCtx(t), id); err != nil {
 		t.Fatal(err)
 	}
-	var r engine.Engine = testEng
-	rn, ok := r.(engine.Renamer)
-	if !ok {
-		t.Fatal("the Podman engine is no engine.Renamer")
-	}
+	rn := testEng
 	name := spec.Name + "-renamed"
 	if err := rn.Rename(testCtx(t), id, name); err != nil {
 		t.Fatalf("rename: %v", err)
