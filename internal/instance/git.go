@@ -97,8 +97,8 @@ func gitStatus(ctx context.Context, st *Status) {
 		st.Git = ce.Problems
 	}
 	st.Problems = append(st.Problems, err.Error())
-	if st.State == "running" {
-		st.State = "unhealthy"
+	if st.State == StateRunning {
+		st.State = StateUnhealthy
 	}
 	// up refuses until the card is dealt with: the hint must not send the
 	// student there first.

@@ -72,7 +72,7 @@ func newWorld(t testing.TB) *world {
 	}
 	w := &world{t: t, ws: ws, bin: bin, m: &instance.Manager{
 		Engine: e, Registry: reg, Layout: sockets.Layout{Runtime: rt}, MCPBinary: bin,
-		TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim, Progress: testWriter{t},
+		Servers: verify.Servers{Tmux: probe.Tmux, Nvim: probe.Nvim, TmuxInside: instance.TmuxInside(e)}, Progress: testWriter{t},
 	}}
 	t.Cleanup(func() {
 		recs, _ := reg.List(context.Background())
@@ -103,7 +103,7 @@ func (w *world) up(r *workspace.Resolved) instance.UpResult {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := w.m.Up(ctx, r, nil)
+	res, err := w.m.Up(ctx, r, instance.UpOptions{})
 	if err != nil {
 		w.t.Fatalf("up: %v", err)
 	}
@@ -111,7 +111,7 @@ func (w *world) up(r *workspace.Resolved) instance.UpResult {
 }
 
 func (w *world) checker() *verify.Checker {
-	return &verify.Checker{Layout: w.m.Layout, Registry: w.m.Registry, Inspector: inspect.New(os.Getenv), Tmux: probe.Tmux, Nvim: probe.Nvim}
+	return &verify.Checker{Layout: w.m.Layout, Registry: w.m.Registry, Inspector: inspect.New(os.Getenv), Servers: verify.Servers{Tmux: probe.Tmux, Nvim: probe.Nvim}}
 }
 
 func TestUpCreatesReusesAndRecreates(t *testing.T) {
@@ -241,7 +241,7 @@ func TestUpRefusesRuntimeDirNotOurs(t *testing.T) {
 	defer os.Chmod(w.m.Layout.Runtime, 0o700)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err := w.m.Up(ctx, w.resolve("native-amd64", "demo", "hello", "1", ""), nil)
+	_, err := w.m.Up(ctx, w.resolve("native-amd64", "demo", "hello", "1", ""), instance.UpOptions{})
 	if err == nil || !strings.Contains(err.Error(), "0700") {
 		t.Fatalf("up with a 0755 runtime dir: %v", err)
 	}
@@ -308,7 +308,7 @@ func TestSameTaskInAnotherWorkspace(t *testing.T) {
 	r2, _ := ws2.Resolve("native-amd64", "demo", "hello", "1", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err := w.m.Up(ctx, r2, nil)
+	_, err := w.m.Up(ctx, r2, instance.UpOptions{})
 	if err == nil || !strings.Contains(err.Error(), "belongs to workspace") {
 		t.Fatalf("same instance from another workspace: %v", err)
 	}

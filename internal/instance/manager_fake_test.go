@@ -20,6 +20,7 @@ import (
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/verify"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
@@ -30,6 +31,7 @@ type fakeWorld struct {
 	m   *instance.Manager
 	r   *workspace.Resolved
 	bin string
+	opt instance.UpOptions // what the command under test passes
 }
 
 func newFakeWorld(t *testing.T) *fakeWorld {
@@ -66,7 +68,7 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 	e := newFakeEngine()
 	return &fakeWorld{t: t, e: e, r: r, bin: bin, m: &instance.Manager{
 		Engine: e, Registry: reg, Layout: sockets.Layout{Runtime: rt}, MCPBinary: bin,
-		TmuxProbe: fakeProbe, NvimProbe: fakeProbe, Progress: testWriter{t},
+		Servers: verify.Servers{Tmux: fakeProbe, Nvim: fakeProbe}, Progress: testWriter{t},
 		SocketTimeout: 2 * time.Second,
 	}}
 }
@@ -74,7 +76,7 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 func (w *fakeWorld) up() (instance.UpResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return w.m.Up(ctx, w.r, nil)
+	return w.m.Up(ctx, w.r, w.opt)
 }
 
 func (w *fakeWorld) mustUp(want instance.Action) instance.UpResult {
@@ -201,11 +203,11 @@ func TestFakeReinstalledBinaryKeepsTheInstance(t *testing.T) {
 	if err := os.Rename(tmp, w.bin); err != nil {
 		t.Fatal(err)
 	}
-	w.m.KeepRunning = true // as build, test and agent start run it
+	w.opt.KeepRunning = true // as build, test and agent start run it
 	if res := w.mustUp(instance.Reused); res.Record.ContainerID != rec.ContainerID {
 		t.Fatalf("reused %.12s, want %.12s", res.Record.ContainerID, rec.ContainerID)
 	}
-	w.m.KeepRunning = false
+	w.opt.KeepRunning = false
 	w.rebuild("changed")
 	w.mustUp(instance.Recreated)
 }
@@ -216,7 +218,7 @@ func TestFakeKeepRunningRefusesRecreate(t *testing.T) {
 	w := newFakeWorld(t)
 	rec := w.mustUp(instance.Created).Record
 	w.rebuild("rebuilt")
-	w.m.KeepRunning = true
+	w.opt.KeepRunning = true
 	creates := w.e.creates
 	_, err := w.up()
 	if err == nil || !strings.Contains(err.Error(), "must be re-created") || !strings.Contains(err.Error(), "stemctl up native-amd64 demo hello 1") {

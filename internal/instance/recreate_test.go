@@ -153,7 +153,7 @@ func TestFailedRecreateKeepsTheOldInstance(t *testing.T) {
 	w.m.Engine = brokenEngine(t)
 	uctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
-	_, err = w.m.Up(uctx, r, nil)
+	_, err = w.m.Up(uctx, r, instance.UpOptions{})
 	t.Logf("up: %v", err)
 	if err == nil {
 		t.Fatal("up through a service that cannot start containers succeeded")
@@ -237,7 +237,7 @@ func TestFailedRecreateOfStoppedInstance(t *testing.T) {
 	w.m.Engine = brokenEngine(t)
 	uctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
-	_, err = w.m.Up(uctx, r, nil)
+	_, err = w.m.Up(uctx, r, instance.UpOptions{})
 	t.Logf("up: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "was kept as it was") {
 		t.Fatalf("up: %v", err)
@@ -268,7 +268,7 @@ func TestFailedFirstCreateLeavesNothing(t *testing.T) {
 	w.m.Engine = brokenEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	_, err := w.m.Up(ctx, r, nil)
+	_, err := w.m.Up(ctx, r, instance.UpOptions{})
 	t.Logf("up: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "default_ulimits") {
 		t.Fatalf("up: %v", err)

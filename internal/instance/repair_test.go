@@ -102,7 +102,7 @@ func TestUpKeepsInstanceWhenRuntimeDirIsBad(t *testing.T) {
 	for _, dir := range []string{w.m.Layout.Runtime, w.m.Layout.Root(), filepath.Dir(rec.SocketDir)} {
 		os.Chmod(dir, 0o755)
 		uctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		_, err := w.m.Up(uctx, r, nil)
+		_, err := w.m.Up(uctx, r, instance.UpOptions{})
 		cancel()
 		os.Chmod(dir, 0o700)
 		if err == nil || !strings.Contains(err.Error(), "0700") || !strings.Contains(err.Error(), "nothing was changed") {
@@ -151,7 +151,7 @@ func TestPlantedSocketSymlinkRefused(t *testing.T) {
 	if !errors.As(err, &verr) || verr.Check != "socket-dir" || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("verify with a planted t.sock: %v", err)
 	}
-	_, err = w.m.Up(ctx, r, nil)
+	_, err = w.m.Up(ctx, r, instance.UpOptions{})
 	var notOurs *sockets.NotOursError
 	if !errors.As(err, &notOurs) || !strings.Contains(err.Error(), "stemctl rm") {
 		t.Fatalf("up with a planted t.sock: %v", err)
@@ -255,7 +255,7 @@ func TestUpKeepsRecordedDevices(t *testing.T) {
 		t.Fatalf("mknod: %v %s", err, out)
 	}
 	t.Cleanup(func() { os.Remove(dev) })
-	first, err := w.m.Up(uctx, r, []string{dev})
+	first, err := w.m.Up(uctx, r, instance.UpOptions{Devices: []string{dev}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestUpWithoutMCPBinary(t *testing.T) {
 	w := newWorld(t)
 	m := *w.m
 	m.MCPBinary, m.MCPBinaryErr = "", errors.New("stem-mcp not found next to stemctl or in PATH")
-	_, err := m.Up(context.Background(), w.resolve("native-amd64", "demo", "hello", "1", ""), nil)
+	_, err := m.Up(context.Background(), w.resolve("native-amd64", "demo", "hello", "1", ""), instance.UpOptions{})
 	if err == nil || !strings.Contains(err.Error(), "stem-mcp not found") {
 		t.Fatalf("up without stem-mcp: %v", err)
 	}
@@ -300,7 +300,7 @@ func TestUpProbesTmuxInsideOnVersionMismatch(t *testing.T) {
 	r := w.resolve("native-amd64", "demo", "hello", "1", "")
 	rec := w.up(r).Record
 	m := *w.m
-	m.TmuxProbe = func(ctx context.Context, sock string) error {
+	m.Servers.Tmux = func(ctx context.Context, sock string) error {
 		return fmt.Errorf("%w: protocol version mismatch (client 8, server 9)", probe.ErrTmuxVersion)
 	}
 	w.m = &m
@@ -308,14 +308,28 @@ func TestUpProbesTmuxInsideOnVersionMismatch(t *testing.T) {
 	if res.Action != instance.Reused || res.Record.ContainerID != rec.ContainerID {
 		t.Fatalf("up with a mismatched host tmux: %+v", res)
 	}
+	// status and list ask the same check, so they agree with up.
+	ctx := context.Background()
+	if st, err := m.Status(ctx, rec.Instance); err != nil || st.State != "running" || !st.Tmux {
+		t.Fatalf("status with a mismatched host tmux: %+v %v", st, err)
+	}
+	if all, err := m.List(ctx); err != nil || len(all) != 1 || all[0].State != "running" {
+		t.Fatalf("list with a mismatched host tmux: %+v %v", all, err)
+	}
+	// Control: without the fallback the same server reads as dead.
+	noFallback := m
+	noFallback.Servers.TmuxInside = nil
+	if st, _ := noFallback.Status(ctx, rec.Instance); st.State != "unhealthy" {
+		t.Fatalf("status without the fallback: %+v (else this test proves nothing)", st)
+	}
 	// No tmux on the host at all (the real probe, an empty PATH): the same.
-	mismatch := m.TmuxProbe
-	m.TmuxProbe = probe.Tmux
+	mismatch := m.Servers.Tmux
+	m.Servers.Tmux = probe.Tmux
 	path := os.Getenv("PATH")
 	t.Setenv("PATH", t.TempDir())
 	res = w.up(r)
 	os.Setenv("PATH", path)
-	m.TmuxProbe = mismatch
+	m.Servers.Tmux = mismatch
 	if res.Action != instance.Reused || res.Record.ContainerID != rec.ContainerID {
 		t.Fatalf("up without a host tmux: %+v", res)
 	}
@@ -402,7 +416,7 @@ func TestConcurrentUpsOfOneInstance(t *testing.T) {
 			m := *w.m
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			res, err := m.Up(ctx, r, nil)
+			res, err := m.Up(ctx, r, instance.UpOptions{})
 			ch <- out{res, err}
 		}()
 	}
@@ -431,13 +445,13 @@ func TestVerifyAsksContainerTmuxOnMismatch(t *testing.T) {
 	ctx := context.Background()
 	rec := w.up(w.resolve("native-amd64", "demo", "hello", "1", "")).Record
 	c := w.checker()
-	c.Tmux = func(ctx context.Context, sock string) error {
+	c.Servers.Tmux = func(ctx context.Context, sock string) error {
 		return fmt.Errorf("%w: protocol version mismatch", probe.ErrTmuxVersion)
 	}
 	if _, err := c.Record(ctx, rec); err == nil {
 		t.Fatal("without a fallback a mismatched host tmux must fail the check (else this test proves nothing)")
 	}
-	c.TmuxInside = instance.TmuxInside(w.m.Engine)
+	c.Servers.TmuxInside = instance.TmuxInside(w.m.Engine)
 	if _, err := c.Record(ctx, rec); err != nil {
 		t.Fatalf("verify through the container's tmux: %v", err)
 	}
@@ -478,18 +492,15 @@ func TestRecreateGuardsTheSession(t *testing.T) {
 			t.Fatalf("%s: the running container did not survive: %v", what, err)
 		}
 	}
-	m := *w.m
-	m.KeepRunning = true
-	if _, err := m.Up(ctx, r, nil); err == nil || !strings.Contains(err.Error(), "run `stemctl up native-amd64 demo hello 1") {
+	if _, err := w.m.Up(ctx, r, instance.UpOptions{KeepRunning: true}); err == nil || !strings.Contains(err.Error(), "run `stemctl up native-amd64 demo hello 1") {
 		t.Fatalf("up from build/debug/agent start over a changed config: %v", err)
 	}
 	same("KeepRunning")
-	if _, err := w.m.Up(ctx, r, nil); err == nil || !strings.Contains(err.Error(), "unsaved changes in "+file) || !strings.Contains(err.Error(), "--force") {
+	if _, err := w.m.Up(ctx, r, instance.UpOptions{}); err == nil || !strings.Contains(err.Error(), "unsaved changes in "+file) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("up over unsaved work: %v", err)
 	}
 	same("unsaved buffer")
-	w.m.Force = true
-	if res := w.up(r); res.Action != instance.Recreated || res.Record.ContainerID == rec.ContainerID {
-		t.Fatalf("up --force: %+v", res)
+	if res, err := w.m.Up(ctx, r, instance.UpOptions{Force: true}); err != nil || res.Action != instance.Recreated || res.Record.ContainerID == rec.ContainerID {
+		t.Fatalf("up --force: %+v %v", res, err)
 	}
 }

@@ -63,6 +63,8 @@ type Plan struct {
 	// Git is the card's .git the container gets read-only, once known
 	// (launch prepares a missing one); it goes into the record.
 	Git cardgit.Identity
+	// up is what the Up making this plan may do (not part of the hash).
+	up UpOptions
 }
 
 // checkRecordedDevices re-checks devices taken from the record before a

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/labels"
@@ -36,16 +37,52 @@ type Inspector interface {
 // Probe checks that a server answers on a socket.
 type Probe func(ctx context.Context, socket string) error
 
+// Servers is the one check of whether an instance's tmux and Neovim
+// answer: verification, `stemctl up` (reuse or re-create), `status` and
+// `list` all ask it, so they cannot disagree.
+type Servers struct {
+	Tmux Probe // nil: not probed (the caller connects itself)
+	Nvim Probe
+	// TmuxInside asks the container's own tmux, for when Tmux fails with
+	// probe.ErrTmuxVersion: a server of another protocol version is not a
+	// dead one (nil: no fallback).
+	TmuxInside func(ctx context.Context, containerID, socket string) error
+}
+
+// Health is what Servers.Check found: nil for a server that answers (or
+// was not probed).
+type Health struct {
+	Tmux, Nvim error
+}
+
+// probeTimeout bounds each server's answer when ctx allows longer.
+const probeTimeout = 2 * time.Second
+
+// Check asks both servers in dir, which belongs to container id.
+func (s Servers) Check(ctx context.Context, dir sockets.Dir, containerID string) Health {
+	var h Health
+	if s.Tmux != nil {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		h.Tmux = s.Tmux(pctx, dir.Tmux())
+		if s.TmuxInside != nil && errors.Is(h.Tmux, probe.ErrTmuxVersion) {
+			h.Tmux = s.TmuxInside(pctx, containerID, dir.Tmux())
+		}
+		cancel()
+	}
+	if s.Nvim != nil {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		h.Nvim = s.Nvim(pctx, dir.Nvim())
+		cancel()
+	}
+	return h
+}
+
 // Checker holds what verification needs.
 type Checker struct {
 	Layout    sockets.Layout
 	Registry  *registry.Registry
 	Inspector Inspector
-	Tmux      Probe // nil: not probed (the caller connects itself)
-	Nvim      Probe
-	// TmuxInside asks the container's own tmux, for when Tmux fails with
-	// probe.ErrTmuxVersion (nil: no fallback).
-	TmuxInside func(ctx context.Context, containerID, socket string) error
+	Servers   Servers
 }
 
 // Target is a verified instance.
@@ -121,19 +158,12 @@ func (c *Checker) Record(ctx context.Context, rec registry.Record) (Target, erro
 	if !ctr.Running {
 		return fail("container", fmt.Errorf("container %.12s is %s, not running: run `stemctl up` to start it", ctr.ID, ctr.State))
 	}
-	if c.Tmux != nil {
-		err := c.Tmux(ctx, want.Tmux())
-		if c.TmuxInside != nil && (errors.Is(err, probe.ErrTmuxVersion)) {
-			err = c.TmuxInside(ctx, ctr.ID, want.Tmux())
-		}
-		if err != nil {
-			return fail("tmux", err)
-		}
+	h := c.Servers.Check(ctx, want, ctr.ID)
+	if h.Tmux != nil {
+		return fail("tmux", h.Tmux)
 	}
-	if c.Nvim != nil {
-		if err := c.Nvim(ctx, want.Nvim()); err != nil {
-			return fail("nvim", err)
-		}
+	if h.Nvim != nil {
+		return fail("nvim", h.Nvim)
 	}
 	return Target{Record: rec, Dir: want, Container: ctr, Info: info}, nil
 }

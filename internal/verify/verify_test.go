@@ -109,7 +109,7 @@ func TestInstanceChecks(t *testing.T) {
 
 	// Probes run last and their failure is named.
 	w.eng[w.rec.ContainerID] = engine.Container{ID: w.rec.ContainerID, Running: true, Labels: map[string]string{labels.Instance: "i1"}}
-	w.c.Tmux = func(context.Context, string) error { return errors.New("no server") }
+	w.c.Servers.Tmux = func(context.Context, string) error { return errors.New("no server") }
 	_, err = w.c.Instance(ctx, "i1")
 	check(t, err, "tmux")
 }

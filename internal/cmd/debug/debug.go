@@ -13,6 +13,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -91,8 +92,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if r != nil {
-		m.KeepRunning = true // only `stemctl up` ends a live session
-		res, err := m.Up(ctx, r, opts.Devices)
+		res, err := m.Up(ctx, r, instance.UpOptions{Devices: opts.Devices, KeepRunning: true}) // only `stemctl up` ends a live session
 		if err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func New() *cmdutil.Factory {
 		}
 		return &instance.Manager{
 			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr, Workspace: wsRoot,
-			TmuxProbe: probe.Tmux, NvimProbe: probe.Nvim, NvimModified: probe.NvimModified,
+			Servers: servers(e), NvimModified: probe.NvimModified,
 			Progress: f.IOStreams.ErrOut,
 		}, nil
 	}
@@ -106,9 +106,16 @@ func New() *cmdutil.Factory {
 		if err != nil {
 			return nil, err
 		}
-		return &verify.Checker{Layout: l, Registry: reg, Inspector: e, Tmux: probe.Tmux, Nvim: probe.Nvim, TmuxInside: instance.TmuxInside(e)}, nil
+		return &verify.Checker{Layout: l, Registry: reg, Inspector: e, Servers: servers(e)}, nil
 	}
 	return f
+}
+
+// servers is the health check of an instance's servers, the same for every
+// command: a container's tmux of another protocol version is asked from
+// inside the container.
+func servers(e engine.Engine) verify.Servers {
+	return verify.Servers{Tmux: probe.Tmux, Nvim: probe.Nvim, TmuxInside: instance.TmuxInside(e)}
 }
 
 // onceCtx memoizes a constructor that needs a context; a failed attempt is

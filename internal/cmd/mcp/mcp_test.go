@@ -80,7 +80,7 @@ func newWorld(t *testing.T) *world {
 		Layout:    func() (sockets.Layout, error) { return w.layout, nil },
 		Audit:     func() (*audit.Log, error) { return log, nil },
 		Checker: func(context.Context) (*verify.Checker, error) {
-			return &verify.Checker{Layout: w.layout, Registry: reg, Inspector: w.eng, Tmux: probe.Tmux, Nvim: probe.Nvim}, nil
+			return &verify.Checker{Layout: w.layout, Registry: reg, Inspector: w.eng, Servers: verify.Servers{Tmux: probe.Tmux, Nvim: probe.Nvim}}, nil
 		},
 	}
 	return w

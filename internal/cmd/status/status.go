@@ -63,7 +63,7 @@ func Run(ctx context.Context, opts *Options) error {
 	} else {
 		Print(opts.F.IOStreams.Out, st)
 	}
-	if st.State != "running" {
+	if st.State != instance.StateRunning {
 		return &cmdutil.ExitError{Code: 3}
 	}
 	return nil
@@ -85,7 +85,7 @@ func Print(w io.Writer, st instance.Status) {
 	fmt.Fprintf(w, "task       %s/%s task %s\n", r.Series, r.Card, r.Task)
 	fmt.Fprintf(w, "card       %s\n", r.CardPath)
 	fmt.Fprintf(w, "sockets    %s\n", r.SocketDir)
-	if st.State == "running" || st.State == "unhealthy" {
+	if st.State == instance.StateRunning || st.State == instance.StateUnhealthy {
 		fmt.Fprintf(w, "tmux       %s\n", yes(st.Tmux))
 		fmt.Fprintf(w, "nvim       %s\n", yes(st.Nvim))
 	}

@@ -141,8 +141,7 @@ func RunVerb(ctx context.Context, opts *Options) error {
 				}
 			}
 		}
-		m.KeepRunning = true // only `stemctl up` ends a live session
-		res, err := m.Up(ctx, r, opts.Devices)
+		res, err := m.Up(ctx, r, instance.UpOptions{Devices: opts.Devices, KeepRunning: true}) // only `stemctl up` ends a live session
 		if err != nil {
 			return err
 		}

@@ -83,8 +83,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	m.Force = opts.Force
-	res, err := m.Up(ctx, r, opts.Devices)
+	res, err := m.Up(ctx, r, instance.UpOptions{Devices: opts.Devices, Force: opts.Force})
 	if err != nil {
 		return err
 	}

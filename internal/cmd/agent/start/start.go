@@ -8,6 +8,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/instance"
 )
 
 // Options are start's inputs.
@@ -115,8 +116,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	m.KeepRunning = true // only `stemctl up` ends a live session
-	res, err := m.Up(ctx, r, opts.Devices)
+	res, err := m.Up(ctx, r, instance.UpOptions{Devices: opts.Devices, KeepRunning: true}) // only `stemctl up` ends a live session
 	if err != nil {
 		return err
 	}
