@@ -109,7 +109,7 @@ func Main(ctx context.Context, args []string, opt Options) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(opt.ErrOut, "stem-mcp gate: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(opt.ErrOut, "stem-mcp gate: %s\n", termtext.Line(err.Error(), maxErrorLine))
 	var r *Refusal
 	if errors.As(err, &r) {
 		return ExitRefused
@@ -117,9 +117,10 @@ func Main(ctx context.Context, args []string, opt Options) int {
 	return ExitFailed
 }
 
-// oneLine keeps a message to one clean line whatever an error wrapped
-// (it may quote a container's server).
-func oneLine(s string) string { return termtext.Line(s, 2000) }
+// maxErrorLine bounds an error the gate prints or reports, as one clean
+// line (termtext.Line) whatever it wrapped: it may quote a container's
+// server.
+const maxErrorLine = 2000
 
 // session is one gate run's resolved context.
 type session struct {

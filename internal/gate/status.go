@@ -11,6 +11,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/unixpin"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -100,7 +101,7 @@ func (s *session) status(ctx context.Context) error {
 			is.Tmux, is.Nvim = terr == nil, nerr == nil
 			is.Answers = is.Tmux && is.Nvim
 			if err := errors.Join(terr, nerr); err != nil {
-				is.Error = oneLine(err.Error())
+				is.Error = termtext.Line(err.Error(), maxErrorLine)
 			}
 		}(&list[i], r)
 	}
