@@ -58,7 +58,7 @@ localhost/*)
 esac
 
 # Files other parts of stem provide; the image is incomplete without them.
-for f in files/stem-init files/shell/stem-prompt.sh files/nvim/sysinit.vim; do
+for f in files/stem-init files/shell/stem-prompt.sh files/nvim/sysinit.vim files/debug/program-pane files/debug/program-wait.pl; do
 	[ -f "$ctx/$f" ] || {
 		log "missing containers/$f"
 		exit 1

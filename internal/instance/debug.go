@@ -145,73 +145,17 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 	return res, nil
 }
 
+// ProgramPaneScript is where the images install the program pane's script
+// (containers/files/debug/program-pane, with program-wait.pl beside it).
+const ProgramPaneScript = "/usr/local/lib/stem/program-pane"
+
 // ProgramPaneArgv is the program pane's command for a debug_program: prog
-// runs under `bash -c` and its end is reported with the shell integration's
-// marks (containers/files/shell/stem-prompt.sh), so stem-mcp sends
-// program_exited / program_crashed when the simulator or the program exits
-// or crashes, as for a command typed at a prompt; then the pane becomes an
-// interactive shell.
-//
-// The pane's shell makes a key of its own (never exported) and adds it to
-// the pane's @stem_keys, as stem-prompt.sh does, and sets @stem_role itself
-// so an event of a program that ends at once already names its role. perl
-// (perl-base, in every Debian image) then waits for the program: unlike
-// bash's $?, its wait status tells a program killed by SIGSEGV from one
-// that called exit(139). It writes
-//
-//	133;A;KEY 133;C;KEY        when the program starts
-//	133;C;KEY 133;stem-wait;STATUS;SIGNAL;KEY 133;D;STATUS;KEY
-//	                           when it ends
-//
-// STATUS is the shell's form (128+n for signal n), SIGNAL the number of the
-// signal that killed the program or 0 if it exited with STATUS. The second
-// C lets a watcher that started after the program (an agent attached
-// later) still see a command finish. Without perl the pane's bash writes
-// the same marks without stem-wait, and a status over 128 is taken for a
-// signal. perl's system() ignores SIGINT and SIGQUIT while it waits, so a
-// Ctrl-C ends the program, not the pane.
+// runs under `bash -c`, and its end, with its real wait status, is reported
+// with the shell integration's marks; then the pane becomes an interactive
+// shell. The script's header says how.
 func ProgramPaneArgv(prog string) []string {
-	return []string{"bash", "-c", programPaneShell, "stem-program", programPanePerl, prog}
+	return []string{"bash", ProgramPaneScript, prog}
 }
-
-// programPaneShell is the pane's bash: $1 is programPanePerl, $2 the
-// debug_program.
-const programPaneShell = `printf -v k '%08x%08x' "$SRANDOM" "$SRANDOM"
-if [ -n "${TMUX_PANE-}" ]; then
-	tmux set-option -p -t "$TMUX_PANE" @stem_role program \; set-option -p -t "$TMUX_PANE" -a @stem_keys " $k" 2>/dev/null
-fi
-if command -v perl >/dev/null 2>&1; then
-	STEM_PANE_KEY=$k exec perl -e "$1" -- "$2"
-fi
-printf '\033]133;A;%s\007\033]133;C;%s\007' "$k" "$k"
-bash -c "$2"
-st=$?
-printf '\033]133;C;%s\007\033]133;D;%s;%s\007' "$k" "$st" "$k"
-printf '\n[stem] the program exited with status %s\n' "$st"
-exec bash -i
-`
-
-// programPanePerl runs the debug_program ($ARGV[0]) and reports its wait
-// status; the key comes in the environment, which the program does not get.
-const programPanePerl = `use strict; use Config;
-my $k = delete $ENV{STEM_PANE_KEY};
-$| = 1;
-print "\e]133;A;$k\a\e]133;C;$k\a";
-system {"bash"} "bash", "-c", $ARGV[0];
-my ($st, $sig) = (0, 0);
-if ($? == -1) { $st = 127; print STDERR "[stem] cannot run bash: $!\n"; }
-elsif ($? & 127) { $sig = $? & 127; $st = 128 + $sig; }
-else { $st = $? >> 8; }
-print "\e]133;C;$k\a\e]133;stem-wait;$st;$sig;$k\a\e]133;D;$st;$k\a";
-if ($sig) {
-	my @n = split " ", $Config{sig_name};
-	printf "\n[stem] the program was killed by signal %d (SIG%s)\n", $sig, $n[$sig] // "?";
-} else {
-	printf "\n[stem] the program exited with status %d\n", $st;
-}
-exec {"bash"} "bash", "-i";
-die "[stem] cannot start bash: $!\n";
-`
 
 func waitFile(ctx context.Context, p string, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv"
 )
 
 // watchEvents records every stem.events notification.
@@ -156,7 +157,10 @@ func TestProgramPaneEvents(t *testing.T) {
 			// (tmux gives a new pane the client's PATH, whatever -e says.)
 			args = append(append(args, "/usr/bin/env"), env...)
 		}
-		return strings.TrimSpace(in.Tmux(t, append(args, instance.ProgramPaneArgv(prog)...)...))
+		// The script from this checkout, where the images install it.
+		argv := instance.ProgramPaneArgv(prog)
+		argv[1] = filepath.Join(testenv.RepoRoot(), "containers", "files", "debug", "program-pane")
+		return strings.TrimSpace(in.Tmux(t, append(args, argv...)...))
 	}
 	check := func(what string, ev map[string]any, typ string, code int, sig string) {
 		t.Helper()
