@@ -247,3 +247,24 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 		}
 	}
 }
+
+// startStopped starts container id, stopped, on its socket directory dir:
+// the sockets of its previous run are dead and go first, so the wait sees
+// the new servers'. A container whose card .git is not mounted as planned
+// is stopped again.
+func (m *Manager) startStopped(ctx context.Context, plan *Plan, dir sockets.Dir, id string) error {
+	for _, s := range []string{sockets.TmuxSocket, sockets.NvimSocket, sockets.GDBSocket} {
+		dir.Remove(s)
+	}
+	if err := m.Engine.Start(ctx, id); err != nil {
+		return fmt.Errorf("start %s: %w", plan.Name, err)
+	}
+	if err := m.waitSockets(ctx, dir, id); err != nil {
+		return m.withLog(ctx, id, err)
+	}
+	if err := m.gitMounted(ctx, plan, id); err != nil {
+		m.Engine.Stop(context.WithoutCancel(ctx), id, 0)
+		return fmt.Errorf("%w; stem stopped the container", err)
+	}
+	return nil
+}

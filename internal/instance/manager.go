@@ -176,23 +176,11 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		if _, err := m.Layout.RemoveStale(plan.ThreadKey, plan.InstanceKey, dir.CID12()); err != nil {
 			return UpResult{}, err
 		}
-		// Sockets left by the previous run are dead; remove them so the
-		// wait below sees the new servers' sockets.
-		for _, s := range []string{sockets.TmuxSocket, sockets.NvimSocket, sockets.GDBSocket} {
-			dir.Remove(s)
-		}
 		if err := m.writeContainerJSON(plan, dir, existing); err != nil {
 			return UpResult{}, err
 		}
-		if err := m.Engine.Start(ctx, existing.ID); err != nil {
-			return UpResult{}, fmt.Errorf("start %s: %w", plan.Name, err)
-		}
-		if err := m.waitSockets(ctx, dir, existing.ID); err != nil {
-			return UpResult{}, m.withLog(ctx, existing.ID, err)
-		}
-		if err := m.gitMounted(ctx, plan, existing.ID); err != nil {
-			m.Engine.Stop(context.WithoutCancel(ctx), existing.ID, 0)
-			return UpResult{}, fmt.Errorf("%w; stem stopped the container", err)
+		if err := m.startStopped(ctx, plan, dir, existing.ID); err != nil {
+			return UpResult{}, err
 		}
 		rec, err := m.record(ctx, plan, dir, existing)
 		return UpResult{Record: rec, Action: Started}, err

@@ -156,19 +156,7 @@ func (m *Manager) keepOld(ctx context.Context, plan *Plan, old engine.Container,
 	m.progress("re-creating %s failed; starting the old container %.12s again", plan.Name, old.ID)
 	err := m.Layout.Create(oldDir)
 	if err == nil {
-		// The servers of its previous run are gone; their sockets are dead.
-		for _, s := range []string{sockets.TmuxSocket, sockets.NvimSocket, sockets.GDBSocket} {
-			oldDir.Remove(s)
-		}
-		err = m.Engine.Start(ctx, old.ID)
-	}
-	if err == nil {
-		err = m.waitSockets(ctx, oldDir, old.ID)
-	}
-	if err == nil {
-		if err = m.gitMounted(ctx, plan, old.ID); err != nil {
-			m.Engine.Stop(ctx, old.ID, 0)
-		}
+		err = m.startStopped(ctx, plan, oldDir, old.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("re-creating %s failed, and starting its old container %.12s again failed too (%v); the registry still names it: `%s` tries again once the cause is fixed: %w", plan.Name, old.ID, err, UpCommand(m.recordOf(plan)), cause)
