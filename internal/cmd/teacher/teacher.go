@@ -111,6 +111,16 @@ func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (access.Ta
 	return tg, notes, nil
 }
 
+// ResolveTarget is what `teacher status --host HOST --key KEY --port PORT
+// --ssh-option ...` reaches, for other commands that ask many students'
+// gates (stemctl class): the key checked as teacher status checks it (key
+// "" is the only automation key in ~/.ssh), the dialer chosen, and notes
+// for stderr.
+func ResolveTarget(ctx context.Context, f *cmdutil.Factory, host, key string, port int, sshOptions []string) (access.Target, []string, error) {
+	t := targetFlags{Host: host, Key: key, Port: port, SSHOptions: sshOptions}
+	return t.target(ctx, f)
+}
+
 // sshView is what `ssh -G` says the entry's ssh does for the host once the
 // teacher's ~/.ssh/config (Host and Match blocks) is applied.
 type sshView struct {
