@@ -73,6 +73,24 @@ func holdPipes() {
 	c.Start()
 }
 
+// liveChildren lists the pids of holdPipes's children that still run (a
+// zombie has let go of everything).
+func liveChildren(t *testing.T) []string {
+	ents, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range ents {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(cmdline), "y@child") {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := strings.LastIndexByte(string(stat), ')'); err == nil && i > 0 && len(stat) > i+2 && stat[i+2] != 'Z' {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
 func fakeOptions(t *testing.T, timeout time.Duration) Options {
 	t.Setenv(fakeSSH, "1")
 	return Options{
@@ -131,6 +149,17 @@ func TestStatusClassifiesAndBounds(t *testing.T) {
 		if r.Student != "hang" && time.Duration(r.Millis)*time.Millisecond >= timeout {
 			t.Errorf("%s took %d ms: held up by another student?", r.Student, r.Millis)
 		}
+	}
+	// ssh's whole process group went with it: no child is left running.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		left := liveChildren(t)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left behind by the stand-in ssh: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	ok := rows[0]
 	if ok.Account != "anna" || ok.Level != "observe" || len(ok.Instances) != 2 || ok.Instances[0].State != "answers" || ok.Instances[1].State != "not started" {

@@ -104,6 +104,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		if opts.JSON {
 			return cmdutil.WriteJSON(ios.Out, rows)
 		}
+		class.SortByNeed(rows)
 		return render(ios.Out, rows)
 	}
 	for {

@@ -87,6 +87,35 @@ func Get(t testing.TB, images ...string) *Student {
 	return shared.s
 }
 
+// New makes another account, for a test that needs several students (a
+// class), with every image of images in its Podman storage. It is removed
+// when the test ends.
+func New(t testing.TB, images ...string) *Student {
+	t.Helper()
+	s, err := create()
+	if err != nil {
+		t.Fatalf("student account: %v", err)
+	}
+	t.Cleanup(s.remove)
+	for _, img := range images {
+		if err := s.load(img); err != nil {
+			t.Fatalf("student account %s: %v", s.Name, err)
+		}
+	}
+	return s
+}
+
+// Load puts images into the account's Podman storage (for accounts made
+// with New concurrently: each load is the student's own podman).
+func (s *Student) Load(images ...string) error {
+	for _, img := range images {
+		if err := s.load(img); err != nil {
+			return fmt.Errorf("student account %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
 // Remove stops everything the process's student account runs and deletes
 // the account with its home. Call it from TestMain after m.Run.
 func Remove() {

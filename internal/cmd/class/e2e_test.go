@@ -1,0 +1,240 @@
+package class
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/class"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/gate/sshdtest"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+const (
+	image    = "localhost/stem-native-amd64:latest"
+	instance = "native-amd64-demo-hello-t1"
+)
+
+// labStudent is a real non-root account with its own rootless Podman, an
+// instance from its own `stemctl up`, and the teacher's key granted in its
+// own ~/.ssh/authorized_keys.
+type labStudent struct {
+	s *student.Student
+	a *testenv.Account
+}
+
+// newLab makes n student accounts side by side and reports what each
+// step cost per student.
+func newLab(t *testing.T, n int, bin, pub string) []labStudent {
+	t.Helper()
+	lab := make([]labStudent, n)
+	var mu sync.Mutex
+	var made, loaded, up, granted time.Duration
+	start := time.Now()
+	// useradd takes the passwd lock: one account at a time.
+	for i := range lab {
+		t0 := time.Now()
+		lab[i].s = student.New(t)
+		made += time.Since(t0)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range lab {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := &lab[i]
+			t0 := time.Now()
+			if err := st.s.Load(image); err != nil {
+				errs[i] = err
+				return
+			}
+			t1 := time.Now()
+			st.a = st.s.Account(t, bin)
+			if r, err := st.a.Run(nil, "up", "native-amd64", "demo", "hello", "1"); err != nil || r.Code != 0 {
+				errs[i] = fmt.Errorf("up as %s: %v %d\n%s", st.s.Name, err, r.Code, r.Stderr)
+				return
+			}
+			t2 := time.Now()
+			keyFile := filepath.Join(st.a.Base, "teacher.pub")
+			if err := os.WriteFile(keyFile, []byte(pub+"\n"), 0o644); err != nil {
+				errs[i] = err
+				return
+			}
+			if r, err := st.a.Run(nil, "access", "grant", "--name", "kowalski", "--key", keyFile, "--level", "observe"); err != nil || r.Code != 0 {
+				errs[i] = fmt.Errorf("grant as %s: %v %d\n%s", st.s.Name, err, r.Code, r.Stderr)
+				return
+			}
+			mu.Lock()
+			loaded, up, granted = loaded+t1.Sub(t0), up+t2.Sub(t1), granted+time.Since(t2)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := func(d time.Duration) time.Duration { return (d / time.Duration(n)).Round(time.Millisecond) }
+	t.Logf("%d students in %v; per student: account %v, image load %v, first up %v, grant %v (loads and ups ran side by side)",
+		n, time.Since(start).Round(time.Millisecond), per(made), per(loaded), per(up), per(granted))
+	return lab
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return p
+}
+
+// A class of real students behind one real sshd, and students that fail
+// each in their own way: the table names every one, says why, and the
+// ones that fail (one hangs) hold nobody else up.
+func TestClassStatusAgainstRealStudents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes student accounts with rootless Podman and runs sshd")
+	}
+	testenv.RequireAccount(t)
+	testenv.Binary(t, "stemctl", "./cmd/stemctl")
+	bin := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
+	srv := sshdtest.Start(t, "Match User "+student.Prefix+"*", "\tAuthorizedKeysFile .ssh/authorized_keys")
+	// Stand-ins for student machines gone wrong, each its own sshd (one
+	// account is one student): one whose gate never answers (on srv, as
+	// root), one whose forced command never stops talking, one that does
+	// not know the teacher's key, one whose host key the teacher never saw.
+	noisyd, wrongd, other := sshdtest.Start(t), sshdtest.Start(t), sshdtest.Start(t)
+
+	teacherHome := t.TempDir()
+	mk := func(name string) access.KeyPair {
+		kp, err := access.Keygen(access.DefaultKeyPath(teacherHome, name), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kp
+	}
+	key, hang, noisy := mk("kowalski"), mk("hang"), mk("noisy")
+	write := func(path, data string) {
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(srv.AuthorizedKeys, fmt.Sprintf("restrict,command=\"sleep 600\" %s\n", hang.PublicLine))
+	write(noisyd.AuthorizedKeys, fmt.Sprintf("restrict,command=\"yes\" %s\n", noisy.PublicLine))
+	var known string
+	for _, s := range []*sshdtest.Server{srv, noisyd, wrongd} {
+		data, err := os.ReadFile(s.KnownHosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known += string(data)
+	}
+	knownHosts := filepath.Join(teacherHome, "lab.known_hosts")
+	write(knownHosts, known)
+
+	lab := newLab(t, 3, bin, key.PublicLine)
+
+	ios, _, out, errOut := iostreams.Test()
+	cfg := filepath.Join(teacherHome, ".config", "stem")
+	f := &cmdutil.Factory{
+		IOStreams: ios,
+		Getenv:    func(k string) string { return map[string]string{"HOME": teacherHome}[k] },
+		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: teacherHome, Config: cfg}, nil },
+		Self:      func() (string, error) { return filepath.Join(bin, "stemctl"), nil },
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out.Reset()
+		errOut.Reset()
+		cmd := NewCmdClass(f)
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("stemctl class %v: %v\n%s", args, err, errOut)
+		}
+		return out.String()
+	}
+	run("init", "lab", "--key", key.PrivatePath, "--ssh-option", "UserKnownHostsFile="+knownHosts,
+		"--ssh-option", "GlobalKnownHostsFile=/dev/null", "--ssh-option", "StrictHostKeyChecking=yes", "--ssh-option", "LogLevel=ERROR")
+	port := fmt.Sprint(srv.Port)
+	var names []string
+	for i, st := range lab {
+		name := fmt.Sprintf("s%d", i+1)
+		names = append(names, name)
+		run("add", "lab", st.s.Name+"@127.0.0.1", "--port", port, "--as", name)
+	}
+	run("add", "lab", "root@127.0.0.1", "--port", port, "--as", "sleepy", "--key", hang.PrivatePath)
+	run("add", "lab", "root@127.0.0.1", "--port", fmt.Sprint(noisyd.Port), "--as", "noisy", "--key", noisy.PrivatePath)
+	run("add", "lab", "root@127.0.0.1", "--port", fmt.Sprint(wrongd.Port), "--as", "wrongkey")
+	run("add", "lab", "ghost@127.0.0.1", "--port", fmt.Sprint(closedPort(t)), "--as", "ghost")
+	run("add", "lab", "root@127.0.0.1", "--port", fmt.Sprint(other.Port), "--as", "stranger")
+
+	const timeout = 15 * time.Second
+	start := time.Now()
+	text := run("status", "lab", "--json", "--timeout", timeout.String())
+	took := time.Since(start)
+	var rows []class.Row
+	if err := json.Unmarshal([]byte(text), &rows); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, text, errOut)
+	}
+	t.Logf("class status of %d rows: %v (sleepy's timeout %v)", len(rows), took.Round(time.Millisecond), timeout)
+	byName := map[string]class.Row{}
+	for _, r := range rows {
+		byName[r.Student] = r
+		t.Logf("%-9s %-17s %5d ms  %s %v", r.Student, r.Reach, r.Millis, r.Why, r.Flags)
+	}
+	for i, n := range names {
+		r := byName[n]
+		if r.Reach != class.ReachOK || r.Level != "observe" || r.Account != lab[i].s.Name || len(r.Flags) != 0 ||
+			len(r.Instances) != 1 || r.Instances[0].Instance != instance || r.Instances[0].State != "answers" ||
+			r.Instances[0].Task != "1" || r.Instances[0].Card != "hello" || r.Instances[0].Profile != "native-amd64" {
+			t.Errorf("%s: %+v\nsshd log:\n%s", n, r, srv.Log())
+		}
+		if time.Duration(r.Millis)*time.Millisecond >= timeout {
+			t.Errorf("%s took %d ms: held up by the student who hangs?", n, r.Millis)
+		}
+	}
+	for n, want := range map[string]class.Reach{
+		"wrongkey": class.ReachKeyRefused, "ghost": class.ReachRefused, "stranger": class.ReachHostKeyUnknown,
+		"sleepy": class.ReachTimeout, "noisy": class.ReachBroken,
+	} {
+		if r := byName[n]; r.Reach != want || r.Fix == "" || len(r.Flags) == 0 {
+			t.Errorf("%s: reach %s (%s), want %s", n, r.Reach, r.Why, want)
+		}
+	}
+	if fix := byName["stranger"].Fix; !strings.Contains(fix, fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1", other.Port)) {
+		t.Errorf("the unknown host key's fix does not say how to add it: %s", fix)
+	}
+
+	// One student's instance stops: the next status puts them first.
+	if r, err := lab[2].a.Run(nil, "down", instance); err != nil || r.Code != 0 {
+		t.Fatalf("down: %v %d %s", err, r.Code, r.Stderr)
+	}
+	run("rm", "lab", "sleepy")
+	text = run("status", "lab")
+	first := strings.SplitN(text, "\n", 3)[1]
+	if !strings.HasPrefix(first, "s3 ") || !strings.Contains(first, "down") || !strings.Contains(first, "instance-down") {
+		t.Fatalf("s3 is not flagged:\n%s", text)
+	}
+	for _, n := range []string{"s1", "s2", "wrongkey", "ghost", "stranger", "noisy"} {
+		if !strings.Contains(text, "\n"+n+" ") {
+			t.Errorf("the table lacks %s:\n%s", n, text)
+		}
+	}
+}
