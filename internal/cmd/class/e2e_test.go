@@ -1,15 +1,19 @@
 package class
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
@@ -236,5 +240,58 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 		if !strings.Contains(text, "\n"+n+" ") {
 			t.Errorf("the table lacks %s:\n%s", n, text)
 		}
+	}
+
+	// --watch on a real terminal: the built stemctl redraws the table in
+	// place, who needs help first, until Ctrl-C.
+	cmd := exec.Command(filepath.Join(bin, "stemctl"), "class", "status", "lab", "--watch", "--every", "1s")
+	cmd.Env = []string{"HOME=" + teacherHome, "PATH=" + os.Getenv("PATH"), "STEM_CONFIG_DIR=" + cfg, "TERM=xterm"}
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 160, Rows: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			mu.Lock()
+			screen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	const redraw = "\x1b[H\x1b[2J"
+	frames := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Split(screen.String(), redraw)[1:]
+	}
+	for deadline := time.Now().Add(2 * time.Minute); len(frames()) < 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("--watch did not redraw twice:\n%q", screen.String())
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("--watch after Ctrl-C: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("--watch did not end on Ctrl-C")
+	}
+	frame := strings.ReplaceAll(frames()[1], "\r", "")
+	lines := strings.Split(frame, "\n")
+	if !strings.HasPrefix(lines[0], "class lab ") || !strings.Contains(lines[0], "5 of 7 may need help") || !strings.HasPrefix(lines[3], "s3 ") {
+		t.Fatalf("a redrawn frame:\n%s", frame)
 	}
 }
