@@ -47,9 +47,9 @@ unsafe-key, not-started, no-instance.
 
 A student who does not answer shows as such when their --timeout runs out and
 never delays the others; an answer that is not the gate's status, or goes on
-past 256 KiB, marks that student broken. --watch redraws the table in place
-every --every, students who need help first. NAME may be left out when there
-is one class.`,
+past 256 KiB, marks that student broken. The table lists the students who
+need help first (--json keeps the roster's order); --watch redraws it in place
+every --every until Ctrl-C. NAME may be left out when there is one class.`,
 		Example: `  stemctl class status lab3
   stemctl class status lab3 --json
   stemctl class status lab3 --watch --every 10s --timeout 5s`,
