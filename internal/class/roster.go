@@ -256,3 +256,17 @@ func findLine(data []byte, re *regexp.Regexp) int {
 	}
 	return 0
 }
+
+// KeyFor is the automation key for s: the student's own, else the
+// class's, else "" (the only one `stemctl access keygen` made). A leading
+// ~/ is home.
+func (r *Roster) KeyFor(s Student, home string) string {
+	key := s.Key
+	if key == "" {
+		key = r.Key
+	}
+	if rest, ok := strings.CutPrefix(key, "~/"); ok {
+		return filepath.Join(home, rest)
+	}
+	return key
+}

@@ -27,12 +27,18 @@ func TestMain(m *testing.M) {
 }
 
 func fakeMain(args []string) int {
-	dest := args[len(args)-2]
-	_, host, _ := strings.Cut(dest, "@")
+	i := 0
+	for i < len(args) && !strings.Contains(args[i], "@") {
+		i++
+	}
+	_, host, _ := strings.Cut(args[min(i, len(args)-1)], "@")
+	if i+1 < len(args) && args[i+1] == "mcp" {
+		return fakeGate(host)
+	}
 	switch host {
-	case "ok", "down":
+	case "ok", "down", "flood", "drop":
 		st := gatestatus.Status{Account: "anna\x1b]0;pwned\x07", Grant: "kowalski", Level: "observe", Instances: []gatestatus.InstanceStatus{
-			{Instance: "native-amd64-demo-hello-t1", Registered: true, Profile: "native-amd64", Task: "1", Tmux: true, Nvim: host == "ok"},
+			{Instance: "native-amd64-demo-hello-t1", Registered: true, Profile: "native-amd64", Task: "1", Tmux: true, Nvim: host != "down"},
 			{Instance: "hazard3-sim-inf-bss-t4"},
 		}}
 		json.NewEncoder(os.Stdout).Encode(st)
@@ -113,7 +119,7 @@ func TestStatusClassifiesAndBounds(t *testing.T) {
 	for _, h := range hosts {
 		ss = append(ss, Student{Name: h, Host: "anna@" + h})
 	}
-	const timeout = 3 * time.Second
+	const timeout = 10 * time.Second
 	start := time.Now()
 	rows := Status(context.Background(), ss, fakeOptions(t, timeout))
 	if took := time.Since(start); took > timeout+5*time.Second {
@@ -128,7 +134,7 @@ func TestStatusClassifiesAndBounds(t *testing.T) {
 		"down":        {ReachOK, FlagInstanceDown, ""},
 		"garbage":     {ReachBroken, FlagBroken, "not the gate's status"},
 		"endless":     {ReachBroken, FlagBroken, "past 262144 bytes"},
-		"hang":        {ReachTimeout, FlagUnreachable, "no answer within 3s"},
+		"hang":        {ReachTimeout, FlagUnreachable, "no answer within 10s"},
 		"revoked":     {ReachRevoked, FlagNoAccess, "does not exist (revoked?)"},
 		"nokey":       {ReachKeyRefused, FlagNoAccess, "does not accept the automation key"},
 		"unknownhost": {ReachHostKeyUnknown, FlagUnreachable, "not in your known_hosts"},

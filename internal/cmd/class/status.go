@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -165,18 +164,11 @@ func pickClass(cfg, name string) (string, error) {
 // the student's key, else the class's, else the only automation key.
 func resolver(f *cmdutil.Factory, r *class.Roster) func(context.Context, class.Student) (access.Target, []string, error) {
 	return func(ctx context.Context, s class.Student) (access.Target, []string, error) {
-		key := s.Key
-		if key == "" {
-			key = r.Key
+		d, err := f.Dirs()
+		if err != nil {
+			return access.Target{}, nil, err
 		}
-		if rest, ok := strings.CutPrefix(key, "~/"); ok {
-			d, err := f.Dirs()
-			if err != nil {
-				return access.Target{}, nil, err
-			}
-			key = filepath.Join(d.Home, rest)
-		}
-		return teacher.ResolveTarget(ctx, f, s.Host, key, s.Port, r.SSHOptions)
+		return teacher.ResolveTarget(ctx, f, s.Host, r.KeyFor(s, d.Home), s.Port, r.SSHOptions)
 	}
 }
 
