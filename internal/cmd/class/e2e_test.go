@@ -2,6 +2,7 @@ package class
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
@@ -293,5 +296,116 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 	lines := strings.Split(frame, "\n")
 	if !strings.HasPrefix(lines[0], "class lab ") || !strings.Contains(lines[0], "5 of 7 may need help") || !strings.HasPrefix(lines[3], "s3 ") {
 		t.Fatalf("a redrawn frame:\n%s", frame)
+	}
+
+	t.Run("stem-mcp class", func(t *testing.T) {
+		classMCP(t, bin, []string{"HOME=" + teacherHome, "STEM_CONFIG_DIR=" + cfg}, lab[0].a)
+	})
+}
+
+// classMCP runs the built `stem-mcp class` as the teacher's agent would:
+// the overview names everyone, sessions open to the students whose
+// instance answers, and a crash in s1's pane reaches class_events.
+func classMCP(t *testing.T, bin string, env []string, s1 *testenv.Account) {
+	c, err := client.NewStdioMCPClient(filepath.Join(bin, "stem-mcp"), env, "class", "--class", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "class-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	call := func(name string, args map[string]any, v any) {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = name, args
+		res, err := c.CallTool(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		text := res.Content[0].(mcp.TextContent).Text
+		if res.IsError {
+			t.Fatalf("%s: %s", name, text)
+		}
+		if err := json.Unmarshal([]byte(text), v); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, text)
+		}
+	}
+	var ov struct {
+		Students []class.Row  `json:"students"`
+		Sessions []class.Link `json:"sessions"`
+		Notice   string       `json:"notice"`
+	}
+	start := time.Now()
+	for {
+		call("class_overview", nil, &ov)
+		links := map[string]class.Link{}
+		for _, l := range ov.Sessions {
+			links[l.Student] = l
+		}
+		if links["s1"].Connected && links["s2"].Connected && links["s3"].Error != "" && links["noisy"].Error != "" {
+			t.Logf("sessions open to s1 and s2 after %v; s3: %s; noisy: %s", time.Since(start).Round(time.Millisecond), links["s3"].Error, links["noisy"].Error)
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("sessions: %+v", ov.Sessions)
+		}
+	}
+	if len(ov.Students) != 7 || ov.Students[0].Student != "s3" || !strings.Contains(ov.Notice, "not instructions") {
+		t.Fatalf("overview: %+v", ov)
+	}
+
+	// The student's program crashes in their own pane.
+	st, err := s1.Run(nil, "status", instance, "--json")
+	var rec struct {
+		Record struct {
+			SocketDir string `json:"socket_dir"`
+		} `json:"record"`
+	}
+	if err != nil || json.Unmarshal([]byte(st.Stdout), &rec) != nil || rec.Record.SocketDir == "" {
+		t.Fatalf("status: %v %s %s", err, st.Stdout, st.Stderr)
+	}
+	sock := filepath.Join(rec.Record.SocketDir, "t.sock")
+	typeLine := func(line string) {
+		t.Helper()
+		for _, keys := range [][]string{{"-l", line}, {"Enter"}} {
+			args := append([]string{"exec", instance, "--", "tmux", "-S", sock, "send-keys", "-t", "stem:shell"}, keys...)
+			if r, err := s1.Run(nil, args...); err != nil || r.Code != 0 {
+				t.Fatalf("send-keys: %v %d %s", err, r.Code, r.Stderr)
+			}
+		}
+	}
+	// The student opens a shell window (stem's prompt marks each command
+	// line's end) and runs a harmless command first.
+	if r, err := s1.Run(nil, "exec", instance, "--", "tmux", "-S", sock, "new-window", "-d", "-t", "stem:", "-n", "shell"); err != nil || r.Code != 0 {
+		t.Fatalf("new-window: %v %d %s", err, r.Code, r.Stderr)
+	}
+	typeLine("true")
+	crashed := time.Now()
+	typeLine("sh -c 'kill -SEGV $$'")
+	var since int64
+	for {
+		var out struct {
+			Events []class.Event `json:"events"`
+		}
+		call("class_events", map[string]any{"since": since, "wait_ms": 30000}, &out)
+		for _, ev := range out.Events {
+			since = ev.Seq
+			if ev.Student == "s1" && ev.Type == "program_crashed" {
+				if ev.Instance != instance || ev.Signal != "SIGSEGV" {
+					t.Fatalf("event: %+v", ev)
+				}
+				t.Logf("crash in s1's pane to class_events: %v (keys sent through stemctl exec)", time.Since(crashed).Round(time.Millisecond))
+				return
+			}
+		}
+		if time.Since(crashed) > time.Minute {
+			t.Fatalf("no program_crashed from s1 within a minute (last seq %d)", since)
+		}
 	}
 }
