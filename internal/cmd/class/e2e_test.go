@@ -20,9 +20,11 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
+	"github.com/stem-edu/stem/internal/cmd/teacher"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -164,6 +166,7 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 		Getenv:    func(k string) string { return map[string]string{"HOME": teacherHome}[k] },
 		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: teacherHome, Config: cfg}, nil },
 		Self:      func() (string, error) { return filepath.Join(bin, "stemctl"), nil },
+		MCPBinary: func() (string, error) { return filepath.Join(bin, "stem-mcp"), nil },
 	}
 	run := func(args ...string) string {
 		t.Helper()
@@ -300,6 +303,28 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 
 	t.Run("stem-mcp class", func(t *testing.T) {
 		classMCP(t, bin, []string{"HOME=" + teacherHome, "STEM_CONFIG_DIR=" + cfg}, lab[0].a)
+	})
+
+	// One entry for the whole class, written by stemctl teacher config and
+	// started by the real Claude Code, which does the MCP handshake.
+	t.Run("claude runs the class entry", func(t *testing.T) {
+		claude := clitest.Bin(t, "claude")
+		cmd := teacher.NewCmdTeacher(f)
+		cmd.SetArgs([]string{"config", "--provider", "claude", "--class", "lab", "--scope", "user", "--write"})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("teacher config --class: %v\n%s", err, errOut)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		list := exec.CommandContext(ctx, claude, "mcp", "list")
+		list.Dir = teacherHome
+		list.Env = []string{"HOME=" + teacherHome, "PATH=" + os.Getenv("PATH"), "NO_COLOR=1", "DISABLE_AUTOUPDATER=1"}
+		got, err := list.CombinedOutput()
+		want := "stem-class-lab: " + filepath.Join(bin, "stem-mcp") + " class --class lab - "
+		if err != nil || !strings.Contains(string(got), want+"✔ Connected") && !strings.Contains(string(got), want+"✓ Connected") {
+			t.Fatalf("claude mcp list: %v\n%s\nwant %s✔ Connected", err, got, want)
+		}
 	})
 }
 
