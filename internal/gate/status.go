@@ -59,6 +59,7 @@ func (s *session) instances(ctx context.Context) ([]InstanceStatus, []registry.R
 		is := InstanceStatus{Instance: n, Registered: ok}
 		if ok {
 			is.ContainerID, is.Profile = r.ContainerID, r.Profile
+			is.Series, is.Card, is.Task, is.Target = r.Series, r.Card, r.Task, r.Target
 			found = append(found, r)
 		}
 		out = append(out, is)

@@ -35,7 +35,7 @@ configuration), never by the client. Lower levels are separate allowlists of too
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
 	root.AddCommand(newCmdServe(ios, getenv), newCmdTools(ios), newCmdGDBBridge(ios), newCmdGate(ios, getenv))
-	root.AddCommand(newCmdAgentRelay(ios, getenv), newCmdCall(ios), newCmdAgentNet(), newCmdAgentMCP(ios))
+	root.AddCommand(newCmdAgentRelay(ios, getenv), newCmdCall(ios), newCmdAgentNet(), newCmdAgentMCP(ios), newCmdClass(ios, getenv))
 	return root
 }
 

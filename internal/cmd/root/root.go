@@ -12,6 +12,7 @@ import (
 	agentcmd "github.com/stem-edu/stem/internal/cmd/agent"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
+	classcmd "github.com/stem-edu/stem/internal/cmd/class"
 	"github.com/stem-edu/stem/internal/cmd/commit"
 	"github.com/stem-edu/stem/internal/cmd/debug"
 	"github.com/stem-edu/stem/internal/cmd/down"
@@ -72,6 +73,7 @@ that same session through stem-mcp.`,
 		auditcmd.NewCmdAudit(f),
 		accesscmd.NewCmdAccess(f),
 		teacher.NewCmdTeacher(f),
+		classcmd.NewCmdClass(f),
 		agentcmd.NewCmdAgent(f),
 	)
 	return cmd

@@ -111,6 +111,16 @@ func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (access.Ta
 	return tg, notes, nil
 }
 
+// ResolveTarget is what `teacher status --host HOST --key KEY --port PORT
+// --ssh-option ...` reaches, for other commands that ask many students'
+// gates (stemctl class): the key checked as teacher status checks it (key
+// "" is the only automation key in ~/.ssh), the dialer chosen, and notes
+// for stderr.
+func ResolveTarget(ctx context.Context, f *cmdutil.Factory, host, key string, port int, sshOptions []string) (access.Target, []string, error) {
+	t := targetFlags{Host: host, Key: key, Port: port, SSHOptions: sshOptions}
+	return t.target(ctx, f)
+}
+
 // sshView is what `ssh -G` says the entry's ssh does for the host once the
 // teacher's ~/.ssh/config (Host and Match blocks) is applied.
 type sshView struct {
@@ -227,6 +237,7 @@ type ConfigOptions struct {
 	Provider string
 	Instance string
 	Name     string
+	Class    string
 	Write    bool
 	Replace  bool
 	File     string
@@ -271,8 +282,13 @@ Many students: one entry each, named after them (default name stem-USER).
 --write refuses to overwrite an entry of that name that reaches another
 student (anna@lab-03 and anna@lab-04 are both stem-anna): give --name, or
 --replace to overwrite it. Re-running for the same student updates it.
-The student's host key must already be in known_hosts (BatchMode cannot ask).`,
+The student's host key must already be in known_hosts (BatchMode cannot ask).
+
+A whole class instead: --class NAME writes one entry (default stem-class-NAME)
+that runs stem-mcp class --class NAME on this machine, for the roster of
+"stemctl class" (class_overview and class_events).`,
 		Example: `  stemctl teacher config --provider codex --host anna@lab-03 --key ~/.ssh/stem_kowalski --write
+  stemctl teacher config --provider claude --class lab3 --scope user --write
   stemctl teacher config --provider claude --host anna@lab-03 --key ~/.ssh/stem_kowalski \
       --instance hazard3-sim-inf-bss-t4 --scope user --write
   stemctl teacher config --provider gemini --host bob@lab-04 --key ~/.ssh/stem_kowalski --name bob`,
@@ -288,7 +304,8 @@ The student's host key must already be in known_hosts (BatchMode cannot ask).`,
 	cmd.Flags().StringVar(&opts.Provider, "provider", "", "codex, claude or gemini (required)")
 	cmd.RegisterFlagCompletionFunc("provider", cmdutil.Fixed("codex", "claude", "gemini"))
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the student's instance (default: the one the student selected)")
-	cmd.Flags().StringVar(&opts.Name, "name", "", "entry name (default stem-USER from --host)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "entry name (default stem-USER from --host, or stem-class-NAME)")
+	cmd.Flags().StringVar(&opts.Class, "class", "", "one entry for the whole class `NAME` (stem-mcp class; instead of --host)")
 	cmd.Flags().BoolVar(&opts.Write, "write", false, "merge the entry into the provider's configuration file")
 	cmd.Flags().BoolVar(&opts.Replace, "replace", false, "with --write, overwrite an entry of that name that reaches another student")
 	cmd.Flags().StringVar(&opts.File, "file", "", "configuration `FILE` to merge into (default: the provider's, see above)")
@@ -385,25 +402,17 @@ func RunConfig(ctx context.Context, opts *ConfigOptions) error {
 	default:
 		return cmdutil.FlagErrorf("--scope must be user or project")
 	}
-	tg, notes, err := opts.Target.target(ctx, opts.F)
+	var e mcpconfig.Entry
+	var notes []string
+	var suggest string
+	if opts.Class != "" {
+		e, notes, err = classEntry(opts)
+		suggest = e.Name + "-2"
+	} else {
+		e, notes, suggest, err = studentEntry(ctx, opts)
+	}
 	if err != nil {
 		return err
-	}
-	name := opts.Name
-	if name == "" {
-		name = defaultName(tg.Host)
-	}
-	if strings.HasPrefix(name, "-") {
-		// "claude mcp add ... -x -- ssh ..." would take it for an option.
-		return cmdutil.FlagErrorf("--name %q: an entry name must not start with '-'", name)
-	}
-	e, err := Entry(tg, name, opts.Instance)
-	if err != nil {
-		return err
-	}
-	if transientPath(tg.Dial) {
-		// The entry is kept and run later; status runs now and needs no such note.
-		notes = append(notes, fmt.Sprintf("warning: the entry names %s, a temporary build (go run?) that will be gone: install stemctl and stem-dial (make build, then copy bin/ somewhere lasting) and run this again, or use --direct", tg.Dial))
 	}
 	ios := opts.F.IOStreams
 	printNotes(ios.ErrOut, notes)
@@ -423,18 +432,14 @@ func RunConfig(ctx context.Context, opts *ConfigOptions) error {
 	}
 	if opts.Write {
 		err := p.MergeFileChecked(path, e, func(old *mcpconfig.Entry) error {
-			if old == nil || opts.Replace || sameStudent(*old, e) {
+			if old == nil || opts.Replace || sameStudent(*old, e) || sameClass(*old, e) {
 				return nil
 			}
 			// Default names come from the user part alone, so anna@lab-03
 			// and anna@lab-04 would both be stem-anna: never drop one
 			// student's entry for another's without being told to.
-			was := studentOf(*old)
-			if was == "" {
-				was = "something else (" + old.Command + ")"
-			}
 			return cmdutil.FlagErrorf("entry %q already reaches %s, not %s: choose another --name (e.g. --name %s) or pass --replace to overwrite it",
-				e.Name, was, studentOf(e), suggestName(tg.Host))
+				e.Name, reaches(*old), reaches(e), suggest)
 		})
 		if err != nil {
 			return err

@@ -29,6 +29,10 @@ type InstanceStatus struct {
 	Registered  bool   `json:"registered"`
 	ContainerID string `json:"container_id,omitempty"`
 	Profile     string `json:"profile,omitempty"`
+	Series      string `json:"series,omitempty"`
+	Card        string `json:"card,omitempty"`
+	Task        string `json:"task,omitempty"`
+	Target      string `json:"target,omitempty"`
 	Tmux        bool   `json:"tmux"`
 	Nvim        bool   `json:"nvim"`
 	Answers     bool   `json:"answers"` // both servers answer

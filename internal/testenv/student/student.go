@@ -87,6 +87,35 @@ func Get(t testing.TB, images ...string) *Student {
 	return shared.s
 }
 
+// New makes another account, for a test that needs several students (a
+// class), with every image of images in its Podman storage. It is removed
+// when the test ends.
+func New(t testing.TB, images ...string) *Student {
+	t.Helper()
+	s, err := create()
+	if err != nil {
+		t.Fatalf("student account: %v", err)
+	}
+	t.Cleanup(s.remove)
+	for _, img := range images {
+		if err := s.load(img); err != nil {
+			t.Fatalf("student account %s: %v", s.Name, err)
+		}
+	}
+	return s
+}
+
+// Load puts images into the account's Podman storage (for accounts made
+// with New concurrently: each load is the student's own podman).
+func (s *Student) Load(images ...string) error {
+	for _, img := range images {
+		if err := s.load(img); err != nil {
+			return fmt.Errorf("student account %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
 // Remove stops everything the process's student account runs and deletes
 // the account with its home. Call it from TestMain after m.Run.
 func Remove() {
@@ -111,7 +140,7 @@ func create() (*Student, error) {
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := Prefix + hex.EncodeToString(b)
-	if err := run(nil, "useradd", "-m", "-s", "/bin/bash", "-c", tag(), name); err != nil {
+	if err := runPasswd("useradd", "-m", "-s", "/bin/bash", "-c", tag(), name); err != nil {
 		return nil, err
 	}
 	s := &Student{Name: name, images: map[string]bool{}, bins: map[string]string{}}
@@ -136,7 +165,7 @@ func create() (*Student, error) {
 // identity.
 func (s *Student) setup() error {
 	// sshd refuses a locked account (what useradd leaves) without PAM.
-	if err := run(nil, "usermod", "-p", "*", s.Name); err != nil {
+	if err := runPasswd("usermod", "-p", "*", s.Name); err != nil {
 		return err
 	}
 	if _, ok := subRange("/etc/subuid", s.Name); !ok {
@@ -265,7 +294,7 @@ func (s *Student) remove() {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	run(nil, "userdel", "-r", s.Name)
+	runPasswd("userdel", "-r", s.Name)
 	if s.UID > 0 {
 		os.RemoveAll(fmt.Sprintf("/run/user/%d", s.UID))
 	}
@@ -318,6 +347,21 @@ func processes(keep func(uid int) bool) []int {
 		}
 	}
 	return out
+}
+
+// runPasswd runs a command that edits /etc/passwd. Other test processes
+// on the machine add and remove accounts too, and these commands give up
+// at once when another holds the lock: try again while that is the reason.
+func runPasswd(name string, args ...string) error {
+	delay := 50 * time.Millisecond
+	for deadline := time.Now().Add(time.Minute); ; {
+		err := run(nil, name, args...)
+		if err == nil || !strings.Contains(err.Error(), "cannot lock") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, time.Second)
+	}
 }
 
 func run(env []string, name string, args ...string) error {

@@ -1,0 +1,277 @@
+package class
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Event is one student's session event in the class's merged stream.
+type Event struct {
+	Seq        int64             `json:"seq"` // the class's own, increasing
+	Student    string            `json:"student"`
+	StudentSeq int64             `json:"student_seq"` // the event's seq in that student's session
+	Type       string            `json:"type"`
+	Time       time.Time         `json:"time"`
+	Instance   string            `json:"instance"`
+	Pane       string            `json:"pane,omitempty"`
+	Role       string            `json:"role,omitempty"`
+	Action     string            `json:"action,omitempty"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	Signal     string            `json:"signal,omitempty"`
+	GDB        map[string]string `json:"gdb,omitempty"`
+}
+
+// Link is the state of the open session with one student's gate.
+type Link struct {
+	Student   string     `json:"student"`
+	Connected bool       `json:"connected"`
+	Instance  string     `json:"instance,omitempty"`
+	Since     *time.Time `json:"since,omitempty"` // connected since, or down since
+	Error     string     `json:"error,omitempty"` // why the last session ended or failed
+	Retry     *time.Time `json:"retry,omitempty"` // the next attempt
+}
+
+// HubOptions configure a Hub.
+type HubOptions struct {
+	Options               // Resolve, SSH, Timeout (per connection attempt)
+	Poll    time.Duration // session_events' wait_ms per call (default 20s)
+	// Backoff between attempts doubles from MinBackoff to MaxBackoff
+	// (defaults 1s, 30s) and starts over after a session that lasted.
+	MinBackoff, MaxBackoff time.Duration
+	Ring                   int // events kept (default 2048)
+}
+
+// Hub keeps one MCP session open with each student's gate, reconnecting
+// with backoff, and merges their session events into one stream.
+type Hub struct {
+	students []Student
+	opt      HubOptions
+
+	mu      sync.Mutex
+	ring    []Event
+	seq     int64
+	changed chan struct{} // closed and replaced on every event
+	links   map[string]*Link
+}
+
+// NewHub prepares a hub for students; Run starts it.
+func NewHub(students []Student, opt HubOptions) *Hub {
+	if opt.Poll <= 0 {
+		opt.Poll = 20 * time.Second
+	}
+	if opt.MinBackoff <= 0 {
+		opt.MinBackoff = time.Second
+	}
+	if opt.MaxBackoff < opt.MinBackoff {
+		opt.MaxBackoff = max(30*time.Second, opt.MinBackoff)
+	}
+	if opt.Ring <= 0 {
+		opt.Ring = 2048
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}}
+	for _, s := range students {
+		h.links[s.Name] = &Link{Student: s.Name, Error: "not connected yet"}
+	}
+	return h
+}
+
+// Run keeps every student's session until ctx ends.
+func (h *Hub) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range h.students {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.keep(ctx, s)
+		}()
+	}
+	wg.Wait()
+}
+
+// keep connects to one student again and again, with backoff.
+func (h *Hub) keep(ctx context.Context, s Student) {
+	backoff := h.opt.MinBackoff
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := h.serve(ctx, s)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > h.opt.MaxBackoff {
+			backoff = h.opt.MinBackoff // it lasted: a fresh failure
+		}
+		now := time.Now()
+		retry := now.Add(backoff)
+		h.setLink(s.Name, func(l *Link) {
+			if l.Connected || l.Since == nil {
+				l.Since = &now
+			}
+			l.Connected, l.Error, l.Retry = false, clean(err.Error()), &retry
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, h.opt.MaxBackoff)
+	}
+}
+
+// serve asks the student's gate which instance answers, opens an MCP
+// session on it and relays its events until the session fails.
+func (h *Hub) serve(ctx context.Context, s Student) error {
+	row := probe(ctx, s, h.opt.Options)
+	if row.Reach != ReachOK {
+		return fmt.Errorf("%s: %s", row.Reach, row.Why)
+	}
+	instance := ""
+	for _, in := range row.Instances {
+		if in.State == "answers" {
+			instance = in.Instance
+			break
+		}
+	}
+	if instance == "" {
+		return errors.New("no instance of this student answers (none started, or tmux and Neovim are down)")
+	}
+	tg, _, err := h.opt.Resolve(ctx, s)
+	if err != nil {
+		return err
+	}
+	args, err := tg.Command("mcp", instance)
+	if err != nil {
+		return err
+	}
+	ssh := h.opt.SSH
+	if ssh == "" {
+		ssh = "ssh"
+	}
+	sess, err := dialMCP(ctx, ssh, args, h.opt.Timeout)
+	if err != nil {
+		return err
+	}
+	defer sess.close()
+	// Each gate session numbers its own events from 1. The first call
+	// does not wait: once it returns, the gate watches the panes, and the
+	// link counts as connected.
+	var since int64
+	for first := true; ; first = false {
+		wait := h.opt.Poll
+		if first {
+			wait = 0
+		}
+		cctx, cancel := context.WithTimeout(ctx, wait+h.opt.Timeout)
+		evs, err := sess.events(cctx, since, wait)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if first {
+			now := time.Now()
+			h.setLink(s.Name, func(l *Link) {
+				l.Connected, l.Instance, l.Since, l.Error, l.Retry = true, clean(instance), &now, "", nil
+			})
+		}
+		for _, ev := range evs {
+			if ev.Seq <= since {
+				continue // a gate that repeats itself is not believed twice
+			}
+			since = ev.Seq
+			h.publish(s.Name, ev)
+		}
+	}
+}
+
+func (h *Hub) setLink(student string, f func(*Link)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(h.links[student])
+}
+
+// publish adds a student's event, cleaned, to the stream.
+func (h *Hub) publish(student string, ev studentEvent) {
+	e := Event{Student: student, StudentSeq: ev.Seq, Type: clean(ev.Type), Time: ev.Time.UTC(), Instance: clean(ev.Instance),
+		Pane: clean(ev.Pane), Role: clean(ev.Role), Action: clean(ev.Action), ExitCode: ev.ExitCode, Signal: clean(ev.Signal), GDB: flatGDB(ev.GDB)}
+	h.mu.Lock()
+	h.seq++
+	e.Seq = h.seq
+	h.ring = append(h.ring, e)
+	if len(h.ring) > h.opt.Ring {
+		h.ring = h.ring[len(h.ring)-h.opt.Ring:]
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// flatGDB keeps a gdb stop's scalar fields (reason, func, file, line, ...)
+// as clean strings; nested parts are dropped.
+func flatGDB(raw json.RawMessage) map[string]string {
+	var m map[string]any
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if len(out) == 16 {
+			break
+		}
+		switch v := v.(type) {
+		case string:
+			out[clean(k)] = clean(v)
+		case float64, bool:
+			out[clean(k)] = fmt.Sprint(v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Since returns the events after seq, waiting up to wait for the first.
+func (h *Hub) Since(ctx context.Context, seq int64, wait time.Duration) []Event {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		var out []Event
+		for _, e := range h.ring {
+			if e.Seq > seq {
+				out = append(out, e)
+			}
+		}
+		changed := h.changed
+		h.mu.Unlock()
+		if len(out) > 0 || wait <= 0 {
+			return out
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Links is every student's session state, by name.
+func (h *Hub) Links() []Link {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Link, 0, len(h.links))
+	for _, l := range h.links {
+		out = append(out, *l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Student < out[j].Student })
+	return out
+}

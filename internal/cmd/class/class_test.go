@@ -1,0 +1,146 @@
+package class
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/class"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+type env struct {
+	f           *cmdutil.Factory
+	out, errOut *bytes.Buffer
+	home, cfg   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	home := t.TempDir()
+	ios, _, out, errOut := iostreams.Test()
+	e := &env{out: out, errOut: errOut, home: home, cfg: filepath.Join(home, ".config", "stem")}
+	e.f = &cmdutil.Factory{
+		IOStreams: ios,
+		Getenv:    func(k string) string { return map[string]string{"HOME": home}[k] },
+		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: home, Config: e.cfg}, nil },
+		Self:      func() (string, error) { return filepath.Join(home, "stemctl"), nil },
+	}
+	return e
+}
+
+func (e *env) run(t *testing.T, args ...string) error {
+	t.Helper()
+	e.out.Reset()
+	e.errOut.Reset()
+	cmd := NewCmdClass(e.f)
+	cmd.SetArgs(args)
+	cmd.SetOut(e.out)
+	cmd.SetErr(e.errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	return cmd.Execute()
+}
+
+func (e *env) must(t *testing.T, args ...string) string {
+	t.Helper()
+	if err := e.run(t, args...); err != nil {
+		t.Fatalf("class %v: %v\n%s", args, err, e.errOut)
+	}
+	return e.out.String()
+}
+
+func TestRosterCommands(t *testing.T) {
+	e := newEnv(t)
+	e.must(t, "init", "lab3", "--key", "/k/stem_kowalski", "--ssh-option", "UserKnownHostsFile=/k/kh")
+	e.must(t, "add", "lab3", "anna@lab-03")
+	e.must(t, "add", "lab3", "anna@lab-server", "--port", "2222", "--as", "anna.k", "--key", "rel/key")
+	if err := e.run(t, "add", "lab3", "anna@lab-04"); err == nil || !strings.Contains(err.Error(), "already has a student anna") {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := e.run(t, "add", "lab3", "lab-04"); err == nil || !cmdutil.IsFlagError(err) {
+		t.Fatalf("no user: %v", err)
+	}
+	csv := filepath.Join(e.home, "more.csv")
+	os.WriteFile(csv, []byte("name,host,port\nbob,bob@lab-04,\ncyd,cyd@lab-05,2200\n"), 0o600)
+	if out := e.must(t, "import", "lab3", csv); !strings.Contains(out, "imported 2 students into class lab3: 4 students") {
+		t.Fatal(out)
+	}
+	out := e.must(t, "list", "lab3", "--json")
+	var r class.Roster
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Students) != 4 || r.Key != "/k/stem_kowalski" {
+		t.Fatalf("%v %s", err, out)
+	}
+	if k := r.Students[1].Key; r.Students[1].Name != "anna.k" || !filepath.IsAbs(k) || !strings.HasSuffix(k, "rel/key") {
+		t.Fatalf("--key not made absolute: %+v", r.Students[1])
+	}
+	out = e.must(t, "list")
+	if !strings.Contains(out, "lab3") || !strings.Contains(out, " 4 ") {
+		t.Fatal(out)
+	}
+	out = e.must(t, "list", "lab3")
+	if !strings.Contains(out, "anna.k   anna@lab-server:2222") || !strings.Contains(out, "UserKnownHostsFile=/k/kh") {
+		t.Fatal(out)
+	}
+	if err := e.run(t, "rm", "lab3"); err == nil || !strings.Contains(err.Error(), "still has 4 students") {
+		t.Fatalf("rm class with students: %v", err)
+	}
+	e.must(t, "rm", "lab3", "bob")
+	e.must(t, "rm", "lab3", "--force")
+	if out := e.must(t, "list"); !strings.Contains(out, "no classes") {
+		t.Fatal(out)
+	}
+}
+
+func TestStatusFlags(t *testing.T) {
+	e := newEnv(t)
+	var got *StatusOptions
+	cmd := NewCmdStatus(e.f, func(_ context.Context, o *StatusOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"lab3", "--watch", "--every", "2s", "--timeout", "3s", "--parallel", "8"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Class != "lab3" || !got.Watch || got.Every != 2*time.Second || got.Timeout != 3*time.Second || got.Parallel != 8 {
+		t.Fatalf("%+v", got)
+	}
+	if err := RunStatus(context.Background(), &StatusOptions{F: e.f, Watch: true, JSON: true, Every: time.Second}); err == nil || !cmdutil.IsFlagError(err) {
+		t.Fatalf("--watch --json: %v", err)
+	}
+	if err := RunStatus(context.Background(), &StatusOptions{F: e.f, Every: time.Second}); err == nil || !strings.Contains(err.Error(), "no class yet") {
+		t.Fatalf("no class: %v", err)
+	}
+	e.must(t, "init", "lab3")
+	if err := RunStatus(context.Background(), &StatusOptions{F: e.f, Every: time.Second}); err == nil || !strings.Contains(err.Error(), "has no students") {
+		t.Fatalf("empty class: %v", err)
+	}
+}
+
+func TestRender(t *testing.T) {
+	rows := []class.Row{
+		{Student: "anna", Dest: "anna@lab-03", Reach: class.ReachOK, Level: "observe", Flags: []class.Flag{class.FlagInstanceDown},
+			Instances: []class.Instance{
+				{Instance: "native-amd64-demo-hello-t1", Profile: "native-amd64", Series: "demo", Card: "hello", Task: "1", State: "down"},
+				{Instance: "hazard3-sim-inf-bss-t4", State: "not started"},
+			}},
+		{Student: "bob", Dest: "bob@lab-04:2222", Reach: class.ReachTimeout, Flags: []class.Flag{class.FlagUnreachable},
+			Why: "no answer within 15s", Fix: "is the student's machine overloaded or asleep?", Instances: []class.Instance{}},
+	}
+	var b bytes.Buffer
+	render(&b, rows)
+	want := `STUDENT  HOST             REACH    LEVEL    TASK                    PROFILE       STATE        FLAGS
+anna     anna@lab-03      ok       observe  demo/hello/1            native-amd64  down         instance-down
+                                            hazard3-sim-inf-bss-t4  -             not started  
+bob      bob@lab-04:2222  timeout  -        -                       -             -            unreachable
+bob: no answer within 15s
+  is the student's machine overloaded or asleep?
+`
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

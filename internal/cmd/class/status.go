@@ -1,0 +1,243 @@
+package class
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/class"
+	"github.com/stem-edu/stem/internal/cmd/teacher"
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// StatusOptions are `class status`'s inputs.
+type StatusOptions struct {
+	F        *cmdutil.Factory
+	Class    string
+	JSON     bool
+	Watch    bool
+	Every    time.Duration
+	Timeout  time.Duration
+	Parallel int
+}
+
+// NewCmdStatus builds `class status`.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "status [NAME] [--json] [--watch]",
+		Short: "Ask every student's gate at once: reachable, grant, instances, who needs help",
+		Long: `Run the gate's status verb (what "stemctl teacher status" does) for every
+student of the class at once, each within --timeout, and print one row per
+student: whether the gate answered (and if not, why: host key unknown, refused,
+key refused or grant revoked, timeout, broken answer, with what to do), the
+grant's level, and each allowed instance's task, profile and state (answers:
+tmux and Neovim answer; no tmux, no nvim, down; not started). FLAGS says who
+may need help: instance-down, unreachable, broken, no-access, setup,
+unsafe-key, not-started, no-instance.
+
+A student who does not answer shows as such when their --timeout runs out and
+never delays the others; an answer that is not the gate's status, or goes on
+past 256 KiB, marks that student broken. The table lists the students who
+need help first (--json keeps the roster's order); --watch redraws it in place
+every --every until Ctrl-C. NAME may be left out when there is one class.`,
+		Example: `  stemctl class status lab3
+  stemctl class status lab3 --json
+  stemctl class status lab3 --watch --every 10s --timeout 5s`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Class = args[0]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunStatus(cmd.Context(), opts)
+		},
+	}
+	cmdutil.AddJSONFlag(cmd, &opts.JSON)
+	cmd.Flags().BoolVar(&opts.Watch, "watch", false, "redraw the table in place until interrupted, who needs help first")
+	cmd.Flags().DurationVar(&opts.Every, "every", 5*time.Second, "with --watch, ask again this long after the last answer")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", class.DefaultTimeout, "give up on one student after this long")
+	cmd.Flags().IntVar(&opts.Parallel, "parallel", class.DefaultParallel, "ask at most this many students at once")
+	return cmd
+}
+
+// RunStatus prints the class's status once, or redraws it with --watch.
+func RunStatus(ctx context.Context, opts *StatusOptions) error {
+	if opts.Watch && opts.JSON {
+		return cmdutil.FlagErrorf("--watch draws for a terminal; --json prints the status once")
+	}
+	if opts.Every <= 0 {
+		return cmdutil.FlagErrorf("--every must be positive")
+	}
+	cfg, err := configDir(opts.F)
+	if err != nil {
+		return err
+	}
+	name, err := pickClass(cfg, opts.Class)
+	if err != nil {
+		return err
+	}
+	r, err := class.Load(cfg, name)
+	if err != nil {
+		return err
+	}
+	if len(r.Students) == 0 {
+		return fmt.Errorf("class %s has no students: add them with `stemctl class add %s USER@HOST` or `stemctl class import %s FILE.csv`", r.Name, r.Name, r.Name)
+	}
+	sopt := class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout, Parallel: opts.Parallel}
+	ios := opts.F.IOStreams
+	notes := &noteSet{seen: map[string]bool{}}
+	if !opts.Watch {
+		rows := class.Status(ctx, r.Students, sopt)
+		notes.print(ios.ErrOut, rows)
+		if opts.JSON {
+			return cmdutil.WriteJSON(ios.Out, rows)
+		}
+		class.SortByNeed(rows)
+		return render(ios.Out, rows)
+	}
+	for {
+		start := time.Now()
+		rows := class.Status(ctx, r.Students, sopt)
+		if ctx.Err() != nil {
+			return nil
+		}
+		class.SortByNeed(rows)
+		var b bytes.Buffer
+		if ios.IsStdoutTTY() {
+			b.WriteString("\x1b[H\x1b[2J") // home, clear: the table is redrawn in place
+		}
+		need := 0
+		for _, row := range rows {
+			if row.Need() > 0 {
+				need++
+			}
+		}
+		fmt.Fprintf(&b, "class %s  %s  %d of %d may need help  (asked in %.1fs; Ctrl-C ends)\n\n",
+			r.Name, time.Now().Format("15:04:05"), need, len(rows), time.Since(start).Seconds())
+		render(&b, rows)
+		if !ios.IsStdoutTTY() {
+			b.WriteString("\n")
+		}
+		if _, err := ios.Out.Write(b.Bytes()); err != nil {
+			return err
+		}
+		notes.print(ios.ErrOut, rows)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(opts.Every):
+		}
+	}
+}
+
+// pickClass is name, or the only class there is.
+func pickClass(cfg, name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	names, err := class.Classes(cfg)
+	if err != nil {
+		return "", err
+	}
+	switch len(names) {
+	case 1:
+		return names[0], nil
+	case 0:
+		return "", cmdutil.FlagErrorf("there is no class yet: make one with `stemctl class init NAME`")
+	default:
+		return "", cmdutil.FlagErrorf("which class? %s", strings.Join(names, ", "))
+	}
+}
+
+// resolver reaches each student as `stemctl teacher status` would, with
+// the student's key, else the class's, else the only automation key.
+func resolver(f *cmdutil.Factory, r *class.Roster) func(context.Context, class.Student) (access.Target, []string, error) {
+	return func(ctx context.Context, s class.Student) (access.Target, []string, error) {
+		d, err := f.Dirs()
+		if err != nil {
+			return access.Target{}, nil, err
+		}
+		return teacher.ResolveTarget(ctx, f, s.Host, r.KeyFor(s, d.Home), s.Port, r.SSHOptions)
+	}
+}
+
+// noteSet prints each distinct note once (thirty students share a key).
+type noteSet struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (n *noteSet) print(w io.Writer, rows []class.Row) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range rows {
+		for _, note := range r.Notes {
+			if !n.seen[note] {
+				n.seen[note] = true
+				fmt.Fprintln(w, note)
+			}
+		}
+	}
+}
+
+// render prints the table: one line per instance (a student without one
+// gets one line), then why and what to do for each student not reached.
+func render(w io.Writer, rows []class.Row) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STUDENT\tHOST\tREACH\tLEVEL\tTASK\tPROFILE\tSTATE\tFLAGS")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	for _, r := range rows {
+		flags := "-"
+		if len(r.Flags) > 0 {
+			fs := make([]string, len(r.Flags))
+			for i, f := range r.Flags {
+				fs[i] = string(f)
+			}
+			flags = strings.Join(fs, ",")
+		}
+		if len(r.Instances) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level), flags)
+			continue
+		}
+		for i, in := range r.Instances {
+			task := in.Instance
+			if in.Series != "" && in.Card != "" && in.Task != "" {
+				task = in.Series + "/" + in.Card + "/" + in.Task
+			}
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level), task, dash(in.Profile), in.State, flags)
+			} else {
+				fmt.Fprintf(tw, "\t\t\t\t%s\t%s\t%s\t\n", task, dash(in.Profile), in.State)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Why == "" {
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n", r.Student, r.Why)
+		if r.Fix != "" {
+			fmt.Fprintf(w, "  %s\n", r.Fix)
+		}
+	}
+	return nil
+}
