@@ -367,23 +367,12 @@ func runPasswd(name string, args ...string) error {
 func run(env []string, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if err == nil {
-			return nil
-		}
-		// useradd, usermod and userdel give up at once when another
-		// process (a parallel test package) holds /etc/passwd's lock.
-		if !strings.Contains(out.String(), "cannot lock /etc/") || ctx.Err() != nil {
-			return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
+	return nil
 }
