@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,6 +83,12 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 		if err != nil {
 			return nil, fmt.Errorf("sandbox socket: %w", err)
 		}
+		// Connecting takes write permission on the socket: the sandbox
+		// user's (not root) must have it.
+		if err := chownUser(p, bs.Container.User); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("sandbox socket: %w", err)
+		}
 		return ln, nil
 	}
 	eln, err := listen(sandbox.EgressSocket)
@@ -118,6 +125,24 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 	}
 	lg.Printf("sandbox %s (%.12s) started; egress allowed: %s", bs.Container.Name, id, strings.Join(bs.Egress, ", "))
 	return b, nil
+}
+
+// chownUser gives path to user ("uid:gid", as engine.Spec.User); nothing
+// to do for an empty user or the caller's own ids.
+func chownUser(path, user string) error {
+	if user == "" {
+		return nil
+	}
+	us, gs, ok := strings.Cut(user, ":")
+	uid, uerr := strconv.Atoi(us)
+	gid, gerr := strconv.Atoi(gs)
+	if !ok || uerr != nil || gerr != nil {
+		return fmt.Errorf("sandbox user %q is not uid:gid", user)
+	}
+	if uid == os.Getuid() && gid == os.Getgid() {
+		return nil
+	}
+	return os.Lchown(path, uid, gid)
 }
 
 // boxTerm is the CLI's terminal in the sandbox, reached through the
