@@ -33,9 +33,9 @@ func (b *boxAccount) sessionStart(tb testing.TB, rec agent.Record, d time.Durati
 }
 
 // memory is the sandbox's memory use as Podman reports it, in MiB.
-func sandboxMiB(tb testing.TB, name string) float64 {
+func sandboxMiB(tb testing.TB, a *account, name string) float64 {
 	tb.Helper()
-	out, err := podmanOut(tb, "stats", "--no-stream", "--format", "{{.MemUsageBytes}}", name)
+	out, err := a.podman("stats", "--no-stream", "--format", "{{.MemUsageBytes}}", name)
 	if err != nil {
 		tb.Fatalf("podman stats: %v %s", err, out)
 	}
@@ -70,7 +70,7 @@ func BenchmarkSandboxedAgentStart(b *testing.B) {
 				first := ba.sessionStart(b, rec, 60*time.Second)
 				ds = append(ds, first.Sub(t0))
 				ba.waitReady(st, rec)
-				mem = append(mem, sandboxMiB(b, rec.Sandbox))
+				mem = append(mem, sandboxMiB(b, ba.account, rec.Sandbox))
 				ba.must("agent", "stop", rec.ID)
 			}
 			b.ReportMetric(float64(median(ds).Milliseconds()), "start-to-mcp-p50-ms")
