@@ -115,15 +115,18 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 	if old, err := e.Inspect(cctx, bs.Container.Name); err == nil && old.Labels[sandbox.Label] != "" {
 		e.Remove(cctx, old.ID, true)
 	}
+	t0 := time.Now()
 	id, err := e.Create(cctx, bs.Container)
 	if err != nil {
 		return nil, fmt.Errorf("create the agent's sandbox (image built? make agent-image): %w", err)
 	}
 	b.id = id
+	t1 := time.Now()
 	if err := e.Start(cctx, id); err != nil {
 		return nil, fmt.Errorf("start the agent's sandbox: %w", err)
 	}
-	lg.Printf("sandbox %s (%.12s) started; egress allowed: %s", bs.Container.Name, id, strings.Join(bs.Egress, ", "))
+	lg.Printf("sandbox %s (%.12s) created in %v, started in %v; egress allowed: %s", bs.Container.Name, id,
+		t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond), strings.Join(bs.Egress, ", "))
 	return b, nil
 }
 
