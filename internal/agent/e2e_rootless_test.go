@@ -23,7 +23,7 @@ import (
 const nativeImage = "localhost/stem-native-amd64:latest"
 
 // newStudentBoxAccount is a boxAccount of a non-root student.
-func newStudentBoxAccount(t *testing.T, script ...modelserver.Step) (*boxAccount, *student.Student) {
+func newStudentBoxAccount(t testing.TB, script ...modelserver.Step) (*boxAccount, *student.Student) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs real containers as a rootless student (skipped with -short)")

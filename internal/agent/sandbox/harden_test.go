@@ -77,8 +77,11 @@ func newWorld(t *testing.T, uid, gid int) world {
 
 func (w world) attacks() []attack {
 	return []attack{
+		// Remounting, also as root of a user namespace of its own (which
+		// Podman's seccomp profile lets it make).
 		{name: "write the image (remounting / first)", control: "old", inImage: true, canary: "/usr/local/bin/CANARY-rootfs",
-			script: "mount -o remount,rw / 2>/dev/null; touch /usr/local/bin/CANARY-rootfs"},
+			script: "mount -o remount,rw / 2>/dev/null; unshare -Urm sh -c 'mount -o remount,rw / && touch /usr/local/bin/CANARY-rootfs' 2>/dev/null; " +
+				"touch /usr/local/bin/CANARY-rootfs"},
 		{name: "write a root-owned directory of the card (the user)", control: "old", canary: filepath.Join(w.card, "rootdir", "CANARY-user"),
 			script: "touch " + filepath.Join(w.card, "rootdir", "CANARY-user")},
 		{name: "write a sealed directory of the card (CAP_DAC_OVERRIDE)", control: "old", canary: filepath.Join(w.card, "sealed", "CANARY-caps"),
