@@ -50,6 +50,10 @@ type Spec struct {
 	// NoNewPrivileges stops setuid and file capabilities from raising a
 	// process's privileges (and is inherited by every exec).
 	NoNewPrivileges bool `json:"no_new_privileges,omitempty"`
+	// NoNewNamespaces stops the container's processes from making or
+	// entering namespaces and from mounting (a user namespace would make
+	// a process without capabilities root of its own namespace).
+	NoNewNamespaces bool `json:"no_new_namespaces,omitempty"`
 	// ReadOnlyRoot mounts the image's root filesystem read-only; Tmpfs
 	// gives writable scratch space.
 	ReadOnlyRoot bool    `json:"read_only_root,omitempty"`

@@ -90,6 +90,8 @@ func (w world) attacks() []attack {
 			script: "f=$HOME/c; touch $f && chown 4242:4242 $f && mv $f $HOME/CANARY-chown"},
 		{name: "a setuid-root program", control: "no-nnp", canary: filepath.Join(w.card, "rootdir", "CANARY-suid"),
 			script: w.suid + " " + filepath.Join(w.card, "rootdir", "CANARY-suid")},
+		{name: "become root of a user namespace", control: "old", canary: filepath.Join(w.home, "CANARY-userns"),
+			script: "unshare -Ur true && touch $HOME/CANARY-userns"},
 		{name: "run a program from /tmp", control: "old", canary: filepath.Join(w.home, "CANARY-tmpexec"),
 			script: "cp /usr/bin/touch /tmp/t && /tmp/t $HOME/CANARY-tmpexec"},
 	}
@@ -169,7 +171,7 @@ func TestHardenedSandboxResistsAttacks(t *testing.T) {
 	// defaults.
 	old := hard
 	old.Name += "-old"
-	old.User, old.UserNS, old.DropAllCaps, old.NoNewPrivileges, old.ReadOnlyRoot, old.Tmpfs = "", "", false, false, false, nil
+	old.User, old.UserNS, old.DropAllCaps, old.NoNewPrivileges, old.NoNewNamespaces, old.ReadOnlyRoot, old.Tmpfs = "", "", false, false, false, false, nil
 	noNNP := hard
 	noNNP.Name += "-nonnp"
 	noNNP.NoNewPrivileges = false

@@ -178,6 +178,7 @@ func Spec(o Options) (engine.Spec, error) {
 		// its scratch space is its home and /tmp.
 		DropAllCaps:     true,
 		NoNewPrivileges: true,
+		NoNewNamespaces: true,
 		ReadOnlyRoot:    true,
 		Tmpfs:           []engine.Tmpfs{{Dest: "/tmp", SizeMiB: TmpMiB}},
 	}, nil

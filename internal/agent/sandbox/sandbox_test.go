@@ -21,7 +21,7 @@ func TestSpec(t *testing.T) {
 	if s.Network != "none" || s.Name != "stem-agent-abc123" || s.Labels[Label] != "abc123" || s.Image != Image || s.MemoryMiB == 0 || s.Pids == 0 {
 		t.Fatalf("spec %+v", s)
 	}
-	if s.User != "1000:1000" || s.UserNS != engine.UserNSKeepID || !s.DropAllCaps || !s.NoNewPrivileges || !s.ReadOnlyRoot ||
+	if s.User != "1000:1000" || s.UserNS != engine.UserNSKeepID || !s.DropAllCaps || !s.NoNewPrivileges || !s.NoNewNamespaces || !s.ReadOnlyRoot ||
 		len(s.Tmpfs) != 1 || s.Tmpfs[0].Dest != "/tmp" || s.Tmpfs[0].Exec {
 		t.Fatalf("hardening: %+v", s)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -175,6 +176,18 @@ func (e *Engine) Create(ctx context.Context, spec engine.Spec) (string, error) {
 	s, err := specGenerator(spec)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	if spec.NoNewNamespaces {
+		// The service reads the profile from a path on its host.
+		if _, ok := unixPath(e.uri); !ok {
+			return "", fmt.Errorf("create container %s: a seccomp profile needs a local Podman service, not %s", spec.Name, e.uri)
+		}
+		path, err := writeProfile()
+		if err != nil {
+			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		defer os.Remove(path)
+		s.SeccompProfilePath = path
 	}
 	return e.create(ctx, s)
 }
