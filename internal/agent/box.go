@@ -71,8 +71,11 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 		}
 	}
 	// The sandbox user (sandbox.User) must reach its files, the sockets'
-	// directory and its home; the agent directory around them stays 0700.
-	for _, d := range []string{conf, run, home} {
+	// directory and its home, and list the empty directory that hides the
+	// card's project settings (a CLI that finds its settings directory
+	// unreadable stops; an empty one it reads past). The agent directory
+	// around them stays 0700.
+	for _, d := range []string{conf, run, home, empty} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			return nil, err
 		}
