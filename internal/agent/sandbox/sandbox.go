@@ -26,9 +26,10 @@
 //   - the CLI and everything it starts run as a user that is not root in
 //     the sandbox (the student's own uid in a rootless user namespace;
 //     AgentUID under rootful Podman run by root), with every capability
-//     dropped, no-new-privileges (a setuid program gains nothing), and the
-//     image read-only: the only writable places are its home, a small
-//     /tmp in memory, and the card at full.
+//     dropped, no-new-privileges (a setuid program gains nothing), no
+//     namespaces or mounts of its own (seccomp), and the image read-only:
+//     the only writable places are its home, a small /tmp in memory, and
+//     the card at full.
 package sandbox
 
 import (
