@@ -33,10 +33,11 @@ func BenchmarkClaudeOnHostToMCP(b *testing.B) {
 		"projects":              map[string]any{work: map[string]any{"hasTrustDialogAccepted": true}},
 		"customApiKeyResponses": map[string]any{"approved": []string{key[len(key)-20:]}, "rejected": []string{}}})
 	sock := filepath.Join(dir, "t.sock")
-	tmux := func(args ...string) {
+	tmux := func(args ...string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		exec.CommandContext(ctx, "tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).Run()
+		out, _ := exec.CommandContext(ctx, "tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		return string(out)
 	}
 	defer tmux("kill-server")
 	var ds []time.Duration
@@ -57,7 +58,7 @@ func BenchmarkClaudeOnHostToMCP(b *testing.B) {
 				break
 			}
 			if time.Now().After(deadline) {
-				b.Fatal("claude on the host started no MCP server within 60 s")
+				b.Fatalf("claude on the host started no MCP server within 60 s; its window:\n%s", tmux("capture-pane", "-p"))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
