@@ -32,11 +32,16 @@ func BenchmarkClaudeOnHostToMCP(b *testing.B) {
 	seed, _ := json.Marshal(map[string]any{"hasCompletedOnboarding": true,
 		"projects":              map[string]any{work: map[string]any{"hasTrustDialogAccepted": true}},
 		"customApiKeyResponses": map[string]any{"approved": []string{key[len(key)-20:]}, "rejected": []string{}}})
-	sock := filepath.Join(dir, "t.sock")
+	// A server per start: a new session on a server that kill-server is
+	// still ending would meet it exiting.
+	var sock string
+	// A window whose CLI ended stays, so a failure shows why.
+	conf := filepath.Join(dir, "tmux.conf")
+	os.WriteFile(conf, []byte("set -g remain-on-exit on\n"), 0o600)
 	tmux := func(args ...string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, _ := exec.CommandContext(ctx, "tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		out, _ := exec.CommandContext(ctx, "tmux", append([]string{"-S", sock, "-f", conf}, args...)...).CombinedOutput()
 		return string(out)
 	}
 	defer tmux("kill-server")
@@ -46,12 +51,16 @@ func BenchmarkClaudeOnHostToMCP(b *testing.B) {
 		os.MkdirAll(home, 0o700)
 		os.WriteFile(filepath.Join(home, ".claude.json"), seed, 0o600)
 		os.Remove(probe)
+		sock = filepath.Join(dir, "t"+strconv.Itoa(i)+".sock")
 		t0 := time.Now()
 		// The environment stem gives Claude in the sandbox, less the proxy;
 		// the model's address refuses connections.
-		tmux("new-session", "-d", "-x", "80", "-y", "24", "-c", work, "env", "HOME="+home, "DISABLE_AUTOUPDATER=1",
+		started := tmux("new-session", "-d", "-x", "80", "-y", "24", "-c", work, "env", "HOME="+home, "DISABLE_AUTOUPDATER=1",
 			"ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "ANTHROPIC_API_KEY="+key,
 			"ANTHROPIC_BASE_URL=http://127.0.0.1:9", bin, "--strict-mcp-config", "--mcp-config", filepath.Join(dir, "mcp.json"))
+		if started != "" {
+			b.Fatalf("tmux new-session: %s", started)
+		}
 		deadline := t0.Add(60 * time.Second)
 		for {
 			if _, err := os.Stat(probe); err == nil {
