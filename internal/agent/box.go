@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,10 +70,15 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 			return nil, err
 		}
 	}
-	// The sandbox's root is the container's root user, mapped to this
-	// account (rootless) or root: its home must be its own.
-	if err := os.Chmod(home, 0o755); err != nil {
-		return nil, err
+	// The sandbox user (sandbox.User) must reach its files, the sockets'
+	// directory and its home, and list the empty directory that hides the
+	// card's project settings (a CLI that finds its settings directory
+	// unreadable stops; an empty one it reads past). The agent directory
+	// around them stays 0700.
+	for _, d := range []string{conf, run, home, empty} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	hostServer := e.ServerEntry(rec.Instance, req.Level, id)
 	server := sandboxServer()
@@ -110,6 +116,10 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	if err := writeFiles(home, seeds); err != nil {
 		return nil, err
 	}
+	uid, gid, rootless := sandbox.User(os.Getuid(), os.Getgid())
+	if err := chownTree(home, uid, gid); err != nil {
+		return nil, fmt.Errorf("give the sandbox its home: %w", err)
+	}
 	env := map[string]string{"HOME": sandbox.Home, "DISABLE_AUTOUPDATER": "1"}
 	for k, v := range sandbox.ProxyEnv() {
 		env[k] = v
@@ -129,6 +139,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: gitInternals(req.Resolved.CardPath),
 		WorkDir: req.Resolved.CardPath, HostRunDir: run, HostConfDir: conf, HostHome: home,
 		HostMCPBinary: e.MCPBinary, Programs: programs, Masked: projectSettings(req.Resolved.CardPath), Empty: empty,
+		UID: uid, GID: gid, Rootless: rootless,
 	})
 	if err != nil {
 		return nil, err
@@ -224,6 +235,20 @@ func homeSeeds(adapter, card string, getenv func(string) string) (map[string][]b
 		return nil, err
 	}
 	return map[string][]byte{".claude.json": data}, nil
+}
+
+// chownTree gives dir and everything in it to uid:gid (a no-op for the
+// caller's own ids). Symlinks are changed, never followed.
+func chownTree(dir string, uid, gid int) error {
+	if uid == os.Getuid() && gid == os.Getgid() {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
 }
 
 func writeFiles(dir string, files map[string][]byte) error {

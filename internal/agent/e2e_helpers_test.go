@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
 // These tests run stemctl, stem-mcp and the test provider (a small MCP
@@ -28,6 +28,7 @@ func repoRoot() string { return testenv.RepoRoot() }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	student.Remove()
 	testenv.RemoveBinaries()
 	os.Exit(code)
 }
@@ -132,7 +133,9 @@ func (a *account) tmux(st instanceInfo, args ...string) string {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "tmux", append([]string{"-S", filepath.Join(st.Record.SocketDir, "t.sock")}, args...)...).CombinedOutput()
+	// As the account's user: a rootless student's tmux (in its user
+	// namespace) takes clients of that user only.
+	out, err := a.Command(ctx, "tmux", append([]string{"-S", filepath.Join(st.Record.SocketDir, "t.sock")}, args...)...).CombinedOutput()
 	if err != nil {
 		a.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}

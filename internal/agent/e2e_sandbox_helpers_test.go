@@ -44,7 +44,12 @@ func newBoxAccountTB(t testing.TB, script ...modelserver.Step) *boxAccount {
 	testenv.RequireAccount(t)
 	// Gemini ignores settings under world-writable directories (/tmp).
 	cache := filepath.Join(repoRoot(), ".cache")
-	a := newAccountIn(t, cache)
+	return withModel(t, newAccountIn(t, cache), script...)
+}
+
+// withModel starts the scripted model and points a's agents.toml at it.
+func withModel(t testing.TB, a *account, script ...modelserver.Step) *boxAccount {
+	t.Helper()
 	ms, err := modelserver.Start(script...)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +72,7 @@ args = ["-c", "model=\"gpt-test\"", "-c", "model_provider=\"stemtest\"",
 egress = [%s]
 args = ["-m", "gemini-2.5-flash"]
 `, rule, rule, base, rule)
-	f, err := os.OpenFile(filepath.Join(a.Base, "config", agent.ConfigFile), os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(filepath.Join(a.Base, "config", agent.ConfigFile), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +156,19 @@ func readFile(p string) string {
 	return string(data)
 }
 
-// podmanOut runs podman and returns its output.
+// podmanOut runs root's podman and returns its output.
 func podmanOut(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput()
+	return string(out), err
+}
+
+// podman runs podman as the account's user (a rootless student's own).
+func (a *account) podman(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := a.Command(ctx, "podman", args...).CombinedOutput()
 	return string(out), err
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,6 +85,12 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 		if err != nil {
 			return nil, fmt.Errorf("sandbox socket: %w", err)
 		}
+		// Connecting takes write permission on the socket: the sandbox
+		// user's (not root) must have it.
+		if err := chownUser(p, bs.Container.User); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("sandbox socket: %w", err)
+		}
 		return ln, nil
 	}
 	eln, err := listen(sandbox.EgressSocket)
@@ -110,16 +117,37 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 	if old, err := e.Inspect(cctx, bs.Container.Name); err == nil && old.Labels[sandbox.Label] != "" {
 		e.Remove(cctx, old.ID, true)
 	}
+	t0 := time.Now()
 	id, err := e.Create(cctx, bs.Container)
 	if err != nil {
 		return nil, fmt.Errorf("create the agent's sandbox (image built? make agent-image): %w", err)
 	}
 	b.id = id
+	t1 := time.Now()
 	if err := e.Start(cctx, id); err != nil {
 		return nil, fmt.Errorf("start the agent's sandbox: %w", err)
 	}
-	lg.Printf("sandbox %s (%.12s) started; egress allowed: %s", bs.Container.Name, id, strings.Join(bs.Egress, ", "))
+	lg.Printf("sandbox %s (%.12s) created in %v, started in %v; egress allowed: %s", bs.Container.Name, id,
+		t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond), strings.Join(bs.Egress, ", "))
 	return b, nil
+}
+
+// chownUser gives path to user ("uid:gid", as engine.Spec.User); nothing
+// to do for an empty user or the caller's own ids.
+func chownUser(path, user string) error {
+	if user == "" {
+		return nil
+	}
+	us, gs, ok := strings.Cut(user, ":")
+	uid, uerr := strconv.Atoi(us)
+	gid, gerr := strconv.Atoi(gs)
+	if !ok || uerr != nil || gerr != nil {
+		return fmt.Errorf("sandbox user %q is not uid:gid", user)
+	}
+	if uid == os.Getuid() && gid == os.Getgid() {
+		return nil
+	}
+	return os.Lchown(path, uid, gid)
 }
 
 // boxTerm is the CLI's terminal in the sandbox, reached through the

@@ -36,6 +36,41 @@ type Spec struct {
 	CPUs      float64           `json:"cpus,omitempty"`
 	Network   string            `json:"network,omitempty"` // "none" or "" (engine default)
 	Init      bool              `json:"init,omitempty"`    // run an init (catatonit) as PID 1
+
+	// Hardening, for containers whose processes stem does not trust to
+	// stay within their task (the agent sandbox). The zero value is the
+	// engine's default, which the student's container keeps.
+
+	// User is "uid:gid" for the command and every exec ("" = the image's).
+	User string `json:"user,omitempty"`
+	// UserNS is "" (the engine's default) or UserNSKeepID.
+	UserNS string `json:"userns,omitempty"`
+	// DropAllCaps empties every capability set, the bounding set included.
+	DropAllCaps bool `json:"drop_all_caps,omitempty"`
+	// NoNewPrivileges stops setuid and file capabilities from raising a
+	// process's privileges (and is inherited by every exec).
+	NoNewPrivileges bool `json:"no_new_privileges,omitempty"`
+	// NoNewNamespaces stops the container's processes from making or
+	// entering namespaces and from mounting (a user namespace would make
+	// a process without capabilities root of its own namespace).
+	NoNewNamespaces bool `json:"no_new_namespaces,omitempty"`
+	// ReadOnlyRoot mounts the image's root filesystem read-only; Tmpfs
+	// gives writable scratch space.
+	ReadOnlyRoot bool    `json:"read_only_root,omitempty"`
+	Tmpfs        []Tmpfs `json:"tmpfs,omitempty"`
+}
+
+// UserNSKeepID is a rootless user namespace in which the caller's uid and
+// gid are the same inside as outside, so files the container writes in a
+// bind mount belong to the caller.
+const UserNSKeepID = "keep-id"
+
+// Tmpfs is a memory-backed writable directory, nosuid and nodev, and
+// noexec unless Exec.
+type Tmpfs struct {
+	Dest    string `json:"dest"`
+	SizeMiB int64  `json:"size_mib"`
+	Exec    bool   `json:"exec,omitempty"`
 }
 
 // Container is what we read back from the engine.

@@ -22,7 +22,14 @@
 //     not to read them, so a hook planted there runs nowhere;
 //   - the agent's files (context, the CLIs' configuration) are mounted
 //     read-only; its home directory is its own and the host never reads it;
-//   - the API key is in the CLI's environment in the sandbox only.
+//   - the API key is in the CLI's environment in the sandbox only;
+//   - the CLI and everything it starts run as a user that is not root in
+//     the sandbox (the student's own uid in a rootless user namespace;
+//     AgentUID under rootful Podman run by root), with every capability
+//     dropped, no-new-privileges (a setuid program gains nothing), no
+//     namespaces or mounts of its own (seccomp), and the image read-only:
+//     the only writable places are its home, a small /tmp in memory, and
+//     the card at full.
 package sandbox
 
 import (
@@ -53,6 +60,15 @@ const (
 	EgressSocket = "egress.sock"
 )
 
+// AgentUID is the sandbox user under rootful Podman run by root: no
+// account's uid on a usual host (it is "nonroot" in distroless images).
+// Rootless, the sandbox user is the student's own uid (a keep-id user
+// namespace), so what it writes in its home and the card is the student's.
+const AgentUID = 65532
+
+// TmpMiB is the size of the sandbox's /tmp (memory, counted in its limit).
+const TmpMiB = 256
+
 // Label marks sandbox containers; its value is the agent id.
 const Label = "io.stem.agent"
 
@@ -82,6 +98,19 @@ type Options struct {
 	Programs  []string
 	MemoryMiB int64
 	Pids      int64
+	// UID and GID are the sandbox user's; Rootless puts them in a keep-id
+	// user namespace (the caller's ids, the same inside).
+	UID, GID int
+	Rootless bool
+}
+
+// User is the sandbox user for a caller with uid and gid: the caller
+// itself when it is not root (its Podman is rootless), else AgentUID.
+func User(uid, gid int) (u, g int, rootless bool) {
+	if uid != 0 {
+		return uid, gid, true
+	}
+	return AgentUID, AgentUID, false
 }
 
 // ContainerName is the sandbox's container name for an agent.
@@ -124,6 +153,13 @@ func Spec(o Options) (engine.Spec, error) {
 	if pids == 0 {
 		pids = 1024
 	}
+	if o.UID == 0 {
+		return engine.Spec{}, fmt.Errorf("sandbox: the agent's user must not be root")
+	}
+	userns := ""
+	if o.Rootless {
+		userns = engine.UserNSKeepID
+	}
 	return engine.Spec{
 		Name:  ContainerName(o.AgentID),
 		Image: Image,
@@ -137,6 +173,15 @@ func Spec(o Options) (engine.Spec, error) {
 		Pids:      pids,
 		Network:   "none",
 		Init:      true,
+		User:      fmt.Sprintf("%d:%d", o.UID, o.GID),
+		UserNS:    userns,
+		// Nothing the CLI runs needs a capability or a setuid program;
+		// its scratch space is its home and /tmp.
+		DropAllCaps:     true,
+		NoNewPrivileges: true,
+		NoNewNamespaces: true,
+		ReadOnlyRoot:    true,
+		Tmpfs:           []engine.Tmpfs{{Dest: "/tmp", SizeMiB: TmpMiB}},
 	}, nil
 }
 

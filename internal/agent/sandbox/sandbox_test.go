@@ -4,19 +4,26 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stem-edu/stem/internal/engine"
 )
 
 func TestSpec(t *testing.T) {
 	o := Options{AgentID: "abc123", Instance: "native-amd64-demo-hello-t1", CardPath: "/ws/demo/hello",
 		ReadOnlyCardParts: []string{"/ws/demo/hello/.git/hooks"}, WorkDir: "/ws/demo/hello",
 		HostRunDir: "/rt/agents/abc123/run", HostConfDir: "/rt/agents/abc123/box", HostHome: "/rt/agents/abc123/home",
-		HostMCPBinary: "/usr/bin/stem-mcp", Masked: []string{"/ws/demo/hello/.claude"}, Empty: "/rt/agents/abc123/empty"}
+		HostMCPBinary: "/usr/bin/stem-mcp", Masked: []string{"/ws/demo/hello/.claude"}, Empty: "/rt/agents/abc123/empty",
+		UID: 1000, GID: 1000, Rootless: true}
 	s, err := Spec(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Network != "none" || s.Name != "stem-agent-abc123" || s.Labels[Label] != "abc123" || s.Image != Image || s.MemoryMiB == 0 || s.Pids == 0 {
 		t.Fatalf("spec %+v", s)
+	}
+	if s.User != "1000:1000" || s.UserNS != engine.UserNSKeepID || !s.DropAllCaps || !s.NoNewPrivileges || !s.NoNewNamespaces || !s.ReadOnlyRoot ||
+		len(s.Tmpfs) != 1 || s.Tmpfs[0].Dest != "/tmp" || s.Tmpfs[0].Exec {
+		t.Fatalf("hardening: %+v", s)
 	}
 	if !slices.Equal(s.Command, []string{MCPBinary, "agent-net", "--listen", "127.0.0.1:3128", "--sock", "/run/stem-agent/egress.sock"}) {
 		t.Fatalf("command %q", s.Command)
@@ -43,9 +50,27 @@ func TestSpec(t *testing.T) {
 			t.Errorf("full: %+v", m)
 		}
 	}
+	o.UID, o.GID, o.Rootless = AgentUID, AgentUID, false
+	if s, _ = Spec(o); s.User != "65532:65532" || s.UserNS != "" {
+		t.Errorf("rootful: user %q, userns %q", s.User, s.UserNS)
+	}
+	o.UID = 0
+	if _, err := Spec(o); err == nil {
+		t.Error("a root sandbox user was accepted")
+	}
+	o.UID = 1000
 	o.CardPath = "relative"
 	if _, err := Spec(o); err == nil {
 		t.Error("a relative card path was accepted")
+	}
+}
+
+func TestUser(t *testing.T) {
+	if u, g, rootless := User(1001, 1002); u != 1001 || g != 1002 || !rootless {
+		t.Errorf("a student: %d:%d rootless %v", u, g, rootless)
+	}
+	if u, g, rootless := User(0, 0); u != AgentUID || g != AgentUID || rootless {
+		t.Errorf("root: %d:%d rootless %v", u, g, rootless)
 	}
 }
 

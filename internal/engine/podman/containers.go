@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -124,10 +125,51 @@ func specGenerator(spec engine.Spec) (*specgen.SpecGenerator, error) {
 		init := true
 		s.Init = &init
 	}
+	if err := harden(s, spec); err != nil {
+		return nil, err
+	}
 	// As toolbox does: no SELinux separation, so the card and the socket
 	// directory are usable without relabelling the student's files.
 	s.SelinuxOpts = []string{"disable"}
 	return s, nil
+}
+
+// harden translates the Spec's hardening fields; the zero values leave
+// the engine's defaults.
+func harden(s *specgen.SpecGenerator, spec engine.Spec) error {
+	s.User = spec.User
+	switch spec.UserNS {
+	case "":
+	case engine.UserNSKeepID:
+		s.UserNS = specgen.Namespace{NSMode: specgen.KeepID}
+	default:
+		return fmt.Errorf("user namespace %q is not supported: use %q or the engine default", spec.UserNS, engine.UserNSKeepID)
+	}
+	if spec.DropAllCaps {
+		s.CapDrop = []string{"all"}
+	}
+	if spec.NoNewPrivileges {
+		t := true
+		s.NoNewPrivileges = &t
+	}
+	if spec.ReadOnlyRoot {
+		t, f := true, false
+		s.ReadOnlyFilesystem = &t
+		// Only the scratch space the Spec names: not podman's automatic
+		// tmpfs on /run and /var/tmp.
+		s.ReadWriteTmpfs = &f
+	}
+	for _, m := range spec.Tmpfs {
+		if !filepath.IsAbs(m.Dest) || m.SizeMiB <= 0 {
+			return fmt.Errorf("tmpfs %q: the path must be absolute and the size positive", m.Dest)
+		}
+		opts := []string{"rw", "nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(m.SizeMiB, 10) + "m"}
+		if !m.Exec {
+			opts = append(opts, "noexec")
+		}
+		s.Mounts = append(s.Mounts, rspec.Mount{Type: "tmpfs", Source: "tmpfs", Destination: m.Dest, Options: opts})
+	}
+	return nil
 }
 
 // Create creates (does not start) a container and returns its full id.
@@ -136,6 +178,18 @@ func (e *Engine) Create(ctx context.Context, spec engine.Spec) (v string, err er
 	s, err := specGenerator(spec)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	if spec.NoNewNamespaces {
+		// The service reads the profile from a path on its host.
+		if _, ok := unixPath(e.uri); !ok {
+			return "", fmt.Errorf("create container %s: a seccomp profile needs a local Podman service, not %s", spec.Name, e.uri)
+		}
+		path, err := writeProfile()
+		if err != nil {
+			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		defer os.Remove(path)
+		s.SeccompProfilePath = path
 	}
 	return e.create(ctx, s)
 }
