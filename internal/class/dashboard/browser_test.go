@@ -67,7 +67,9 @@ func TestBrowserRendersTilesAsText(t *testing.T) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/events" {
 			w = &flushHook{ResponseWriter: w, after: func() {
-				once.Do(func() { b.Update("s3", func(t *Tile) { t.Screen = Screen("$ ./hello\nhello, \x1b[32mworld\x1b[0m", 20, 200) }) })
+				once.Do(func() {
+					b.Update("s3", func(t *Tile) { t.Screen = Screen("$ ./hello\nhello, \x1b[32mworld\x1b[0m", 20, 200) })
+				})
 			}}
 		}
 		srv.ServeHTTP(w, r)
