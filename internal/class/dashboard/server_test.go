@@ -175,7 +175,7 @@ type sse struct {
 	body io.Closer
 }
 
-func openSSE(t *testing.T, url string) *sse {
+func openSSE(t testing.TB, url string) *sse {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -188,7 +188,7 @@ func openSSE(t *testing.T, url string) *sse {
 	return &sse{r: bufio.NewReader(resp.Body), body: resp.Body}
 }
 
-func (s *sse) next(t *testing.T) (string, []Tile) {
+func (s *sse) next(t testing.TB) (string, []Tile) {
 	t.Helper()
 	var name, data string
 	for {

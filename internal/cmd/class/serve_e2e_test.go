@@ -34,7 +34,8 @@ func (ty *typist) tmux(t *testing.T, args ...string) string {
 	defer cancel()
 	// The container's own tmux on its own socket: a host tmux of another
 	// version cannot matter.
-	cmd := append([]string{"exec", ty.cid, "sh", "-c", `exec tmux -S "$STEM_SOCKDIR/t.sock" "$@"`, "tmux"}, args...)
+	// Its socket is $STEM_INSTANCE_DIR/<cid12>/t.sock, as stem-init makes it.
+	cmd := append([]string{"exec", ty.cid, "sh", "-c", `exec tmux -S "$STEM_INSTANCE_DIR/` + ty.cid[:min(12, len(ty.cid))] + `/t.sock" "$@"`, "tmux"}, args...)
 	out, err := ty.s.Podman(ctx, cmd...)
 	if err != nil {
 		t.Fatalf("tmux %v as %s: %v\n%s", args, ty.s.Name, err, out)
@@ -57,8 +58,7 @@ func newTypist(t *testing.T, s *student.Student) *typist {
 
 func (ty *typist) line(t *testing.T, text string) {
 	t.Helper()
-	ty.tmux(t, "send-keys", "-t", ty.pane, "-l", text)
-	ty.tmux(t, "send-keys", "-t", ty.pane, "Enter")
+	ty.tmux(t, "send-keys", "-t", ty.pane, "-l", text, ";", "send-keys", "-t", ty.pane, "Enter")
 }
 
 // `stemctl class serve` against real students behind a real sshd, seen in
@@ -151,18 +151,19 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	}
 
 	// A typed line reaches the tile: the time from the keys sent (the
-	// send-keys call returned) to the page showing the output.
+	// send-keys call returned, so podman exec is not counted) to the page
+	// showing the output.
 	var lat []time.Duration
 	for i := range 5 {
 		ty := typists[i%n]
 		word := fmt.Sprintf("LAT%d", i)
-		start := time.Now()
 		ty.line(t, fmt.Sprintf("echo %s-$((1+1))", word))
+		start := time.Now()
 		br.Wait(fmt.Sprintf(`tile("s%d").includes("%s-2")`, i%n+1, word), 10*time.Second)
 		lat = append(lat, time.Since(start))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	t.Logf("keys sent -> tile updated in the browser: p50 %v, max %v (5 samples, --every 200ms; includes podman exec)", lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+	t.Logf("keys sent -> tile updated in the browser: p50 %v, max %v (5 samples, --every 200ms)", lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 
 	// s5's instance stops: its tile goes first, coloured as needing help.
 	if r, err := lab[n-1].a.Run(nil, "down", instance); err != nil || r.Code != 0 {
