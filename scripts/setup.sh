@@ -35,12 +35,13 @@ if [ "$ONLY_SERVICE" = 0 ]; then # (not indented: most of the script)
 # host as well as in the images), Podman, OpenSSH for the SSH tests.
 # crun is there for the test that provokes its refusal of a hybrid cgroup
 # layout (stem itself runs runc on such hosts); podman-compose validates
-# containers/compose.yaml (scripts/check-images.sh).
+# containers/compose.yaml (scripts/check-images.sh). chromium is the headless
+# browser the class dashboard's tests drive.
 PKGS=(podman runc crun catatonit uidmap slirp4netns fuse-overlayfs containernetworking-plugins podman-compose
       tmux neovim bash git make gcc libc6-dev gdb gdb-multiarch valgrind
       qemu-system-misc gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf
       gcc-arm-none-eabi libnewlib-arm-none-eabi
-      openssh-server openssh-client debootstrap curl unzip ca-certificates jq npm)
+      openssh-server openssh-client debootstrap curl unzip ca-certificates jq npm chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,7 +28,7 @@ teacher"). The roster is a TOML file you may edit by hand:
 ~/.config/stem/classes/NAME.toml ($STEM_CONFIG_DIR/classes/NAME.toml).`,
 	}
 	cmd.AddCommand(newCmdInit(f, nil), newCmdAdd(f, nil), newCmdImport(f, nil), newCmdList(f, nil),
-		newCmdRm(f, nil), NewCmdStatus(f, nil))
+		newCmdRm(f, nil), NewCmdStatus(f, nil), NewCmdServe(f, nil))
 	return cmd
 }
 

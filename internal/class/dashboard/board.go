@@ -1,0 +1,121 @@
+// Package dashboard serves the class's dashboard: a local web page with
+// one tile per student (name, task, state, flags, the active pane's screen
+// with its colours, the last event), the students who need help first,
+// updated as their screens change. It is read-only.
+//
+// Threat model: every string on a tile came from a student's machine and
+// is hostile. The server sends it as JSON text; the page's script puts it
+// into the page only as text nodes (never as HTML), colours are classes
+// the server derives from SGR numbers, and a strict Content-Security-
+// Policy forbids inline script and style as a second line. The page is
+// the teacher's view of every student's screen: it is served on loopback
+// by default and only to whoever holds the random token.
+package dashboard
+
+import (
+	"sort"
+	"sync"
+)
+
+// Tile is one student's tile.
+type Tile struct {
+	Student  string   `json:"student"`
+	Instance string   `json:"instance,omitempty"`
+	Task     string   `json:"task,omitempty"`
+	State    string   `json:"state"`
+	Flags    []string `json:"flags"`
+	Need     int      `json:"need"` // higher: sooner; sorts the grid
+	Pane     string   `json:"pane,omitempty"`
+	Screen   [][]Run  `json:"screen"`
+	Event    string   `json:"event,omitempty"` // the last event, one line
+	Error    string   `json:"error,omitempty"` // why the screen is not live
+	Version  int64    `json:"version"`         // the board's, when the tile last changed
+}
+
+// Board holds every student's tile; writers Update tiles, the page's
+// streams wait on Changed and send what is newer than they sent.
+type Board struct {
+	mu      sync.Mutex
+	tiles   map[string]*Tile
+	version int64
+	changed chan struct{} // closed and replaced on every change
+}
+
+// NewBoard makes a board with an empty tile for each student.
+func NewBoard(students []string) *Board {
+	b := &Board{tiles: map[string]*Tile{}, changed: make(chan struct{})}
+	for _, s := range students {
+		b.version++
+		b.tiles[s] = &Tile{Student: s, State: "connecting", Flags: []string{}, Version: b.version}
+	}
+	return b
+}
+
+// Update changes one student's tile with f; a change that leaves the tile
+// as it was is not a change (no version, nothing sent).
+func (b *Board) Update(student string, f func(*Tile)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, ok := b.tiles[student]
+	if !ok {
+		return
+	}
+	t := *old
+	t.Flags = append([]string(nil), old.Flags...)
+	f(&t)
+	t.Student, t.Version = old.Student, old.Version
+	if t.Flags == nil {
+		t.Flags = []string{}
+	}
+	if equal(&t, old) {
+		return
+	}
+	b.version++
+	t.Version = b.version
+	b.tiles[student] = &t
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func equal(a, b *Tile) bool {
+	if a.Instance != b.Instance || a.Task != b.Task || a.State != b.State || a.Need != b.Need || a.Pane != b.Pane ||
+		a.Event != b.Event || a.Error != b.Error || len(a.Flags) != len(b.Flags) || len(a.Screen) != len(b.Screen) {
+		return false
+	}
+	for i := range a.Flags {
+		if a.Flags[i] != b.Flags[i] {
+			return false
+		}
+	}
+	for i := range a.Screen {
+		if len(a.Screen[i]) != len(b.Screen[i]) {
+			return false
+		}
+		for j := range a.Screen[i] {
+			if a.Screen[i][j] != b.Screen[i][j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Since returns the tiles changed after version v (by need, then name),
+// the board's version now, and a channel closed at the next change.
+func (b *Board) Since(v int64) ([]Tile, int64, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Tile
+	for _, t := range b.tiles {
+		if t.Version > v {
+			out = append(out, *t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Need != out[j].Need {
+			return out[i].Need > out[j].Need
+		}
+		return out[i].Student < out[j].Student
+	})
+	return out, b.version, b.changed
+}

@@ -1,0 +1,157 @@
+package class
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/class"
+	"github.com/stem-edu/stem/internal/class/dashboard"
+	"github.com/stem-edu/stem/internal/cmdutil"
+)
+
+// ServeOptions are `class serve`'s inputs.
+type ServeOptions struct {
+	F       *cmdutil.Factory
+	Class   string
+	Listen  string
+	Every   time.Duration
+	Timeout time.Duration
+	// Ready, when set, gets the page's address once it listens (tests).
+	Ready func(url string)
+}
+
+// NewCmdServe builds `class serve`.
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *ServeOptions) error) *cobra.Command {
+	opts := &ServeOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "serve [NAME] [--listen ADDR]",
+		Short: "A live page in the browser with every student's screen, who needs help first",
+		Long: `Serve the class's dashboard: a local web page with one tile per student (name,
+task, state, flags, the active pane's screen with its colours, the last event),
+the students who may need help first, updated as their screens change. It keeps
+one SSH session open with each student's gate, as "stemctl class status" asks
+it, and is read-only: nothing on the page acts on a student's machine.
+
+The page listens on loopback (127.0.0.1, a free port) unless --listen names
+another address, and only answers whoever holds the random token in the
+address printed at start (as Jupyter does). Everything it needs is inside
+stemctl: it works offline. Ctrl-C ends it. NAME may be left out when there is
+one class.`,
+		Example: `  stemctl class serve lab3
+  stemctl class serve lab3 --listen 127.0.0.1:8080`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Class = args[0]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunServe(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:0", "address to listen on; other than loopback only when you mean it (the page shows every student's screen)")
+	cmd.Flags().DurationVar(&opts.Every, "every", 500*time.Millisecond, "look at each student's screen this often")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", class.DefaultTimeout, "give up on one call to a student after this long")
+	return cmd
+}
+
+// RunServe serves the dashboard until ctx ends.
+func RunServe(ctx context.Context, opts *ServeOptions) error {
+	if opts.Every <= 0 {
+		return cmdutil.FlagErrorf("--every must be positive")
+	}
+	cfg, err := configDir(opts.F)
+	if err != nil {
+		return err
+	}
+	name, err := pickClass(cfg, opts.Class)
+	if err != nil {
+		return err
+	}
+	r, err := class.Load(cfg, name)
+	if err != nil {
+		return err
+	}
+	if len(r.Students) == 0 {
+		return fmt.Errorf("class %s has no students: add them with `stemctl class add %s USER@HOST`", r.Name, r.Name)
+	}
+	loopback, err := isLoopback(opts.Listen)
+	if err != nil {
+		return cmdutil.FlagErrorf("--listen %q: %v", opts.Listen, err)
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.Listen, err)
+	}
+	defer ln.Close()
+	token, err := dashboard.NewToken()
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(r.Students))
+	for i, s := range r.Students {
+		names[i] = s.Name
+	}
+	board := dashboard.NewBoard(names)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	live := dashboard.NewLive(r.Students, board, dashboard.LiveOptions{
+		Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}, Every: opts.Every})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		live.Run(ctx)
+	}()
+	// Streams end with ctx: Shutdown does not wait for them.
+	srv := &http.Server{Handler: dashboard.NewServer(board, token, r.Name), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
+	ios := opts.F.IOStreams
+	if !loopback {
+		fmt.Fprintf(ios.ErrOut, "warning: --listen %s is not loopback: anyone on that network who gets the address with its token sees every student's screen, and the page is plain HTTP (no TLS)\n", opts.Listen)
+	}
+	fmt.Fprintf(ios.Out, "class %s: %d students\nOpen the dashboard (the token is the key; keep it to yourself):\n  %s\nCtrl-C ends it.\n", r.Name, len(names), url)
+	if opts.Ready != nil {
+		opts.Ready(url)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		cancel()
+		<-done
+		return fmt.Errorf("serve the dashboard: %w", err)
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	srv.Shutdown(sctx)
+	<-done
+	if err := srv.Close(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// isLoopback says whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false, nil // a name may resolve anywhere
+	}
+	return ip.IsLoopback(), nil
+}

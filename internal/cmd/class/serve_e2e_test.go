@@ -1,0 +1,176 @@
+package class
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/class/dashboard/browsertest"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/gate/sshdtest"
+	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
+	"github.com/stem-edu/stem/internal/xdg"
+)
+
+// typist types into a real student's tmux, in a window of its own that it
+// makes the active one (what a student does who opens a shell).
+type typist struct {
+	s    *student.Student
+	cid  string
+	pane string
+}
+
+func (ty *typist) tmux(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The container's own tmux on its own socket: a host tmux of another
+	// version cannot matter.
+	// Its socket is $STEM_INSTANCE_DIR/<cid12>/t.sock, as stem-init makes it.
+	cmd := append([]string{"exec", ty.cid, "sh", "-c", `exec tmux -S "$STEM_INSTANCE_DIR/` + ty.cid[:min(12, len(ty.cid))] + `/t.sock" "$@"`, "tmux"}, args...)
+	out, err := ty.s.Podman(ctx, cmd...)
+	if err != nil {
+		t.Fatalf("tmux %v as %s: %v\n%s", args, ty.s.Name, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+func newTypist(t *testing.T, s *student.Student) *typist {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := s.Podman(ctx, "ps", "-q", "--filter", "label=io.stem.instance="+instance)
+	if err != nil || strings.TrimSpace(id) == "" {
+		t.Fatalf("the container of %s: %v %q", s.Name, err, id)
+	}
+	ty := &typist{s: s, cid: strings.TrimSpace(id)}
+	ty.pane = ty.tmux(t, "new-window", "-t", "stem:", "-n", "dash", "-P", "-F", "#{pane_id}", "bash --norc --noprofile")
+	return ty
+}
+
+func (ty *typist) line(t *testing.T, text string) {
+	t.Helper()
+	ty.tmux(t, "send-keys", "-t", ty.pane, "-l", text, ";", "send-keys", "-t", ty.pane, "Enter")
+}
+
+// `stemctl class serve` against real students behind a real sshd, seen in
+// a real headless chromium: every tile shows its student's own pane text
+// (typed into their real tmux), hostile output shows as text, a typed line
+// reaches the tile, and a student whose instance goes down moves first,
+// coloured.
+func TestClassServeRealStudentsInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes student accounts with rootless Podman, runs sshd and chromium")
+	}
+	chromium := browsertest.Chromium(t)
+	testenv.RequireAccount(t)
+	testenv.Binary(t, "stemctl", "./cmd/stemctl")
+	bin := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
+	srv := sshdtest.Start(t, "Match User "+student.Prefix+"*", "\tAuthorizedKeysFile .ssh/authorized_keys")
+	teacherHome := t.TempDir()
+	key, err := access.Keygen(access.DefaultKeyPath(teacherHome, "kowalski"), "kowalski")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	lab := newLab(t, n, bin, key.PublicLine)
+
+	ios, _, out, errOut := iostreams.Test()
+	cfg := filepath.Join(teacherHome, ".config", "stem")
+	f := &cmdutil.Factory{
+		IOStreams: ios,
+		Getenv:    func(k string) string { return map[string]string{"HOME": teacherHome}[k] },
+		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: teacherHome, Config: cfg}, nil },
+		Self:      func() (string, error) { return filepath.Join(bin, "stemctl"), nil },
+		MCPBinary: func() (string, error) { return filepath.Join(bin, "stem-mcp"), nil },
+	}
+	run := func(args ...string) {
+		t.Helper()
+		cmd := NewCmdClass(f)
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("stemctl class %v: %v\n%s", args, err, errOut)
+		}
+	}
+	run("init", "lab", "--key", key.PrivatePath, "--ssh-option", "UserKnownHostsFile="+srv.KnownHosts,
+		"--ssh-option", "GlobalKnownHostsFile=/dev/null", "--ssh-option", "StrictHostKeyChecking=yes", "--ssh-option", "LogLevel=ERROR")
+	typists := make([]*typist, n)
+	for i, st := range lab {
+		run("add", "lab", st.s.Name+"@127.0.0.1", "--port", fmt.Sprint(srv.Port), "--as", fmt.Sprintf("s%d", i+1))
+		typists[i] = newTypist(t, st.s)
+		// What the tile must show is the shell's output, not the typed line.
+		typists[i].line(t, fmt.Sprintf("echo PANE-s%d-$((6*7))", i+1))
+	}
+	typists[0].line(t, `printf '\033[31m<script>fetch(1)</script><img src=/x onerror=alert(1)>\033[0m\033]0;title\007\n'`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunServe(ctx, &ServeOptions{F: f, Class: "lab", Listen: "127.0.0.1:0", Every: 200 * time.Millisecond,
+			Timeout: 15 * time.Second, Ready: func(u string) { urls <- u }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	url := <-urls
+	if !strings.Contains(out.String(), url) || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("the address is not printed: %q", out.String())
+	}
+
+	br := browsertest.New(t, chromium, 1600, 1000)
+	br.Open(url)
+	var conds []string
+	for i := range lab {
+		conds = append(conds, fmt.Sprintf(`tile("s%d").includes("PANE-s%d-42")`, i+1, i+1))
+	}
+	const tileJS = `(function(){ window.tile = function(n){ const e = document.querySelector('section.tile[data-student="'+n+'"] pre'); return e ? e.textContent : ""; }; return true; })()`
+	browsertest.Eval[bool](br, tileJS)
+	br.Wait(strings.Join(conds, " && "), 2*time.Minute)
+	dom := br.HTML()
+	if !strings.Contains(dom, `<span class="f1">&lt;script&gt;fetch(1)&lt;/script&gt;&lt;img src=/x onerror=alert(1)&gt;</span>`) {
+		t.Errorf("s1's hostile output is not shown as red text:\n%s", dom)
+	}
+	if strings.Contains(dom, "<img") {
+		t.Errorf("a student's output became markup")
+	}
+	if dir := os.Getenv("STEM_ARTIFACTS"); dir != "" {
+		br.Screenshot(filepath.Join(dir, "class-dashboard.png"))
+	}
+
+	// A typed line reaches the tile: the time from the keys sent (the
+	// send-keys call returned, so podman exec is not counted) to the page
+	// showing the output.
+	var lat []time.Duration
+	for i := range 5 {
+		ty := typists[i%n]
+		word := fmt.Sprintf("LAT%d", i)
+		ty.line(t, fmt.Sprintf("echo %s-$((1+1))", word))
+		start := time.Now()
+		br.Wait(fmt.Sprintf(`tile("s%d").includes("%s-2")`, i%n+1, word), 10*time.Second)
+		lat = append(lat, time.Since(start))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("keys sent -> tile updated in the browser: p50 %v, max %v (5 samples, --every 200ms)", lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+
+	// s5's instance stops: its tile goes first, coloured as needing help.
+	if r, err := lab[n-1].a.Run(nil, "down", instance); err != nil || r.Code != 0 {
+		t.Fatalf("down: %v %d %s", err, r.Code, r.Stderr)
+	}
+	br.Wait(`(function(){ const f = document.querySelector("section.tile"); return f && f.dataset.student === "s5" && f.classList.contains("need-hi") && f.textContent.includes("instance-down"); })()`, 2*time.Minute)
+	if dir := os.Getenv("STEM_ARTIFACTS"); dir != "" {
+		br.Screenshot(filepath.Join(dir, "class-dashboard-down.png"))
+	}
+}
