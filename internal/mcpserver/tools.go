@@ -66,6 +66,13 @@ func (s *Server) register() {
 			return s.call(ctx, d, req)
 		})
 	}
+	if s.opt.GateStatus != nil {
+		d := gateStatusTool()
+		d.tool = rawSchema(d.tool)
+		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.call(ctx, d, req)
+		})
+	}
 	s.registerResources()
 }
 
