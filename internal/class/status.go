@@ -55,8 +55,11 @@ type Row struct {
 	Instances []Instance `json:"instances"`
 	Flags     []Flag     `json:"flags"`
 	Millis    int64      `json:"elapsed_ms"`
-	Notes     []string   `json:"-"`
-	unsafe    bool       // the SSH session had a terminal or agent forwarding
+	// Via is how the row was asked: "session" (the open MCP session's
+	// gate_status) or "ssh" (a new connection for the status verb).
+	Via    string   `json:"via,omitempty"`
+	Notes  []string `json:"-"`
+	unsafe bool     // the SSH session had a terminal or agent forwarding
 }
 
 // Instance is one instance the student's grant allows.
@@ -155,13 +158,18 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
 		return failed(s, failure{ReachBroken, fmt.Sprintf("the answer is not the gate's status (%v): %s", err, clean(stdout.String())), "the account's forced command is not stem-mcp gate? the student runs `stemctl access check`"}, took)
 	}
+	return rowOf(s, st, took, notes)
+}
+
+// rowOf checks and turns a gate's status into the student's row.
+func rowOf(s Student, st gatestatus.Status, took time.Duration, notes []string) Row {
 	switch st.Level {
 	case "observe", "assist", "full":
 	default:
 		return failed(s, failure{ReachBroken, fmt.Sprintf("the answer names level %q", clean(st.Level)), "the student's stem-mcp may be of another version"}, took)
 	}
 	r := fromStatus(s, st)
-	r.Millis, r.Notes = took.Milliseconds(), notes
+	r.Millis, r.Notes, r.Via = took.Milliseconds(), notes, "ssh"
 	r.Flags = triage(r)
 	return r
 }

@@ -27,3 +27,16 @@ func gateStatusTool() toolDef {
 		},
 	}
 }
+
+// Tools returns the definitions of the tools a server at level l offers
+// (as ToolNames lists them), for a server that forwards to one, such as
+// the teacher's class server. The gate-only gate_status is not among them.
+func Tools(l Level) []mcp.Tool {
+	var out []mcp.Tool
+	for _, d := range allTools() {
+		if d.at(l) {
+			out = append(out, d.tool)
+		}
+	}
+	return out
+}
