@@ -135,10 +135,11 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 	cmd := exec.CommandContext(ctx, ssh, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// ssh and its ProxyCommand are one process group, killed together; a
-	// child that keeps the pipes open cannot hold Wait beyond WaitDelay.
+	// child that keeps the pipes open cannot hold Wait beyond WaitDelay
+	// (seconds: on a loaded machine ssh's ProxyCommand may take one to go).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	cmd.WaitDelay = 3 * time.Second
 	runErr := cmd.Run()
 	if errors.Is(runErr, exec.ErrWaitDelay) {
 		// ssh exited 0 but a child (its ProxyCommand) held the pipes past
