@@ -28,7 +28,8 @@ func (e *RefusedError) Error() string { return e.Msg }
 // the student's grant lacks is refused here with the grant's level named
 // (the gate's server, which has no such tool at that level, would refuse
 // it too); so is a student with no open session. args must not hold
-// "student".
+// "student". Without a deadline on ctx, the call may take the hub's
+// Timeout plus the call's own timeout_ms or wait_ms.
 func (h *Hub) Call(ctx context.Context, student, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	if _, ok := h.links[student]; !ok {
 		names := make([]string, 0, len(h.students))
@@ -51,8 +52,11 @@ func (h *Hub) Call(ctx context.Context, student, tool string, args map[string]an
 		return nil, &RefusedError{fmt.Sprintf("%s refused: student %s's grant %s is at level %s, which does not include %s (it has: %s)",
 			tool, student, clean(op.grant), op.level, tool, strings.Join(op.toolNames(), ", "))}
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.opt.Timeout+callGrace(args))
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opt.Timeout+callGrace(args))
+		defer cancel()
+	}
 	res, err := op.sess.call(ctx, tool, args)
 	if err != nil {
 		return nil, fmt.Errorf("student %s: %w", student, err)

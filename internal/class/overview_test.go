@@ -2,12 +2,17 @@ package class_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
@@ -97,3 +102,39 @@ func TestOverviewOverOpenSessions(t *testing.T) {
 }
 
 func writeFile(path, data string) error { return os.WriteFile(path, []byte(data), 0o600) }
+
+// Call forwards a tool the student's session has, marked with the
+// student's name, and refuses one it lacks, naming the grant's level.
+func TestCallByTheSessionsTools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ssh against a loopback server")
+	}
+	srv, students, opt := standinClass(t, 2)
+	hub := class.NewHub(students, class.HubOptions{Options: opt})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { hub.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitConnected(t, hub, len(students))
+
+	before := standin.Count(&srv.Calls, "session_events")
+	res, err := hub.Call(context.Background(), "s001", "session_events", map[string]any{"since": 0, "wait_ms": 0})
+	if err != nil || res.IsError {
+		t.Fatalf("session_events: %v %+v", err, res)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].(mcp.TextContent).Text), &obj); err != nil || obj["student"] != "s001" ||
+		!strings.Contains(obj["notice"].(string), "student s001's session") || obj["events"] == nil {
+		t.Fatalf("forwarded result: %v %+v", err, obj)
+	}
+	if standin.Count(&srv.Calls, "session_events") == before {
+		t.Fatal("the call did not reach the student's gate")
+	}
+	for student, want := range map[string]string{"s001": "at level observe, which does not include pane_send_keys", "nobody": `no student "nobody"`} {
+		_, err = hub.Call(context.Background(), student, "pane_send_keys", map[string]any{"pane": "%0", "keys": "x"})
+		var re *class.RefusedError
+		if !errors.As(err, &re) || !strings.Contains(re.Msg, want) {
+			t.Fatalf("pane_send_keys to %s: %v, want %q", student, err, want)
+		}
+	}
+}

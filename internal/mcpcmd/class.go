@@ -106,7 +106,7 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 			}
 			return jsonResult(map[string]any{"events": evs, "notice": classNotice})
 		})
-	addStudentTools(srv, hub)
+	addStudentTools(srv, hub, timeout)
 	return server.NewStdioServer(srv).Listen(ctx, ios.In, ios.Out)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -22,7 +23,7 @@ var notForwarded = map[string]bool{"session_events": true}
 // them a student allows is their grant's business: the hub refuses a tool
 // the student's session lacks, naming the grant's level, and the gate's
 // server, which has no such tool at that level, is the boundary.
-func addStudentTools(srv *server.MCPServer, hub *class.Hub) {
+func addStudentTools(srv *server.MCPServer, hub *class.Hub, timeout time.Duration) {
 	for _, t := range mcpserver.Tools(mcpserver.Full) {
 		if notForwarded[t.Name] {
 			continue
@@ -35,6 +36,10 @@ func addStudentTools(srv *server.MCPServer, hub *class.Hub) {
 				return mcp.NewToolResultError(t.Name + " refused: the student argument names whose session (class_overview lists them)"), nil
 			}
 			delete(args, "student")
+			// As long as the gate's server lets the tool run, plus the
+			// per-student allowance for the way there and back.
+			ctx, cancel := context.WithTimeout(ctx, timeout+mcpserver.ToolTimeout(t.Name))
+			defer cancel()
 			res, err := hub.Call(ctx, student, t.Name, args)
 			if err != nil {
 				var re *class.RefusedError

@@ -40,3 +40,18 @@ func Tools(l Level) []mcp.Tool {
 	}
 	return out
 }
+
+// ToolTimeout is how long the server lets one call of the named tool run
+// (the default for tools without their own), so that a forwarder can wait
+// as long; 0 for an unknown tool.
+func ToolTimeout(name string) time.Duration {
+	for _, d := range allTools() {
+		if d.tool.Name == name {
+			if d.timeout == 0 {
+				return defaultToolTimeout
+			}
+			return d.timeout
+		}
+	}
+	return 0
+}
