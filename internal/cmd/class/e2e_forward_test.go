@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -44,10 +45,10 @@ func shellWindow(t *testing.T, a *testenv.Account) func(string) {
 	}
 }
 
-// overSessions: once sessions are open, class_overview asks s1 and s2 over
-// them (no new SSH connection), the others anew; each such status is in
+// overSessions: once sessions are open, class_overview asks those students
+// over them (no new SSH connection), the others anew; each such status is in
 // the student's own audit log.
-func overSessions(t *testing.T, call func(string, map[string]any, any), s1 *testenv.Account) {
+func overSessions(t *testing.T, call func(string, map[string]any, any), open []string, s1 *testenv.Account) {
 	t.Helper()
 	var took []time.Duration
 	var ov struct {
@@ -59,10 +60,10 @@ func overSessions(t *testing.T, call func(string, map[string]any, any), s1 *test
 		took = append(took, time.Since(start))
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-	t.Logf("class_overview of %d students, 2 over open sessions: median %v of 5", len(ov.Students), took[2].Round(time.Millisecond))
+	t.Logf("class_overview of %d students, %d over open sessions: median %v of 5", len(ov.Students), len(open), took[2].Round(time.Millisecond))
 	for _, r := range ov.Students {
-		open := r.Student == "s1" || r.Student == "s2"
-		if open && (r.Via != "session" || r.Reach != class.ReachOK) || !open && r.Via == "session" {
+		isOpen := slices.Contains(open, r.Student)
+		if isOpen && (r.Via != "session" || r.Reach != class.ReachOK) || !isOpen && r.Via == "session" {
 			t.Errorf("%s asked via %q (%s: %s)", r.Student, r.Via, r.Reach, r.Why)
 		}
 	}
@@ -147,6 +148,10 @@ func forwarded(t *testing.T, c *client.Client, ctx context.Context, s1, s2 *test
 	}
 	if r, _ := s2.Run(nil, "audit", "show", "--json"); !strings.Contains(r.Stdout, "pane_send_keys") {
 		t.Fatalf("s2's audit log lacks the keys:\n%s", r.Stdout)
+	}
+	// s4's grant is assist: pane_run (full only) is refused naming it.
+	if _, text, isErr := raw("pane_run", map[string]any{"student": "s4", "pane": "%0", "command": "true"}); !isErr || !strings.Contains(text, "level assist") {
+		t.Fatalf("pane_run to assist-level s4: error %v: %s", isErr, text)
 	}
 	// The same tool at observe level works for s1 too.
 	if obj, text, isErr := raw("session_status", map[string]any{"student": "s1"}); isErr || obj["student"] != "s1" || obj["level"] != "observe" {
