@@ -59,6 +59,7 @@ type Hub struct {
 	changed chan struct{} // closed and replaced on every event
 	links   map[string]*Link
 	open    map[string]*openSession // by student, while connected
+	probing map[string]*probeCall   // status probes under way, by student
 }
 
 // openSession is a connected student's session and what its grant allows.
@@ -85,7 +86,7 @@ func NewHub(students []Student, opt HubOptions) *Hub {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}}
+	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}}
 	for _, s := range students {
 		h.links[s.Name] = &Link{Student: s.Name, Error: "not connected yet"}
 	}
@@ -137,7 +138,7 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 // serve asks the student's gate which instance answers, opens an MCP
 // session on it and relays its events until the session fails.
 func (h *Hub) serve(ctx context.Context, s Student) error {
-	row := probe(ctx, s, h.opt.Options)
+	row := h.probe(ctx, s)
 	if row.Reach != ReachOK {
 		return fmt.Errorf("%s: %s", row.Reach, row.Why)
 	}

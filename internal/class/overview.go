@@ -42,7 +42,7 @@ func (h *Hub) Overview(ctx context.Context) []Row {
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-				rows[i] = probe(ctx, s, h.opt.Options)
+				rows[i] = h.probe(ctx, s)
 			case <-ctx.Done():
 				rows[i] = failed(s, failure{ReachTimeout, "not asked: " + ctx.Err().Error(), ""}, 0)
 			}
@@ -65,4 +65,37 @@ func (h *Hub) overSession(ctx context.Context, s Student, op *openSession) (Row,
 	r := rowOf(s, st, time.Since(start), nil)
 	r.Via = "session"
 	return r, true
+}
+
+// probeCall is one status probe of a student, shared by whoever asks
+// while it runs.
+type probeCall struct {
+	done chan struct{}
+	row  Row
+}
+
+// probe asks the student's gate for `status` over a new connection, or
+// waits for the probe already under way: at start-up the hub connecting
+// and a first Overview would otherwise make two SSH handshakes for each
+// student at once.
+func (h *Hub) probe(ctx context.Context, s Student) Row {
+	h.mu.Lock()
+	if c := h.probing[s.Name]; c != nil {
+		h.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.row
+		case <-ctx.Done():
+			return failed(s, failure{ReachTimeout, "not asked: " + ctx.Err().Error(), ""}, 0)
+		}
+	}
+	c := &probeCall{done: make(chan struct{})}
+	h.probing[s.Name] = c
+	h.mu.Unlock()
+	c.row = probe(ctx, s, h.opt.Options)
+	h.mu.Lock()
+	delete(h.probing, s.Name)
+	h.mu.Unlock()
+	close(c.done)
+	return c.row
 }
