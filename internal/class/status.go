@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"sort"
 	"sync"
@@ -133,18 +134,30 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 	stdout := &capped{max: maxAnswer, full: cancel}
 	stderr := &capped{max: maxStderr}
 	cmd := exec.CommandContext(ctx, ssh, args...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stderr = stderr
 	// ssh and its ProxyCommand are one process group, killed together; a
-	// child that keeps the pipes open cannot hold Wait beyond WaitDelay
-	// (seconds: on a loaded machine ssh's ProxyCommand may take one to go).
+	// child that keeps stderr open cannot hold Wait beyond WaitDelay. The
+	// answer on stdout is read to its end first: only ssh holds that pipe
+	// (the ProxyCommand's stdout is ssh's socket), and ctx kills ssh, so
+	// the read is bounded; WaitDelay can then never cut the answer short
+	// however slowly this process is scheduled.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 3 * time.Second
-	runErr := cmd.Run()
+	cmd.WaitDelay = time.Second
+	out, err := cmd.StdoutPipe()
+	var runErr error
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		runErr = err
+	} else {
+		io.Copy(stdout, out) // ends at EOF, or when stdout is full (which cancels)
+		runErr = cmd.Wait()
+	}
 	if errors.Is(runErr, exec.ErrWaitDelay) {
-		// ssh exited 0 but a child (its ProxyCommand) held the pipes past
-		// WaitDelay, as happens on a loaded machine: what was read is
-		// judged as the answer.
+		// ssh exited 0 and its answer was read whole; its ProxyCommand
+		// held stderr a little longer.
 		runErr = nil
 	}
 	took := time.Since(start)
