@@ -42,6 +42,10 @@ bench ./internal/agent/ 'GDBStopToNotification' 50
 bench ./internal/agent/ 'AgentStartToFirstMCPCall' 10
 bench ./internal/gate/ 'SSHInitialize$|GateLocalInitialize' 20
 bench ./internal/gate/ 'Poll30$|Poll30Warm' 10
+# The whole class: the built stem-mcp class against stand-in gates on
+# loopback (package standin), 30 and 200 students.
+bench ./internal/cmd/class/ 'ClassOverviewOpen' 50
+bench ./internal/cmd/class/ 'ClassOverviewCold' 5
 
 # The CLI as a user runs it: a private account, the demo card, wall clock.
 say "timing bin/stemctl (wall clock, $ROOT/bin)"
@@ -115,6 +119,13 @@ row "poll 30 students, stem-dial, default kex" BenchmarkPoll30/bashrc-skipped/ke
 row "poll 30 students, stem-dial, curve25519" BenchmarkPoll30/bashrc-skipped/kex-curve25519/dial p50-ms ms "< 2 s" "as above"
 row "poll 30 students, ssh alone, curve25519" BenchmarkPoll30/bashrc-skipped/kex-curve25519 p50-ms ms "" "as above without stem-dial"
 row "poll 30 open sessions" BenchmarkPoll30Warm p50-ms ms "" "one pane_capture in each of 30 MCP sessions already open over SSH"
+row "\`class_overview\`, 30 students, open sessions" BenchmarkClassOverviewOpen/30 p50-ms ms "< 300 ms" "the teacher's client calling \`stem-mcp class\` to its answer, every row over an open session (gate_status); stand-in gates on loopback"
+row "\`class_overview\`, 200 students, open sessions" BenchmarkClassOverviewOpen/200 p50-ms ms "" "as above, 200 stand-in students"
+row "\`class_overview\`, 30 students, from nothing" BenchmarkClassOverviewCold/30 p50-ms ms "< 3 s" "\`stem-mcp class\` process start to its first class_overview answered, every student over a new SSH connection"
+row "\`class_overview\`, 200 students, from nothing" BenchmarkClassOverviewCold/200 p50-ms ms "" "as above, 200 stand-in students"
+row "\`stem-mcp class\` memory, 30 sessions" BenchmarkClassOverviewOpen/30 rss-MiB MiB "< 60 MB" "resident memory of the server holding 30 open sessions (its ssh and stem-dial children apart)"
+row "\`stem-mcp class\` memory, 200 sessions" BenchmarkClassOverviewOpen/200 rss-MiB MiB "" "as above, 200 sessions"
+row "ssh children of \`stem-mcp class\`, 30 sessions" BenchmarkClassOverviewOpen/30 ssh-rss-MiB MiB "" "summed resident memory of its ssh and stem-dial processes (shared pages counted in each)"
 
 table() {
   echo "| figure | median | samples | target | what is timed |"
@@ -147,7 +158,11 @@ and a full verification of the instance. The 30-student polls run all 30 sshd,
 gates and clients on this one machine; on a lab each student's machine serves
 one. Where SSH time goes (delayed ACKs that stem-dial avoids, the default
 post-quantum key exchange, the account's shell start-up) and how to choose the
-key exchange: docs/teacher-setup.md.
+key exchange: docs/teacher-setup.md. The class figures run the built
+`stem-mcp class` and OpenSSH's ssh against stand-in gates on one loopback
+port (internal/class/standin: the gate's SSH verbs and MCP tools, one fsync'd
+log line per status, no tmux or Neovim probe): real accounts for 30 students
+would take most of an hour to set up on this machine, and 200 do not fit on it.
 
 NOTES
   echo "Raw benchmark lines:"

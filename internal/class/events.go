@@ -31,6 +31,7 @@ type Link struct {
 	Student   string     `json:"student"`
 	Connected bool       `json:"connected"`
 	Instance  string     `json:"instance,omitempty"`
+	Level     string     `json:"level,omitempty"` // the grant's, while connected
 	Since     *time.Time `json:"since,omitempty"` // connected since, or down since
 	Error     string     `json:"error,omitempty"` // why the last session ended or failed
 	Retry     *time.Time `json:"retry,omitempty"` // the next attempt
@@ -57,6 +58,15 @@ type Hub struct {
 	seq     int64
 	changed chan struct{} // closed and replaced on every event
 	links   map[string]*Link
+	open    map[string]*openSession // by student, while connected
+	probing map[string]*probeCall   // status probes under way, by student
+}
+
+// openSession is a connected student's session and what its grant allows.
+type openSession struct {
+	sess         *mcpSession
+	level, grant string
+	tools        map[string]bool
 }
 
 // NewHub prepares a hub for students; Run starts it.
@@ -76,7 +86,7 @@ func NewHub(students []Student, opt HubOptions) *Hub {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}}
+	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}}
 	for _, s := range students {
 		h.links[s.Name] = &Link{Student: s.Name, Error: "not connected yet"}
 	}
@@ -114,7 +124,7 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 			if l.Connected || l.Since == nil {
 				l.Since = &now
 			}
-			l.Connected, l.Error, l.Retry = false, clean(err.Error()), &retry
+			l.Connected, l.Level, l.Error, l.Retry = false, "", clean(err.Error()), &retry
 		})
 		select {
 		case <-ctx.Done():
@@ -128,7 +138,7 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 // serve asks the student's gate which instance answers, opens an MCP
 // session on it and relays its events until the session fails.
 func (h *Hub) serve(ctx context.Context, s Student) error {
-	row := probe(ctx, s, h.opt.Options)
+	row := h.probe(ctx, s)
 	if row.Reach != ReachOK {
 		return fmt.Errorf("%s: %s", row.Reach, row.Why)
 	}
@@ -159,6 +169,24 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 		return err
 	}
 	defer sess.close()
+	lctx, cancel := context.WithTimeout(ctx, h.opt.Timeout)
+	names, err := sess.tools(lctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	op := &openSession{sess: sess, level: row.Level, grant: row.Grant, tools: map[string]bool{}}
+	for _, n := range names {
+		op.tools[n] = true
+	}
+	h.mu.Lock()
+	h.open[s.Name] = op
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.open, s.Name)
+		h.mu.Unlock()
+	}()
 	// Each gate session numbers its own events from 1. The first call
 	// does not wait: once it returns, the gate watches the panes, and the
 	// link counts as connected.
@@ -177,7 +205,7 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 		if first {
 			now := time.Now()
 			h.setLink(s.Name, func(l *Link) {
-				l.Connected, l.Instance, l.Since, l.Error, l.Retry = true, clean(instance), &now, "", nil
+				l.Connected, l.Instance, l.Level, l.Since, l.Error, l.Retry = true, clean(instance), row.Level, &now, "", nil
 			})
 		}
 		for _, ev := range evs {

@@ -15,6 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/gate/gatestatus"
 )
 
 // maxLine bounds one JSON-RPC message from a student's gate: the MCP
@@ -158,4 +160,59 @@ func (s *mcpSession) events(ctx context.Context, since int64, wait time.Duration
 		return nil, fmt.Errorf("session_events: the answer is not a list of events: %v", err)
 	}
 	return out.Events, nil
+}
+
+// tools lists the tools the student's gate offers this session: its
+// grant's level decides them.
+func (s *mcpSession) tools(ctx context.Context) ([]string, error) {
+	res, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, s.explain(fmt.Errorf("tools/list: %w", err))
+	}
+	names := make([]string, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
+// call calls a tool of the student's gate.
+func (s *mcpSession) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = tool, args
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil {
+		return nil, s.explain(fmt.Errorf("%s: %w", tool, err))
+	}
+	return res, nil
+}
+
+// status calls the gate's gate_status tool: the status verb's answer over
+// the open session.
+func (s *mcpSession) status(ctx context.Context) (gatestatus.Status, error) {
+	var st gatestatus.Status
+	res, err := s.call(ctx, gateStatusTool, nil)
+	if err != nil {
+		return st, err
+	}
+	text := firstText(res)
+	if res.IsError {
+		return st, fmt.Errorf("%s: %s", gateStatusTool, clean(text))
+	}
+	if err := json.Unmarshal([]byte(text), &st); err != nil {
+		return st, fmt.Errorf("%s: the answer is not the gate's status: %v", gateStatusTool, err)
+	}
+	return st, nil
+}
+
+// gateStatusTool is the gate's status as a tool of its MCP session.
+const gateStatusTool = "gate_status"
+
+func firstText(res *mcp.CallToolResult) string {
+	if len(res.Content) > 0 {
+		if tc, ok := mcp.AsTextContent(res.Content[0]); ok {
+			return tc.Text
+		}
+	}
+	return ""
 }

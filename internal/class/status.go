@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"sort"
 	"sync"
@@ -55,8 +56,11 @@ type Row struct {
 	Instances []Instance `json:"instances"`
 	Flags     []Flag     `json:"flags"`
 	Millis    int64      `json:"elapsed_ms"`
-	Notes     []string   `json:"-"`
-	unsafe    bool       // the SSH session had a terminal or agent forwarding
+	// Via is how the row was asked: "session" (the open MCP session's
+	// gate_status) or "ssh" (a new connection for the status verb).
+	Via    string   `json:"via,omitempty"`
+	Notes  []string `json:"-"`
+	unsafe bool     // the SSH session had a terminal or agent forwarding
 }
 
 // Instance is one instance the student's grant allows.
@@ -130,13 +134,32 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 	stdout := &capped{max: maxAnswer, full: cancel}
 	stderr := &capped{max: maxStderr}
 	cmd := exec.CommandContext(ctx, ssh, args...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stderr = stderr
 	// ssh and its ProxyCommand are one process group, killed together; a
-	// child that keeps the pipes open cannot hold Wait beyond WaitDelay.
+	// child that keeps stderr open cannot hold Wait beyond WaitDelay. The
+	// answer on stdout is read to its end first: only ssh holds that pipe
+	// (the ProxyCommand's stdout is ssh's socket), and ctx kills ssh, so
+	// the read is bounded; WaitDelay can then never cut the answer short
+	// however slowly this process is scheduled.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	runErr := cmd.Run()
+	out, err := cmd.StdoutPipe()
+	var runErr error
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		runErr = err
+	} else {
+		io.Copy(stdout, out) // ends at EOF, or when stdout is full (which cancels)
+		runErr = cmd.Wait()
+	}
+	if errors.Is(runErr, exec.ErrWaitDelay) {
+		// ssh exited 0 and its answer was read whole; its ProxyCommand
+		// held stderr a little longer.
+		runErr = nil
+	}
 	took := time.Since(start)
 	switch {
 	case stdout.over:
@@ -155,13 +178,18 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
 		return failed(s, failure{ReachBroken, fmt.Sprintf("the answer is not the gate's status (%v): %s", err, clean(stdout.String())), "the account's forced command is not stem-mcp gate? the student runs `stemctl access check`"}, took)
 	}
+	return rowOf(s, st, took, notes)
+}
+
+// rowOf checks and turns a gate's status into the student's row.
+func rowOf(s Student, st gatestatus.Status, took time.Duration, notes []string) Row {
 	switch st.Level {
 	case "observe", "assist", "full":
 	default:
 		return failed(s, failure{ReachBroken, fmt.Sprintf("the answer names level %q", clean(st.Level)), "the student's stem-mcp may be of another version"}, took)
 	}
 	r := fromStatus(s, st)
-	r.Millis, r.Notes = took.Milliseconds(), notes
+	r.Millis, r.Notes, r.Via = took.Milliseconds(), notes, "ssh"
 	r.Flags = triage(r)
 	return r
 }

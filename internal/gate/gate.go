@@ -21,6 +21,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stem-edu/stem/internal/access"
@@ -51,6 +52,11 @@ type ServeRequest struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
+	// Status is the status verb's answer for this same grant, audited on
+	// every call (as "gate.mcp_status"): the MCP server offers it as its
+	// gate_status tool, so a teacher's open session can poll it without a
+	// new SSH connection. It gives nothing the status verb does not.
+	Status func(context.Context) (Status, error)
 }
 
 // Probe asks whether a tmux or Neovim server answers on a socket.
@@ -128,8 +134,10 @@ type session struct {
 	grant   access.Grant
 	id      Identity
 	env     func(string) string
-	log     *audit.Log
 	request string
+
+	logMu sync.Mutex // the MCP session's gate_status calls come at once
+	log   *audit.Log
 }
 
 // Run checks the request in SSH_ORIGINAL_COMMAND against the grant and
@@ -255,6 +263,9 @@ func (s *session) serve(ctx context.Context, store *access.Store, instance strin
 			In:               s.opt.In,
 			Out:              s.opt.Out,
 			ErrOut:           s.opt.ErrOut,
+			Status: func(ctx context.Context) (Status, error) {
+				return s.statusOf(ctx, "gate.mcp_status")
+			},
 		})
 	}()
 	var err error
@@ -419,6 +430,8 @@ func (s *session) checkAudit(ctx context.Context) error {
 const auditTimeout = 5 * time.Second
 
 func (s *session) auditLog() (*audit.Log, error) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	if s.log != nil {
 		return s.log, nil
 	}

@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,4 +121,65 @@ func TestServerAuditRefusalIsARefusal(t *testing.T) {
 		},
 	})
 	oneRefusalLine(t, "mcp", code, errOut.String(), "MCP session not served")
+}
+
+// The MCP session's status is the status verb's answer for the same grant,
+// each call audited on the student's side; and a status that cannot be
+// audited is not given.
+func TestSessionStatusIsTheVerbsAndAudited(t *testing.T) {
+	f := newFixture(t, access.Observe, "live-t1")
+	var got Status
+	var calls int
+	serve := func(ctx context.Context, req ServeRequest) error {
+		for range 2 {
+			st, err := req.Status(ctx)
+			if err != nil {
+				return err
+			}
+			got, calls = st, calls+1
+		}
+		return nil
+	}
+	var errOut bytes.Buffer
+	code := Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
+		Getenv: f.env("mcp live-t1"), ErrOut: &errOut, Serve: serve,
+	})
+	if code != 0 || calls != 2 {
+		t.Fatalf("mcp: exit %d, %d calls: %s", code, calls, errOut.String())
+	}
+	_, out, _ := f.run(t, "status", &recorder{})
+	var verb Status
+	if err := json.Unmarshal([]byte(out), &verb); err != nil {
+		t.Fatal(err)
+	}
+	if got.Level != access.Observe || got.Grant != "kowalski" || fmt.Sprint(got) != fmt.Sprint(verb) {
+		t.Fatalf("session status %+v, verb %+v", got, verb)
+	}
+	log, _ := audit.Open(f.state)
+	entries, _ := log.Read(audit.Filter{Event: audit.ToolCall})
+	n := 0
+	for _, e := range entries {
+		if e.Tool == "gate.mcp_status" && e.Level == access.Observe && e.Grant == f.grant.Label() {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("audit has %d gate.mcp_status entries, want 2: %+v", n, entries)
+	}
+
+	// The log breaks while the session is open.
+	Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
+		Getenv: f.env("mcp live-t1"), ErrOut: &errOut, Serve: func(ctx context.Context, req ServeRequest) error {
+			lf, err := os.OpenFile(log.Path(), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			lf.WriteString(`{"seq":99,"event":"tool_ca`)
+			lf.Close()
+			if _, err := req.Status(ctx); err == nil || !strings.Contains(err.Error(), "status not given") {
+				t.Errorf("status with an unwritable audit log: %v", err)
+			}
+			return nil
+		},
+	})
 }

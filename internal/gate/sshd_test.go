@@ -208,7 +208,10 @@ func TestSSHGate(t *testing.T) {
 				names = append(names, tool.Name)
 			}
 			slices.Sort(names)
-			if want := s.levelTools(t, tc.level); !slices.Equal(names, want) {
+			// A session the gate serves adds gate_status to the level's tools.
+			want := append(slices.Clone(s.levelTools(t, tc.level)), "gate_status")
+			slices.Sort(want)
+			if !slices.Equal(names, want) {
 				t.Errorf("%s: tools over ssh\n got %v\nwant %v", tc.level, names, want)
 			}
 			call := mcp.CallToolRequest{}
@@ -220,6 +223,14 @@ func TestSSHGate(t *testing.T) {
 			}
 			if text, _ := json.Marshal(r.Content); !strings.Contains(string(text), "student$") {
 				t.Errorf("%s: pane_capture of the shell pane lacks its prompt: %s", tc.level, text)
+			}
+			call = mcp.CallToolRequest{}
+			call.Params.Name = "gate_status"
+			r, err = c.CallTool(ctx, call)
+			var st gate.Status
+			if err != nil || r.IsError || json.Unmarshal([]byte(r.Content[0].(mcp.TextContent).Text), &st) != nil ||
+				st.Level != tc.level || len(st.Instances) == 0 || !st.Instances[0].Answers {
+				t.Errorf("%s: gate_status over the session: %v %+v", tc.level, err, r)
 			}
 			c.Close()
 			cancel()

@@ -68,9 +68,22 @@ func (s *session) instances(ctx context.Context) ([]InstanceStatus, []registry.R
 }
 
 func (s *session) status(ctx context.Context) error {
-	list, recs, err := s.instances(ctx)
+	st, err := s.statusOf(ctx, "gate.status")
 	if err != nil {
 		return err
+	}
+	enc := json.NewEncoder(s.opt.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(st)
+}
+
+// statusOf is the status verb's answer, audited under tool before it is
+// returned: the verb (gate.status) and the MCP session's gate_status tool
+// give the same thing to the same grant, each audited.
+func (s *session) statusOf(ctx context.Context, tool string) (Status, error) {
+	list, recs, err := s.instances(ctx)
+	if err != nil {
+		return Status{}, err
 	}
 	byName := map[string]registry.Record{}
 	for _, r := range recs {
@@ -119,12 +132,10 @@ func (s *session) status(ctx context.Context) error {
 	}
 	// Audited before it is answered: a status that cannot be recorded is
 	// not given.
-	if err := s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: "gate.status", Level: s.grant.Level, Result: "ok"}); err != nil {
-		return s.unaudited("status not given", err)
+	if err := s.audit(ctx, audit.Entry{Event: audit.ToolCall, Tool: tool, Level: s.grant.Level, Result: "ok"}); err != nil {
+		return Status{}, s.unaudited("status not given", err)
 	}
-	enc := json.NewEncoder(s.opt.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(st)
+	return st, nil
 }
 
 func (s *session) list(ctx context.Context) error {

@@ -35,8 +35,11 @@ the config directory), on the teacher's machine. It keeps one SSH session open
 to each student's gate with the roster's automation key (reconnecting with
 backoff) and offers class_overview (every student's status, asked of each gate
 at once) and class_events (all students' session events, merged, each with
-the student's name). What each student's gate gives is decided by that
-student's grant.`,
+the student's name), and the student tools (pane_capture, nvim_buffer_read,
+session_status, ...) with a required student argument, forwarded to that
+student's gate over the open session. What each student's gate gives is
+decided by that student's grant: a tool the grant lacks is refused with its
+level named.`,
 		Example: `  stem-mcp class --class lab3`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,10 +83,10 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 
 	srv := server.NewMCPServer("stem-mcp class", mcpserver.Version, server.WithToolCapabilities(false))
 	srv.AddTool(mcp.NewTool("class_overview",
-		mcp.WithDescription(fmt.Sprintf("The status of every student of class %s in one call: whether their gate answered (or why not, and what to do), the grant's level, each allowed instance's task, profile and state, triage flags (students who need help first), and the state of the open session with each student. Each call asks every student's gate anew, each within %v. %s", r.Name, timeout, classNotice)),
+		mcp.WithDescription(fmt.Sprintf("The status of every student of class %s in one call: whether their gate answered (or why not, and what to do), the grant's level, each allowed instance's task, profile and state, triage flags (students who need help first), and the state of the open session with each student. Each call asks every student's gate anew, over the open session where there is one (via: session) and with a new SSH connection otherwise (via: ssh), each within %v. %s", r.Name, timeout, classNotice)),
 		mcp.WithReadOnlyHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			rows := class.Status(ctx, r.Students, opt)
+			rows := hub.Overview(ctx)
 			class.SortByNeed(rows)
 			return jsonResult(map[string]any{"class": r.Name, "students": rows, "sessions": hub.Links(), "notice": classNotice})
 		})
@@ -103,6 +106,7 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 			}
 			return jsonResult(map[string]any{"events": evs, "notice": classNotice})
 		})
+	addStudentTools(srv, hub, timeout)
 	return server.NewStdioServer(srv).Listen(ctx, ios.In, ios.Out)
 }
 

@@ -41,6 +41,7 @@ It never runs a shell.`,
 						Level: l, Instance: r.Instance, AllowedInstances: r.AllowedInstances,
 						Identity: mcpserver.Identity{Account: r.Identity.Account, Grant: r.Identity.Grant, KeyFP: r.Identity.KeyFP, Client: r.Identity.Client},
 						In:       r.In, Out: r.Out, ErrOut: r.ErrOut, Getenv: r.Getenv,
+						GateStatus: func(ctx context.Context) (any, error) { return r.Status(ctx) },
 					})
 				},
 			})

@@ -70,6 +70,10 @@ type Options struct {
 	Inspector verify.Inspector
 	// Dirs overrides directory discovery (tests).
 	Dirs *xdg.Dirs
+	// GateStatus, set only when the SSH gate serves this session, is the
+	// gate's own status for the same grant (audited by the gate); the
+	// server offers it as the gate_status tool.
+	GateStatus func(context.Context) (any, error)
 }
 
 // Server is one MCP session's state.

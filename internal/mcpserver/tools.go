@@ -66,6 +66,13 @@ func (s *Server) register() {
 			return s.call(ctx, d, req)
 		})
 	}
+	if s.opt.GateStatus != nil {
+		d := gateStatusTool()
+		d.tool = rawSchema(d.tool)
+		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.call(ctx, d, req)
+		})
+	}
 	s.registerResources()
 }
 
@@ -90,6 +97,9 @@ func rawSchema(t mcp.Tool) mcp.Tool {
 	return t
 }
 
+// defaultToolTimeout bounds a call of a tool without its own timeout.
+const defaultToolTimeout = 15 * time.Second
+
 // call runs a tool with a deadline, audits it, and turns errors into tool
 // errors (isError results) so the session always goes on.
 //
@@ -101,7 +111,7 @@ func rawSchema(t mcp.Tool) mcp.Tool {
 func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	timeout := d.timeout
 	if timeout == 0 {
-		timeout = 15 * time.Second
+		timeout = defaultToolTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -1,0 +1,101 @@
+package class
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// session returns the student's open session, or nil.
+func (h *Hub) session(student string) *openSession {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open[student]
+}
+
+// Overview is Status for the hub's students, served over the open
+// sessions where there are any: a connected student's row comes from the
+// gate's gate_status tool on that session (no new SSH connection); a
+// student without one, or whose session fails to answer, is asked with a
+// new connection as Status does. Rows keep the roster's order; each
+// within the hub's per-student Timeout.
+func (h *Hub) Overview(ctx context.Context) []Row {
+	parallel := h.opt.Parallel
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	rows := make([]Row, len(h.students))
+	// Asking over an open session costs no process: only new connections
+	// count against Parallel.
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, s := range h.students {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if op := h.session(s.Name); op != nil {
+				if r, ok := h.overSession(ctx, s, op); ok {
+					rows[i] = r
+					return
+				}
+			}
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+				rows[i] = h.probe(ctx, s)
+			case <-ctx.Done():
+				rows[i] = failed(s, failure{ReachTimeout, "not asked: " + ctx.Err().Error(), ""}, 0)
+			}
+		}()
+	}
+	wg.Wait()
+	return rows
+}
+
+// overSession asks for the student's status on their open session; ok is
+// false when the session did not answer (the caller connects anew).
+func (h *Hub) overSession(ctx context.Context, s Student, op *openSession) (Row, bool) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, h.opt.Timeout)
+	defer cancel()
+	st, err := op.sess.status(ctx)
+	if err != nil {
+		return Row{}, false
+	}
+	r := rowOf(s, st, time.Since(start), nil)
+	r.Via = "session"
+	return r, true
+}
+
+// probeCall is one status probe of a student, shared by whoever asks
+// while it runs.
+type probeCall struct {
+	done chan struct{}
+	row  Row
+}
+
+// probe asks the student's gate for `status` over a new connection, or
+// waits for the probe already under way: at start-up the hub connecting
+// and a first Overview would otherwise make two SSH handshakes for each
+// student at once.
+func (h *Hub) probe(ctx context.Context, s Student) Row {
+	h.mu.Lock()
+	if c := h.probing[s.Name]; c != nil {
+		h.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.row
+		case <-ctx.Done():
+			return failed(s, failure{ReachTimeout, "not asked: " + ctx.Err().Error(), ""}, 0)
+		}
+	}
+	c := &probeCall{done: make(chan struct{})}
+	h.probing[s.Name] = c
+	h.mu.Unlock()
+	c.row = probe(ctx, s, h.opt.Options)
+	h.mu.Lock()
+	delete(h.probing, s.Name)
+	h.mu.Unlock()
+	close(c.done)
+	return c.row
+}
