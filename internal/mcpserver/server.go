@@ -82,6 +82,10 @@ type Server struct {
 	audit   *audit.Log
 	mcp     *server.MCPServer
 	schemas schemaExplainer // words for mcp-go's schema refusals
+	// defs are the tool definitions by name, up to this level, lowest
+	// first (register); pol caches the card's agent policy (policy.go).
+	defs    map[string][]toolDef
+	pol     policyCache
 	session string
 	logf    func(string, ...any)
 
@@ -175,6 +179,7 @@ func New(opt Options) (*Server, error) {
 		server.WithInputSchemaValidation(),
 		server.WithStrictInputSchemaDefault(),
 		server.WithHooks(s.hooks()),
+		server.WithToolFilter(s.filterTools),
 		server.WithInstructions(instructions(opt.Level)),
 	)
 	s.register()
@@ -474,7 +479,8 @@ func isRefusal(err error) bool {
 	var ie *inputError
 	var ng *notGrantedError
 	var uc *unsafeCardError
-	return errors.As(err, &ie) || errors.As(err, &ng) || errors.As(err, &uc)
+	var pe *policyError
+	return errors.As(err, &ie) || errors.As(err, &ng) || errors.As(err, &uc) || errors.As(err, &pe)
 }
 
 func (s *Server) dropLocked() {
