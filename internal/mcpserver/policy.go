@@ -89,9 +89,6 @@ func (s *Server) pick(ctx context.Context, defs []toolDef) (toolDef, error) {
 	if r := p.Refusal(name, s.opt.Level); r != "" {
 		return top, &policyError{r}
 	}
-	if p.NeedsApproval(name) {
-		return top, &policyError{"the task's agent policy wants the student's approval for each " + name + " call, and this stem cannot ask for it yet: nothing was done"}
-	}
 	eff, ok := p.Effective(s.opt.Level)
 	if !ok {
 		eff = Observe // the one tool left at none (task_info) is an observe tool

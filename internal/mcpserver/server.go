@@ -70,6 +70,10 @@ type Options struct {
 	Inspector verify.Inspector
 	// Dirs overrides directory discovery (tests).
 	Dirs *xdg.Dirs
+	// ApprovalTimeout is how long a call the task's policy lists in
+	// approve waits for the student's answer before it is refused (0:
+	// a minute).
+	ApprovalTimeout time.Duration
 }
 
 // Server is one MCP session's state.

@@ -127,6 +127,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 	if timeout == 0 {
 		timeout = 15 * time.Second
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s.begin() // a client that skipped notifications/initialized
@@ -151,6 +152,13 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 			s.appendAudit(context.WithoutCancel(ctx), e)
 		}
 		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+	}
+	if asked, err := s.approval(parent, d, req, digest); err != nil {
+		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+	} else if asked {
+		// The student's time to answer is not the tool's.
+		ctx, cancel = context.WithTimeout(parent, timeout)
+		defer cancel()
 	}
 	var intent audit.Entry
 	if d.effect {
