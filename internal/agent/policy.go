@@ -62,5 +62,8 @@ func policyText(p agentpolicy.Policy, l levels.Level) string {
 	if p.IsDefault() {
 		return ""
 	}
-	return p.Describe(l) + " Your own tools may not edit the card either: changes go through stem's tools."
+	if eff, ok := p.Effective(l); ok && eff >= levels.Assist && p.Edits == agentpolicy.EditsDirect {
+		return p.Describe(l)
+	}
+	return p.Describe(l) + " Your own tools may not edit the card either."
 }
