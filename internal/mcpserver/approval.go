@@ -30,7 +30,25 @@ const (
 	// round trip (tens of microseconds) each.
 	approvalPoll  = 2 * time.Millisecond
 	maxActionText = 160
+	// approveWhile is how long the student's 'a' answer covers every
+	// approval of this client (one agent, one teacher grant).
+	approveWhile = 10 * time.Minute
 )
+
+// approvedUntil is when the student's "for a while" approval of this
+// client ends (zero: none).
+func (s *Server) approvedUntil() time.Time {
+	s.approveMu.Lock()
+	defer s.approveMu.Unlock()
+	return s.approved
+}
+
+func (s *Server) approveFor(d time.Duration) time.Time {
+	s.approveMu.Lock()
+	defer s.approveMu.Unlock()
+	s.approved = time.Now().Add(d)
+	return s.approved
+}
 
 // approval asks the student about one call of d when the policy wants it:
 // asked reports whether it did; err is a refusal (denied, expired, or the
@@ -40,13 +58,19 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 	if c == nil || !s.policyFor(c).NeedsApproval(d.tool.Name) {
 		return false, nil
 	}
+	if until := s.approvedUntil(); time.Now().Before(until) {
+		e := s.callEntry(audit.ApprovalDecision, d.tool.Name, digest)
+		e.Result, e.Detail = "granted", "the student allowed this client until "+until.UTC().Format(time.TimeOnly)+" UTC: "+actionText(d.tool.Name, req)
+		s.appendAudit(context.WithoutCancel(ctx), e)
+		return false, nil
+	}
 	ttl := s.opt.ApprovalTimeout
 	if ttl <= 0 {
 		ttl = defaultApprovalTimeout
 	}
 	action := actionText(d.tool.Name, req)
 	// tmux splits a prompt at commas (one prompt per argument).
-	prompt := fmt.Sprintf("stem: %s wants %s - allow once? [y/n]", s.requester(), strings.ReplaceAll(action, ",", ";"))
+	prompt := fmt.Sprintf("stem: %s wants %s - y: allow once  a: allow it all for %d min  n: no", s.requester(), strings.ReplaceAll(action, ",", ";"), int(approveWhile/time.Minute))
 	e := s.callEntry(audit.ApprovalRequest, d.tool.Name, digest)
 	e.Detail = s.requester() + " wants " + action
 	actx, cancel := context.WithTimeout(ctx, auditTimeout)
@@ -70,10 +94,14 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 	}
 	wctx, wcancel := context.WithTimeout(ctx, ttl)
 	defer wcancel()
-	yes, err := q.Wait(wctx, approvalPoll)
+	ans, err := q.Wait(wctx, approvalPoll)
 	switch {
-	case err == nil && yes:
+	case err == nil && ans == tmux.Yes:
 		closing(audit.ApprovalDecision, "granted", "the student, at tmux client "+q.Client)
+		return true, nil
+	case err == nil && ans == tmux.YesForAWhile:
+		until := s.approveFor(approveWhile)
+		closing(audit.ApprovalDecision, "granted", fmt.Sprintf("the student, at tmux client %s, for this client until %s UTC", q.Client, until.UTC().Format(time.TimeOnly)))
 		return true, nil
 	case err == nil:
 		closing(audit.ApprovalDecision, "denied", "the student, at tmux client "+q.Client)

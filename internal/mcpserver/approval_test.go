@@ -112,7 +112,7 @@ func TestApprovals(t *testing.T) {
 	s := connect(t, in, "assist", "--approval-timeout", "4s")
 	s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
 	hint := map[string]any{"path": "t1/words.c", "line": 3, "text": "look here"}
-	const question = "allow once? [y/n]"
+	const question = "y: allow once  a: allow it all for 10 min  n: no"
 
 	t.Run("accepted", func(t *testing.T) {
 		m := term.mark()
@@ -149,11 +149,35 @@ func TestApprovals(t *testing.T) {
 		}
 	})
 
+	t.Run("for a while", func(t *testing.T) {
+		m := term.mark()
+		res := s.async("nvim_hint", hint)
+		if !term.waitFor(m, question, 10*time.Second) {
+			t.Fatal("no question")
+		}
+		term.press("a")
+		if r := <-res; r.err != nil || r.etext != "" {
+			t.Fatalf("allowed for a while: %v %s", r.err, r.etext)
+		}
+		// The next call is not asked about: it returns with no key
+		// pressed, and no new question shows.
+		m = term.mark()
+		s.ok("nvim_hint", hint)
+		term.mu.Lock()
+		again := bytes.Contains(term.out.Bytes()[m:], []byte(question))
+		term.mu.Unlock()
+		if again {
+			t.Fatal("asked again within the student's 10 minutes")
+		}
+	})
+
 	t.Run("expired, while agents try to answer it", func(t *testing.T) {
+		// Another agent: the student's "a" above covers only that one.
+		other := connect(t, in, "assist", "--approval-timeout", "4s")
 		full := connect(t, in, "full")
 		m := term.mark()
 		start := time.Now()
-		res := s.async("nvim_hint", hint)
+		res := other.async("nvim_hint", hint)
 		if !term.waitFor(m, question, 10*time.Second) {
 			t.Fatal("no question")
 		}
@@ -161,7 +185,7 @@ func TestApprovals(t *testing.T) {
 		// pane (assist), into any pane and the editor (full), a shell
 		// command in the session (full), Neovim's input (full).
 		edit := st.pane("edit")
-		s.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "y"})
+		other.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "y"})
 		full.ok("pane_send_keys", map[string]any{"pane": edit, "keys": "y"})
 		full.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "{C-u}"})
 		full.ok("pane_run", map[string]any{"pane": shell, "command": "tmux send-keys y; tmux send-keys Enter; true"})
@@ -187,13 +211,17 @@ func TestApprovals(t *testing.T) {
 				}
 				got = append(got, "request")
 			case audit.ApprovalDecision, audit.ApprovalExpired:
+				if strings.Contains(e.Detail, "the student allowed this client until") {
+					got = append(got, "within")
+					continue
+				}
 				if e.Intent == 0 || (e.Event == audit.ApprovalDecision && !strings.Contains(e.Detail, "the student, at tmux client")) {
 					t.Errorf("decision without its request or who decided: %+v", e)
 				}
 				got = append(got, e.Result)
 			}
 		}
-		if want := []string{"request", "granted", "request", "denied", "request", "refused"}; !slices.Equal(got, want) {
+		if want := []string{"request", "granted", "request", "denied", "request", "granted", "within", "request", "refused"}; !slices.Equal(got, want) {
 			t.Fatalf("approval entries %v, want %v", got, want)
 		}
 	})

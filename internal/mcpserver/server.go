@@ -88,10 +88,14 @@ type Server struct {
 	schemas schemaExplainer // words for mcp-go's schema refusals
 	// defs are the tool definitions by name, up to this level, lowest
 	// first (register); pol caches the card's agent policy (policy.go).
-	defs    map[string][]toolDef
-	pol     policyCache
-	session string
-	logf    func(string, ...any)
+	defs map[string][]toolDef
+	pol  policyCache
+	// approved is when the student's approval of this client "for a
+	// while" ends (approval.go).
+	approveMu sync.Mutex
+	approved  time.Time
+	session   string
+	logf      func(string, ...any)
 
 	mu         sync.Mutex
 	conn       *conn
