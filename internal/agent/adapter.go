@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stem-edu/stem/internal/agent/sandbox"
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 
@@ -45,6 +46,9 @@ type Session struct {
 	// Sandboxed: the CLI runs in the agent's sandbox (fresh home, API key
 	// from the environment, no login of the user's).
 	Sandboxed bool
+	// Policy is the task's agent policy (nil: none); it also sets the
+	// CLI's own permissions (policy.go).
+	Policy *agentpolicy.Policy
 }
 
 // Launch is what to run for a session: the program and its arguments,
@@ -193,7 +197,8 @@ func codexLaunch(s Session) (Launch, error) {
 		"-c", key+".tool_timeout_sec=180",
 		"-c", "developer_instructions="+mcpconfig.TOMLString(s.Context),
 	)
-	if s.Level == "observe" {
+	if s.ownEditsOff() {
+		// Shell commands and patches read only; stem's tools still act.
 		argv = append(argv, "--sandbox", "read-only")
 	}
 	return Launch{Argv: append(argv, tail(s)...)}, nil
@@ -218,8 +223,12 @@ func claudeLaunch(s Session) (Launch, error) {
 		// prompt: the agent's level is what bounds them.
 		argv = append(argv, "--strict-mcp-config", "--setting-sources", "user", "--allowedTools", "mcp__"+s.Server.Name)
 	}
-	if s.Level == "observe" {
+	switch {
+	case s.Level == "observe":
 		argv = append(argv, "--permission-mode", "plan")
+	case s.ownEditsOff():
+		// Plan mode would also hold back stem's assist tools.
+		argv = append(argv, "--disallowedTools", strings.Join(claudeWriteTools, ","))
 	}
 	return Launch{Argv: append(argv, tail(s)...), Files: map[string][]byte{"claude-mcp.json": data}}, nil
 }
@@ -242,6 +251,9 @@ func geminiLaunch(s Session) (Launch, error) {
 			"includeDirectories":               []string{ctxDir},
 			"loadMemoryFromIncludeDirectories": true,
 		},
+	}
+	if s.ownEditsOff() && s.Level != "observe" {
+		settings["tools"] = map[string]any{"exclude": geminiWriteTools}
 	}
 	if s.Sandboxed {
 		// The sandbox has a fresh home (no Google login): the key in

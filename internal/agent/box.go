@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent/sandbox"
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
@@ -62,7 +63,7 @@ func checkExecutable(path string) error {
 // adapter's files go to the read-only configuration directory, the
 // CLI's first-run answers to its home, and the supervisor's spec says how
 // to start the sandbox and what to serve it.
-func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string, started time.Time) (*Prepared, error) {
+func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string, started time.Time, pol *agentpolicy.Policy) (*Prepared, error) {
 	rec := req.Target.Record
 	conf, run, home, empty := filepath.Join(dir, boxConfDir), filepath.Join(dir, boxRunDir), filepath.Join(dir, boxHomeDir), filepath.Join(dir, "empty")
 	for _, d := range []string{conf, run, home, empty} {
@@ -95,7 +96,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 		Server: server, Context: ctx.Markdown(),
 		ContextFile: filepath.Join(sandbox.ConfDir, "context.md"), ContextJSON: filepath.Join(sandbox.ConfDir, "context.json"),
 		MCPConfig: filepath.Join(sandbox.ConfDir, "mcp.json"), Dir: sandbox.ConfDir,
-		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Sandboxed: true,
+		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Policy: pol, Sandboxed: true,
 	}
 	l, err := Plan(s)
 	if err != nil {

@@ -67,7 +67,7 @@ type cliRig struct {
 	p    *Prepared
 }
 
-func newCLIRig(t *testing.T, provider string, level mcpserver.Level) *cliRig {
+func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...func(*workspace.Resolved)) *cliRig {
 	t.Helper()
 	// Gemini ignores settings under world-writable directories (/tmp), so
 	// the account lives in the repository's .cache.
@@ -103,6 +103,9 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level) *cliRig {
 	r, err := ws.Resolve("hazard3-sim", "inf", "bss", "4", "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range edit {
+		f(r)
 	}
 	cid := strings.Repeat("c0ffee", 10) + "c0ff"
 	dir, err := l.ForContainer(sockets.ThreadKey(r.Workspace), sockets.InstanceKey("hazard3-sim-inf-bss-t4"), cid)

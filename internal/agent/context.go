@@ -66,7 +66,9 @@ type MCPInfo struct {
 	Level    string   `json:"level"`
 	Tools    []string `json:"tools"`
 	Resource string   `json:"resource"`
-	Events   string   `json:"events"`
+	// Policy says what the task's agent policy leaves (empty: none set).
+	Policy string `json:"policy,omitempty"`
+	Events string `json:"events"`
 }
 
 // NewContext assembles the context of an agent on a verified instance.
@@ -94,7 +96,8 @@ func NewContext(a AgentInfo, rec registry.Record, dir sockets.Dir, r *workspace.
 			Server:   ServerName,
 			Command:  server,
 			Level:    level.String(),
-			Tools:    levels.ToolNames(level),
+			Tools:    taskPolicy(rec, r).Tools(level),
+			Policy:   policyText(taskPolicy(rec, r), level),
 			Resource: "stem://context",
 			Events:   `notifications/message with logger "stem.events" (gdb stops, programs exiting or crashing, failed builds and tests); or poll the session_events tool`,
 		},
@@ -151,6 +154,9 @@ func (c Context) Markdown() string {
 	}
 	w("\n## Your level: %s\n\n", c.MCP.Level)
 	w("Tools: %s.\n\n", codeList(c.MCP.Tools))
+	if c.MCP.Policy != "" {
+		w("%s\n\n", c.MCP.Policy)
+	}
 	w("Read the resource `%s` for the live version of this context. Session events arrive as MCP\n", c.MCP.Resource)
 	w("%s.\n\n", c.MCP.Events)
 	w("## Rules\n\n")

@@ -145,6 +145,10 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	if err != nil {
 		return nil, err
 	}
+	pol, err := checkPolicy(req)
+	if err != nil {
+		return nil, err
+	}
 	rec := req.Target.Record
 	id, dir, err := e.Store.Create()
 	if err != nil {
@@ -163,7 +167,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	}
 	started := time.Now().UTC()
 	if mode == ModeWindow {
-		return e.prepareBox(req, p, bin, id, dir, sock, started)
+		return e.prepareBox(req, p, bin, id, dir, sock, started, pol)
 	}
 	// --here: the CLI runs on the host, in an empty directory of its own,
 	// so it reads no project settings, hooks or instructions from the card
@@ -180,7 +184,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		Server: server, Context: ctx.Markdown(),
 		ContextFile: filepath.Join(dir, "context.md"), ContextJSON: filepath.Join(dir, "context.json"),
 		MCPConfig: filepath.Join(dir, "mcp.json"), Dir: dir,
-		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra,
+		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Policy: pol,
 	}
 	l, err := Plan(s)
 	if err != nil {

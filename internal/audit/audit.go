@@ -47,6 +47,12 @@ const (
 	Grant    = "grant"
 	Revoke   = "revoke"
 	Agent    = "agent"
+	// ApprovalRequest is a call waiting for the student's yes or no;
+	// ApprovalDecision (Result granted or denied) and ApprovalExpired
+	// close it (Intent is the request's Seq).
+	ApprovalRequest  = "approval_request"
+	ApprovalDecision = "approval_decision"
+	ApprovalExpired  = "approval_expired"
 )
 
 // maxDetail bounds free text so one line can never grow without limit.

@@ -196,6 +196,7 @@ func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c eng
 		Labels:      plan.Spec.Labels,
 		Devices:     plan.Devices,
 		Git:         gitRecord(plan.Git),
+		Policy:      &r.Policy,
 		Created:     c.Created.UTC(),
 	}
 	if err := m.Registry.Put(ctx, rec); err != nil {

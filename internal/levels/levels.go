@@ -94,3 +94,17 @@ func ToolNames(l Level) []string {
 	}
 	return names
 }
+
+// Has reports whether a server at l offers the tool name (under any of its
+// definitions).
+func Has(name string, l Level) bool {
+	for _, t := range tools {
+		if t.name == name && l >= t.min && (t.max == 0 || l <= t.max) {
+			return true
+		}
+	}
+	return false
+}
+
+// Known reports whether name is a tool of some level.
+func Known(name string) bool { return Has(name, Full) }

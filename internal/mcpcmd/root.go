@@ -7,6 +7,7 @@ package mcpcmd
 import (
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,7 @@ configuration), never by the client. Lower levels are separate allowlists of too
 
 func newCmdServe(ios *iostreams.IOStreams, getenv func(string) string) *cobra.Command {
 	var level, instance, agentID string
+	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve --level observe|assist|full [--instance NAME] [--agent ID]",
 		Short: "Serve MCP on stdin/stdout",
@@ -66,12 +68,14 @@ with the agent id given by --agent (stemctl agent start passes it).`,
 				Level: l, Instance: instance,
 				Identity: mcpserver.Identity{Account: cmdutil.LocalAccount(), Agent: agentID},
 				In:       ios.In, Out: ios.Out, ErrOut: ios.ErrOut, Getenv: getenv,
+				ApprovalTimeout: approvalTimeout,
 			})
 		},
 	}
 	cmd.Flags().StringVar(&level, "level", "", "access level: observe, assist or full (required)")
 	cmd.Flags().StringVar(&instance, "instance", "", "serve this instance instead of following the selection")
 	cmd.Flags().StringVar(&agentID, "agent", "", "agent id to record in the audit log")
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", time.Minute, "how long a call the task's policy lists in approve waits for the student's answer")
 	cmd.MarkFlagRequired("level")
 	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
 	return cmd

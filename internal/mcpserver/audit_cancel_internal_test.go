@@ -65,7 +65,7 @@ func TestCancelledCallStillGetsItsOutcome(t *testing.T) {
 	defer cancel()
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, _ := s.call(ctx, def, req)
+		res, _ := s.call(ctx, []toolDef{def}, req)
 		done <- res
 	}()
 

@@ -66,7 +66,7 @@ func callTool(t *testing.T, s *Server, name string, args map[string]any) (map[st
 		req := mcp.CallToolRequest{}
 		req.Params.Name = name
 		req.Params.Arguments = args
-		res, err := s.call(context.Background(), d, req)
+		res, err := s.call(context.Background(), []toolDef{d}, req)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

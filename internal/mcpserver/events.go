@@ -86,6 +86,9 @@ func (h *eventHub) publish(ev Event) {
 	close(h.changed)
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
+	if c := h.s.current(); c != nil && h.s.policyFor(c).Refusal("session_events", h.s.opt.Level) != "" {
+		return // the task's agent policy leaves agents no view of the session
+	}
 	select {
 	case <-h.ready:
 		h.s.mcp.SendNotificationToAllClients(string(mcp.MethodNotificationMessage), map[string]any{

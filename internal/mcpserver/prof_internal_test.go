@@ -44,7 +44,7 @@ func BenchmarkInProcess(b *testing.B) {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = name
 		req.Params.Arguments = args
-		res, err := s.call(context.Background(), defs[name], req)
+		res, err := s.call(context.Background(), []toolDef{defs[name]}, req)
 		if err != nil || res.IsError {
 			data, _ := json.Marshal(res)
 			b.Fatalf("%s: %v %s", name, err, data)

@@ -51,7 +51,11 @@ func (s *Server) refusalHooks() *server.Hooks {
 		if method != mcp.MethodToolsCall || !ok || !errors.Is(err, server.ErrToolNotFound) {
 			return
 		}
-		s.auditRefused(ctx, req, fmt.Sprintf("%s is not a tool at level %s", oneLine(req.Params.Name), s.opt.Level))
+		detail := fmt.Sprintf("%s is not a tool at level %s", oneLine(req.Params.Name), s.opt.Level)
+		if r := s.policyRefusal(req.Params.Name); r != "" {
+			detail = oneLine(req.Params.Name) + ": " + r
+		}
+		s.auditRefused(ctx, req, detail)
 	})
 	return h
 }

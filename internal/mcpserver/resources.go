@@ -20,7 +20,7 @@ func (s *Server) registerResources() {
 		mcp.WithResourceDescription("What an agent needs first: card repository path, profile, task, commands, socket paths, this level's rules and limits."),
 		mcp.WithMIMEType("application/json")),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			c, err := s.resourceTarget(ctx, req)
+			c, err := s.resourceTarget(ctx, req, "")
 			if err != nil {
 				return nil, err
 			}
@@ -52,7 +52,7 @@ func (s *Server) registerSessionResources() {
 			if !ok || !paneNumRE.MatchString(id) {
 				return nil, fmt.Errorf("resource %q: want stem://pane/N", req.Params.URI)
 			}
-			c, err := s.resourceTarget(ctx, req)
+			c, err := s.resourceTarget(ctx, req, "pane_capture")
 			if err != nil {
 				return nil, err
 			}
@@ -71,7 +71,7 @@ func (s *Server) registerSessionResources() {
 			if !ok || err != nil || n < 1 || n > 1000000 {
 				return nil, fmt.Errorf("resource %q: want stem://buffer/N", req.Params.URI)
 			}
-			c, err := s.resourceTarget(ctx, req)
+			c, err := s.resourceTarget(ctx, req, "nvim_buffer_read")
 			if err != nil {
 				return nil, err
 			}
@@ -91,8 +91,10 @@ func (s *Server) registerSessionResources() {
 }
 
 // resourceTarget is target for a resource read; a refusal (an instance the
-// grant does not cover) is audited as a refused tool call would be.
-func (s *Server) resourceTarget(ctx context.Context, req mcp.ReadResourceRequest) (*conn, error) {
+// grant does not cover, or a read the task's agent policy does not allow
+// the tool that reads the same, like) is audited as a refused tool call
+// would be.
+func (s *Server) resourceTarget(ctx context.Context, req mcp.ReadResourceRequest, like string) (*conn, error) {
 	// After session_start, as tool calls are.
 	s.begin()
 	select {
@@ -101,6 +103,11 @@ func (s *Server) resourceTarget(ctx context.Context, req mcp.ReadResourceRequest
 		return nil, ctx.Err()
 	}
 	c, err := s.target(ctx)
+	if err == nil && like != "" {
+		if r := s.policyFor(c).Refusal(like, s.opt.Level); r != "" {
+			c, err = nil, &policyError{r}
+		}
+	}
 	if err != nil && isRefusal(err) {
 		e := s.entry(audit.Refused)
 		e.Tool = "resources/read"

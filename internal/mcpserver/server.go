@@ -74,6 +74,10 @@ type Options struct {
 	// gate's own status for the same grant (audited by the gate); the
 	// server offers it as the gate_status tool.
 	GateStatus func(context.Context) (any, error)
+	// ApprovalTimeout is how long a call the task's policy lists in
+	// approve waits for the student's answer before it is refused (0:
+	// a minute).
+	ApprovalTimeout time.Duration
 }
 
 // Server is one MCP session's state.
@@ -86,8 +90,16 @@ type Server struct {
 	audit   *audit.Log
 	mcp     *server.MCPServer
 	schemas schemaExplainer // words for mcp-go's schema refusals
-	session string
-	logf    func(string, ...any)
+	// defs are the tool definitions by name, up to this level, lowest
+	// first (register); pol caches the card's agent policy (policy.go).
+	defs map[string][]toolDef
+	pol  policyCache
+	// approved is when the student's approval of this client "for a
+	// while" ends (approval.go).
+	approveMu sync.Mutex
+	approved  time.Time
+	session   string
+	logf      func(string, ...any)
 
 	mu         sync.Mutex
 	conn       *conn
@@ -179,6 +191,7 @@ func New(opt Options) (*Server, error) {
 		server.WithInputSchemaValidation(),
 		server.WithStrictInputSchemaDefault(),
 		server.WithHooks(s.hooks()),
+		server.WithToolFilter(s.filterTools),
 		server.WithInstructions(instructions(opt.Level)),
 	)
 	s.register()
@@ -478,7 +491,8 @@ func isRefusal(err error) bool {
 	var ie *inputError
 	var ng *notGrantedError
 	var uc *unsafeCardError
-	return errors.As(err, &ie) || errors.As(err, &ng) || errors.As(err, &uc)
+	var pe *policyError
+	return errors.As(err, &ie) || errors.As(err, &ng) || errors.As(err, &uc) || errors.As(err, &pe)
 }
 
 func (s *Server) dropLocked() {

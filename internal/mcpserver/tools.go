@@ -1,10 +1,12 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -56,21 +58,42 @@ func ToolNames(l Level) []string {
 }
 
 func (s *Server) register() {
+	// One registration per name, with every definition of it up to this
+	// level: the task's agent policy may call for a lower level's (see
+	// pick).
+	s.defs = map[string][]toolDef{}
+	var order []string
 	for _, d := range allTools() {
-		if !d.at(s.opt.Level) {
+		if d.min > s.opt.Level {
 			continue
 		}
-		d := d
 		d.tool = rawSchema(d.tool)
-		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return s.call(ctx, d, req)
+		if _, ok := s.defs[d.tool.Name]; !ok {
+			order = append(order, d.tool.Name)
+		}
+		s.defs[d.tool.Name] = append(s.defs[d.tool.Name], d)
+	}
+	for _, name := range order {
+		defs := s.defs[name]
+		var top toolDef
+		for _, d := range defs {
+			if d.at(s.opt.Level) {
+				top = d
+			}
+		}
+		if top.run == nil {
+			delete(s.defs, name)
+			continue
+		}
+		s.mcp.AddTool(top.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.call(ctx, defs, req)
 		})
 	}
 	if s.opt.GateStatus != nil {
 		d := gateStatusTool()
 		d.tool = rawSchema(d.tool)
 		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return s.call(ctx, d, req)
+			return s.call(ctx, []toolDef{d}, req)
 		})
 	}
 	s.registerResources()
@@ -108,11 +131,13 @@ const defaultToolTimeout = 15 * time.Second
 // log, and its outcome (ok, error or refused, with the duration) follows
 // under a context of its own, so a cancelled call is still recorded.
 // Read-only tools are not audited unless they are refused.
-func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	timeout := d.timeout
+func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	d := defs[len(defs)-1]
+	timeout := slices.MaxFunc(defs, func(a, b toolDef) int { return cmp.Compare(a.timeout, b.timeout) }).timeout
 	if timeout == 0 {
 		timeout = defaultToolTimeout
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s.begin() // a client that skipped notifications/initialized
@@ -129,6 +154,22 @@ func (s *Server) call(ctx context.Context, d toolDef, req mcp.CallToolRequest) (
 		return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
 	}
 	digest := audit.Digest(req.GetRawArguments())
+	d, err := s.pick(ctx, defs)
+	if err != nil {
+		if isRefusal(err) {
+			e := s.callEntry(audit.Refused, d.tool.Name, digest)
+			e.Result, e.Detail = "refused", err.Error()
+			s.appendAudit(context.WithoutCancel(ctx), e)
+		}
+		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+	}
+	if asked, err := s.approval(parent, d, req, digest); err != nil {
+		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+	} else if asked {
+		// The student's time to answer is not the tool's.
+		ctx, cancel = context.WithTimeout(parent, timeout)
+		defer cancel()
+	}
 	var intent audit.Entry
 	if d.effect {
 		// Reads may use a verification up to reverifyEvery old; an effect
@@ -205,7 +246,10 @@ func toolErrorText(tool string, err error) string {
 	var ie *inputError
 	var ng *notGrantedError
 	var uc *unsafeCardError
+	var pe *policyError
 	switch {
+	case errors.As(err, &pe):
+		return fmt.Sprintf("%s refused: %v", tool, pe)
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s refused: %s (nothing was changed)", tool, ie.msg)
 	case errors.As(err, &ng):

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -44,9 +45,14 @@ type Record struct {
 	Devices     []string          `json:"devices,omitempty"`
 	// Git is the card's .git the container was given read-only; an
 	// instance made by an older stem has none.
-	Git     *cardgit.Identity `json:"git,omitempty"`
-	Created time.Time         `json:"created"`
-	Updated time.Time         `json:"updated"`
+	Git *cardgit.Identity `json:"git,omitempty"`
+	// Policy is the task's agent policy when the instance was made: the
+	// card (its stem.toml) can be rewritten from inside the container,
+	// so stem-mcp holds the card's current policy to this one at least.
+	// An instance made by an older stem has none.
+	Policy  *agentpolicy.Policy `json:"agent_policy,omitempty"`
+	Created time.Time           `json:"created"`
+	Updated time.Time           `json:"updated"`
 }
 
 // SocketDir returns the record's socket directory as a sockets.Dir.

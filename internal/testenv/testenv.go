@@ -182,7 +182,7 @@ func (in *Instance) startContainer(t testing.TB) {
 	}
 	in.Record = registry.Record{Instance: in.Name, Profile: r.Profile.Name, Series: r.Series, Card: r.Card, Task: r.TaskID, Target: r.Target.Name,
 		ContainerID: id, Image: BaseImage, Schema: 1, SocketDir: dir.Path, ThreadKey: sockets.ThreadKey(r.Workspace),
-		InstanceKey: sockets.InstanceKey(in.Name), CardPath: r.CardPath, Workspace: r.Workspace, Labels: lbl}
+		InstanceKey: sockets.InstanceKey(in.Name), CardPath: r.CardPath, Workspace: r.Workspace, Labels: lbl, Policy: &r.Policy}
 	reg, err := registry.Open(in.Dirs.State)
 	if err != nil {
 		t.Fatal(err)

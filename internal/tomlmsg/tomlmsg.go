@@ -27,10 +27,14 @@ func kind(t string) string {
 // Explain rewrites a wrong-type error ("line 4 (last key "tasks.id"):
 // incompatible types: TOML value has type int64; destination has type
 // string") as "line 4: tasks.id must be a string, not a number (quote it: "4")".
-// Other errors are returned unchanged.
+// A field's own ValueError is put on its line the same way. Other errors
+// are returned unchanged.
 func Explain(err error) error {
 	if err == nil {
 		return nil
+	}
+	if e, ok := explainValue(err); ok {
+		return e
 	}
 	m := typeErrRE.FindStringSubmatch(err.Error())
 	if m == nil {

@@ -79,13 +79,15 @@ type Task struct {
 	// Overrides holds commands per profile name or per target name; a target
 	// entry wins over a profile entry.
 	Overrides map[string]Commands `toml:"overrides" json:"overrides,omitempty"`
+	// Agents is the task's policy for AI agents (agents.go).
+	Agents *Agents `toml:"agents" json:"agents,omitempty"`
 }
 
 // Manifest is a card's stem.toml.
 type Manifest struct {
 	Schema   int      `toml:"schema" json:"schema"`
 	Title    string   `toml:"title" json:"title"`
-	Defaults Commands `toml:"defaults" json:"defaults"`
+	Defaults Defaults `toml:"defaults" json:"defaults"`
 	Tasks    []Task   `toml:"tasks" json:"tasks"`
 }
 
@@ -154,6 +156,9 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if err := m.checkAgents(data); err != nil {
+		return nil, fmt.Errorf("%s: %w (see docs/manifest.md)", name, err)
+	}
 	return &m, nil
 }
 
@@ -167,7 +172,7 @@ func (m *Manifest) validate() error {
 	if err := checkTitle("title", m.Title); err != nil {
 		return err
 	}
-	if err := checkCommands("[defaults]", m.Defaults); err != nil {
+	if err := checkCommands("[defaults]", m.Defaults.Commands); err != nil {
 		return err
 	}
 	seen := map[string]bool{}

@@ -69,7 +69,7 @@ debug_program = "make gdbserver TARGET=arm"
 		t.Fatal(err)
 	}
 	want := Commands{Build: "make", Test: "make test", Run: "make run", Debug: "gdb -q ./main", Deploy: "make deploy", DebugProgram: "make server"}
-	if m.Defaults != want {
+	if m.Defaults.Commands != want {
 		t.Errorf("defaults = %+v, want %+v", m.Defaults, want)
 	}
 	task, ok := m.Task("3")

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/profiles"
 )
 
@@ -203,7 +204,9 @@ type Resolved struct {
 	Commands  Commands         `json:"commands"`
 	Editable  []string         `json:"editable,omitempty"`
 	Open      []string         `json:"open,omitempty"`
-	Manifest  *Manifest        `json:"-"`
+	// Policy is the task's agent policy (agents.go).
+	Policy   agentpolicy.Policy `json:"agent_policy"`
+	Manifest *Manifest          `json:"-"`
 }
 
 // Resolve resolves a request. profile may be empty: the task's first profile
@@ -269,11 +272,12 @@ func (w *Workspace) Resolve(profile, series, card, task, target string) (*Resolv
 		TaskDir:   taskDir,
 		Profile:   p,
 		Target:    tg,
-		Commands: t.EffectiveCommands(m.Defaults, p.Name, tg.Name, Commands{
+		Commands: t.EffectiveCommands(m.Defaults.Commands, p.Name, tg.Name, Commands{
 			Build: pd.Build, Test: pd.Test, Run: pd.Run, Debug: pd.Debug, Deploy: pd.Deploy, DebugProgram: pd.DebugProgram,
 		}),
 		Editable: t.Editable,
 		Open:     t.Open,
+		Policy:   m.AgentPolicy(t),
 		Manifest: m,
 	}, nil
 }

@@ -1,0 +1,77 @@
+package agentpolicy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stem-edu/stem/internal/levels"
+)
+
+func TestTools(t *testing.T) {
+	if got, want := Default().Tools(levels.Full), levels.ToolNames(levels.Full); !slices.Equal(got, dedup(want)) {
+		t.Errorf("default policy at full: %v, want %v", got, want)
+	}
+	exam := Policy{MaxLevel: CapNone, Edits: EditsDirect, Hints: true}
+	if got := exam.Tools(levels.Full); !slices.Equal(got, []string{"task_info"}) {
+		t.Errorf("none: %v, want only task_info", got)
+	}
+	obs := Policy{MaxLevel: CapObserve, Edits: EditsDirect, Hints: true}
+	if got, want := obs.Tools(levels.Full), levels.ToolNames(levels.Observe); !slices.Equal(got, want) {
+		t.Errorf("observe cap on a full server: %v, want %v", got, want)
+	}
+	hintsOnly := Policy{MaxLevel: CapAssist, Edits: EditsNone, Hints: true}
+	got := hintsOnly.Tools(levels.Full)
+	if slices.Contains(got, "nvim_buffer_edit") || !slices.Contains(got, "nvim_hint") || slices.Contains(got, "pane_run") || !slices.Contains(got, "pane_send_keys") {
+		t.Errorf("hints-only lab at full: %v", got)
+	}
+	noHints := Policy{MaxLevel: CapAssist, Edits: EditsDirect, Hints: false}
+	if got := noHints.Tools(levels.Assist); slices.Contains(got, "nvim_hint") || !slices.Contains(got, "nvim_buffer_edit") {
+		t.Errorf("hints = false: %v", got)
+	}
+	// A cap above the server's level changes nothing.
+	if got, want := (Policy{MaxLevel: CapAssist, Edits: EditsDirect, Hints: true}).Tools(levels.Observe), levels.ToolNames(levels.Observe); !slices.Equal(got, want) {
+		t.Errorf("assist cap on an observe server: %v, want %v", got, want)
+	}
+}
+
+func dedup(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func TestRefusalSaysWhy(t *testing.T) {
+	p := Policy{MaxLevel: CapObserve, Edits: EditsNone, Hints: true}
+	if r := p.Refusal("pane_send_keys", levels.Full); !strings.Contains(r, `max_level = "observe"`) {
+		t.Errorf("refusal %q", r)
+	}
+	if r := p.Refusal("pane_capture", levels.Full); r != "" {
+		t.Errorf("pane_capture refused under observe: %q", r)
+	}
+	p.MaxLevel = CapAssist
+	if r := p.Refusal("nvim_buffer_edit", levels.Assist); !strings.Contains(r, `edits = "none"`) {
+		t.Errorf("refusal %q", r)
+	}
+}
+
+func TestMeetIsStricter(t *testing.T) {
+	a := Policy{MaxLevel: CapAssist, Edits: EditsDirect, Hints: true, Approve: []string{"task_action"}}
+	b := Policy{MaxLevel: CapFull, Edits: EditsPropose, Hints: false, Approve: []string{"gdb_continue"}}
+	for _, m := range []Policy{Meet(a, b), Meet(b, a)} {
+		if m.MaxLevel != CapAssist || m.Edits != EditsPropose || m.Hints || len(m.Approve) != 2 {
+			t.Errorf("meet: %+v", m)
+		}
+	}
+	if m := Meet(Default(), Policy{MaxLevel: CapNone, Edits: EditsNone}); m.MaxLevel != CapNone || m.Edits != EditsNone {
+		t.Errorf("meet with none: %+v", m)
+	}
+	// An unknown cap (a record written by a newer stem) fails closed.
+	if _, ok := (Policy{MaxLevel: "bogus"}).Effective(levels.Full); ok {
+		t.Error("an unknown max_level leaves access")
+	}
+}

@@ -1,0 +1,141 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/termtext"
+	"github.com/stem-edu/stem/internal/tmux"
+)
+
+// Approvals: a call of a tool the task's agent policy lists in approve
+// waits for the student's yes or no, asked in the status line of their
+// tmux (tmux.Question: only a keyboard answers, so no tool of an agent
+// below full can). Each answer covers one call; no answer within the
+// timeout is a no. The request, the decision (with the tmux client that
+// gave it) and an expiry are in the audit log; the request is written
+// before the student is asked, so an approval that cannot be audited is
+// never asked for.
+
+const (
+	defaultApprovalTimeout = time.Minute
+	// approvalPoll is how often the answer is looked for: one control-mode
+	// round trip (tens of microseconds) each.
+	approvalPoll  = 2 * time.Millisecond
+	maxActionText = 160
+	// approveWhile is how long the student's 'a' answer covers every
+	// approval of this client (one agent, one teacher grant).
+	approveWhile = 10 * time.Minute
+)
+
+// approvedUntil is when the student's "for a while" approval of this
+// client ends (zero: none).
+func (s *Server) approvedUntil() time.Time {
+	s.approveMu.Lock()
+	defer s.approveMu.Unlock()
+	return s.approved
+}
+
+func (s *Server) approveFor(d time.Duration) time.Time {
+	s.approveMu.Lock()
+	defer s.approveMu.Unlock()
+	s.approved = time.Now().Add(d)
+	return s.approved
+}
+
+// approval asks the student about one call of d when the policy wants it:
+// asked reports whether it did; err is a refusal (denied, expired, or the
+// student could not be asked).
+func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolRequest, digest string) (asked bool, err error) {
+	c := s.current()
+	if c == nil || !s.policyFor(c).NeedsApproval(d.tool.Name) {
+		return false, nil
+	}
+	if until := s.approvedUntil(); time.Now().Before(until) {
+		e := s.callEntry(audit.ApprovalDecision, d.tool.Name, digest)
+		e.Result, e.Detail = "granted", "the student allowed this client until "+until.UTC().Format(time.TimeOnly)+" UTC: "+actionText(d.tool.Name, req)
+		s.appendAudit(context.WithoutCancel(ctx), e)
+		return false, nil
+	}
+	ttl := s.opt.ApprovalTimeout
+	if ttl <= 0 {
+		ttl = defaultApprovalTimeout
+	}
+	action := actionText(d.tool.Name, req)
+	// tmux splits a prompt at commas (one prompt per argument).
+	prompt := fmt.Sprintf("stem: %s wants %s - y: allow once  a: allow it all for %d min  n: no", s.requester(), strings.ReplaceAll(action, ",", ";"), int(approveWhile/time.Minute))
+	e := s.callEntry(audit.ApprovalRequest, d.tool.Name, digest)
+	e.Detail = s.requester() + " wants " + action
+	actx, cancel := context.WithTimeout(ctx, auditTimeout)
+	request, err := s.audit.Append(actx, e)
+	cancel()
+	if err != nil {
+		return true, &policyError{fmt.Sprintf("the task's agent policy wants the student's approval, which cannot be recorded (%v): nothing was done", err)}
+	}
+	closing := func(event, result, detail string) {
+		e := s.callEntry(event, d.tool.Name, digest)
+		e.Intent, e.Result, e.Detail = request.Seq, result, detail
+		s.appendAudit(context.WithoutCancel(ctx), e)
+	}
+	q, err := c.tmux.Ask(ctx, prompt)
+	if err != nil {
+		closing(audit.ApprovalDecision, "refused", "could not ask: "+err.Error())
+		if errors.Is(err, tmux.ErrNoStudentClient) {
+			return true, &policyError{"the task's agent policy wants the student's approval for " + d.tool.Name + ", and " + err.Error() + ": nothing was done"}
+		}
+		return true, &policyError{fmt.Sprintf("the student's approval could not be asked for (%v): nothing was done", err)}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, ttl)
+	defer wcancel()
+	ans, err := q.Wait(wctx, approvalPoll)
+	switch {
+	case err == nil && ans == tmux.Yes:
+		closing(audit.ApprovalDecision, "granted", "the student, at tmux client "+q.Client)
+		return true, nil
+	case err == nil && ans == tmux.YesForAWhile:
+		until := s.approveFor(approveWhile)
+		closing(audit.ApprovalDecision, "granted", fmt.Sprintf("the student, at tmux client %s, for this client until %s UTC", q.Client, until.UTC().Format(time.TimeOnly)))
+		return true, nil
+	case err == nil:
+		closing(audit.ApprovalDecision, "denied", "the student, at tmux client "+q.Client)
+		return true, &policyError{"the student said no to this " + d.tool.Name + " call: nothing was done"}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		closing(audit.ApprovalExpired, "refused", fmt.Sprintf("no answer within %s", ttl))
+		return true, &policyError{fmt.Sprintf("the student did not answer within %s: nothing was done (ask again, or tell them what you want to do)", ttl)}
+	case ctx.Err() != nil:
+		closing(audit.ApprovalExpired, "refused", "the call ended before the student answered")
+		return true, ctx.Err()
+	}
+	closing(audit.ApprovalDecision, "refused", err.Error())
+	return true, err
+}
+
+// requester names the client in the student's question.
+func (s *Server) requester() string {
+	id := s.opt.Identity
+	switch {
+	case id.Agent != "":
+		return "agent " + termtext.OneLine(id.Agent, 24)
+	case id.Grant != "":
+		return "teacher " + termtext.OneLine(id.Grant, 40)
+	}
+	return "an AI agent (" + s.opt.Level.String() + ")"
+}
+
+// actionText is the exact action, one line, clipped: the tool and its
+// arguments as the agent sent them (agent text: cleaned of anything a
+// terminal would act on).
+func actionText(tool string, req mcp.CallToolRequest) string {
+	data, err := json.Marshal(req.GetRawArguments())
+	if err != nil || string(data) == "null" {
+		data = []byte("{}")
+	}
+	return tool + " " + termtext.OneLine(string(data), maxActionText)
+}

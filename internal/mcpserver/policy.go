@@ -1,0 +1,148 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/workspace"
+)
+
+// The task's agent policy (stem.toml's agents table) caps this server on
+// top of its level. It is enforced where the level is: the tool filter
+// keeps what the policy removes out of tools/list and makes mcp-go answer
+// a call of it as an unknown tool, and call picks the definition of the
+// policy's level (pane_send_keys at assist is not full's) and refuses
+// again, should the instance have changed between the two.
+
+// policyCache holds the card's policy, read again when stem.toml changes.
+type policyCache struct {
+	mu    sync.Mutex
+	key   string // manifest path and task
+	stamp stamp
+	pol   agentpolicy.Policy
+	err   error
+}
+
+// policyError is a call the task's agent policy does not allow: a
+// refusal, audited as such.
+type policyError struct{ reason string }
+
+func (e *policyError) Error() string { return e.reason }
+
+// policyFor is the policy in force for the instance of c: the card's
+// current policy met with the one recorded when the instance was made, so
+// a stem.toml rewritten from inside the container can tighten it but never
+// loosen it. A manifest that cannot be read leaves the recorded policy,
+// or, for an instance recorded without one, observe.
+func (s *Server) policyFor(c *conn) agentpolicy.Policy {
+	r := c.target.Record
+	path := filepath.Join(r.CardPath, workspace.ManifestName)
+	key, st := path+"\x00"+r.Task, statStamp(path)
+	pc := &s.pol
+	pc.mu.Lock()
+	if pc.key != key || pc.stamp != st || st == (stamp{}) {
+		pc.key, pc.stamp = key, st
+		pc.pol, pc.err = cardPolicy(r.CardPath, r.Task)
+	}
+	live, err := pc.pol, pc.err
+	pc.mu.Unlock()
+	switch {
+	case err != nil && r.Policy != nil:
+		return *r.Policy
+	case err != nil:
+		return agentpolicy.Policy{MaxLevel: agentpolicy.CapObserve, Edits: agentpolicy.EditsNone}
+	case r.Policy != nil:
+		return agentpolicy.Meet(*r.Policy, live)
+	}
+	return live
+}
+
+func cardPolicy(cardPath, task string) (agentpolicy.Policy, error) {
+	m, err := workspace.LoadManifest(cardPath)
+	if err != nil {
+		return agentpolicy.Policy{}, err
+	}
+	t, ok := m.Task(task)
+	if !ok {
+		return agentpolicy.Policy{}, fmt.Errorf("task %s is no longer in the card's manifest", task)
+	}
+	return m.AgentPolicy(t), nil
+}
+
+// pick returns the definition of a call under the policy of the instance
+// the session talks to, or why the policy refuses it. defs are the
+// definitions of one tool name this server has, lowest level first.
+func (s *Server) pick(ctx context.Context, defs []toolDef) (toolDef, error) {
+	top := defs[len(defs)-1]
+	c, err := s.target(ctx)
+	if err != nil {
+		return top, err
+	}
+	p := s.policyFor(c)
+	name := top.tool.Name
+	if r := p.Refusal(name, s.opt.Level); r != "" {
+		return top, &policyError{r}
+	}
+	eff, ok := p.Effective(s.opt.Level)
+	if !ok {
+		eff = Observe // the one tool left at none (task_info) is an observe tool
+	}
+	for _, d := range defs {
+		if d.at(eff) {
+			return d, nil
+		}
+	}
+	return top, &policyError{fmt.Sprintf("the task's agent policy leaves no %s at %s", name, eff)}
+}
+
+// filterTools is the server's tool filter: tools/list and every call
+// see only what the level and the policy leave, each tool as defined at
+// the policy's level. Before an instance is known nothing is removed:
+// calls then fail for want of an instance, and call checks again.
+func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	s.begin()
+	select {
+	case <-s.started:
+	case <-ctx.Done():
+		return tools
+	}
+	c, err := s.target(ctx)
+	if err != nil {
+		return tools
+	}
+	p := s.policyFor(c)
+	eff, ok := p.Effective(s.opt.Level)
+	if !ok {
+		eff = Observe
+	}
+	out := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		if p.Refusal(t.Name, s.opt.Level) != "" {
+			continue
+		}
+		for _, d := range s.defs[t.Name] {
+			if d.at(eff) {
+				t = d.tool
+				break
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// policyRefusal says why the policy of the current instance removes
+// name, or "" (for the audit of a call mcp-go refused as unknown).
+func (s *Server) policyRefusal(name string) string {
+	c := s.current()
+	if c == nil || !levels.Has(name, s.opt.Level) {
+		return "" // not a tool at this level at all: the level says why
+	}
+	return s.policyFor(c).Refusal(name, s.opt.Level)
+}
