@@ -3,6 +3,7 @@ package tmux
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -639,7 +640,8 @@ func (c *Client) exec(ctx context.Context, cmds ...string) ([]string, error) {
 				// A partial command line poisons the stream.
 				c.peer.kill()
 			}
-			return nil, fmt.Errorf("tmux: sending %s: %w", firstWord(line), ctx.Err())
+			// The write deadline can pass a moment before ctx says so.
+			return nil, fmt.Errorf("tmux: sending %s: %w", firstWord(line), cmp.Or(ctx.Err(), context.DeadlineExceeded))
 		}
 		// The pipe broke: the client is gone or going. Make sure it is,
 		// and report the connection's end rather than EPIPE.
