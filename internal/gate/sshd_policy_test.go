@@ -60,9 +60,11 @@ func TestSSHGateHonoursTheAgentPolicy(t *testing.T) {
 		keysWork    bool
 		captureWork bool
 	}{
-		{"no policy (control)", "", s.levelTools(t, "full"), true, true},
-		{"exam observe", `max_level = "observe"`, s.levelTools(t, "observe"), false, true},
-		{"exam none", `max_level = "none"`, []string{"task_info"}, false, false},
+		// gate_status is the grant's own status verb as a tool: every
+		// gate session has it, whatever the task's policy.
+		{"no policy (control)", "", withGateStatus(s.levelTools(t, "full")), true, true},
+		{"exam observe", `max_level = "observe"`, withGateStatus(s.levelTools(t, "observe")), false, true},
+		{"exam none", `max_level = "none"`, []string{"gate_status", "task_info"}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s.inst.SetAgentPolicy(t, tc.table)
@@ -99,4 +101,11 @@ func TestSSHGateHonoursTheAgentPolicy(t *testing.T) {
 	if n := strings.Count(out, "gate-42"); n != 1 {
 		t.Fatalf("the shell shows the control's output %d times, want once:\n%s", n, out)
 	}
+}
+
+// withGateStatus adds the gate's own tool to a level's sorted tool list.
+func withGateStatus(tools []string) []string {
+	out := append([]string{"gate_status"}, tools...)
+	slices.Sort(out)
+	return out
 }

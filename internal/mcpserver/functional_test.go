@@ -686,6 +686,11 @@ func TestPaneWaitDoesNotPoll(t *testing.T) {
 		m := r.reply(id, 30*time.Second)
 		n := procSyscalls(t, server) - before
 		content, _ := get(m, "result", "content").([]any)
+		if args["timeout_ms"] == 1 && get(m, "result", "isError") == true && len(content) > 0 && strings.Contains(str(get(content[0], "text")), "timed out") {
+			// A 1 ms wait on a busy machine may end before its first
+			// capture: still a measure of its setup.
+			return n, nil
+		}
 		if get(m, "result", "isError") == true || len(content) == 0 {
 			t.Fatalf("pane_wait %v: %s", args, clip(mustJSON(m), 400))
 		}

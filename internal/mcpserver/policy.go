@@ -80,6 +80,9 @@ func cardPolicy(cardPath, task string) (agentpolicy.Policy, error) {
 // definitions of one tool name this server has, lowest level first.
 func (s *Server) pick(ctx context.Context, defs []toolDef) (toolDef, error) {
 	top := defs[len(defs)-1]
+	if top.tool.Name == GateStatusTool {
+		return top, nil // the grant's own status, as its verb: no agent access
+	}
 	c, err := s.target(ctx)
 	if err != nil {
 		return top, err
@@ -123,6 +126,10 @@ func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	}
 	out := make([]mcp.Tool, 0, len(tools))
 	for _, t := range tools {
+		if t.Name == GateStatusTool {
+			out = append(out, t) // what the grant's status verb gives anyway
+			continue
+		}
 		if p.Refusal(t.Name, s.opt.Level) != "" {
 			continue
 		}

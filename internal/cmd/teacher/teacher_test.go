@@ -620,7 +620,7 @@ func TestConfigWriteRefusesToReplaceForeignEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := e.run(t, "config", "--provider", "gemini", "--host", "anna@lab", "--key", e.key, "--file", file, "--write")
-	if err == nil || !strings.Contains(err.Error(), "something else (npx)") {
+	if err == nil || !strings.Contains(err.Error(), "something else (npx docs-server)") {
 		t.Fatalf("foreign entry: %v", err)
 	}
 	if now, _ := os.ReadFile(file); string(now) != orig {
