@@ -191,12 +191,18 @@ func (p *pane) typeText(s string) {
 	}
 }
 
+// patient stretches a wait's bound: the bounds the tests name are what a
+// quiet machine needs, and a loaded CI runner (the whole suite on two
+// cores) has missed a 5 s one. A bound only limits how long a failing test
+// hangs; nothing waits for it to pass.
+func patient(d time.Duration) time.Duration { return 6 * d }
+
 // waitFor waits until the pane shows a match for re after mark and returns
 // the time it was first seen.
 func (p *pane) waitFor(mark int, re string, timeout time.Duration) time.Time {
 	p.t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.After(timeout)
+	deadline := time.After(patient(timeout))
 	for {
 		if rx.MatchString(p.text(mark)) {
 			return time.Now()
@@ -265,6 +271,7 @@ func exe(t testing.TB, c *Client, cmd Command) Result {
 // waitEvent returns the next event of the given kind, skipping others.
 func waitEvent(t testing.TB, c *Client, kind EventKind, timeout time.Duration) Event {
 	t.Helper()
+	timeout = patient(timeout)
 	deadline := time.After(timeout)
 	var seen []string
 	for {
@@ -315,7 +322,7 @@ func mustExpr(t testing.TB, s string) SafeExpr {
 // waitSync polls gdb-sync.json until ok accepts it.
 func waitSync(t testing.TB, dir string, what string, ok func(SyncState) bool) SyncState {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patient(5 * time.Second))
 	var last SyncState
 	var lastErr error
 	for time.Now().Before(deadline) {

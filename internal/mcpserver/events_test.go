@@ -68,7 +68,10 @@ func TestStudentBuildEvents(t *testing.T) {
 	s := connect(t, in, "observe")
 	evs := watchEvents(s)
 	shell := st.pane("shell")
-	s.ok("session_status", nil) // the server watches panes from here on
+	// The prompt is drawn before the server watches the pane (from
+	// session_status on): the first line typed below is at that prompt.
+	st.waitPrompt(shell)
+	s.ok("session_status", nil)
 	words := filepath.Join(in.Resolved.TaskDir, "words.c")
 	good := mustRead(t, words)
 	if err := os.WriteFile(words, []byte(good+"\nint broken( {\n"), 0o644); err != nil {
