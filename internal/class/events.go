@@ -60,6 +60,7 @@ type Hub struct {
 	links   map[string]*Link
 	open    map[string]*openSession // by student, while connected
 	probing map[string]*probeCall   // status probes under way, by student
+	work    map[string]*workLog     // what each student's events said
 }
 
 // openSession is a connected student's session and what its grant allows.
@@ -86,7 +87,7 @@ func NewHub(students []Student, opt HubOptions) *Hub {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}}
+	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}, work: map[string]*workLog{}}
 	for _, s := range students {
 		h.links[s.Name] = &Link{Student: s.Name, Error: "not connected yet"}
 	}
@@ -232,6 +233,12 @@ func (h *Hub) publish(student string, ev studentEvent) {
 	h.seq++
 	e.Seq = h.seq
 	h.ring = append(h.ring, e)
+	w := h.work[student]
+	if w == nil {
+		w = &workLog{}
+		h.work[student] = w
+	}
+	w.add(e, time.Now())
 	if len(h.ring) > h.opt.Ring {
 		h.ring = h.ring[len(h.ring)-h.opt.Ring:]
 	}

@@ -49,6 +49,18 @@ func (h *Hub) Overview(ctx context.Context) []Row {
 		}()
 	}
 	wg.Wait()
+	now := time.Now()
+	for i := range rows {
+		if rows[i].Reach != ReachOK {
+			continue
+		}
+		h.mu.Lock()
+		if w := h.work[rows[i].Student]; w != nil {
+			rows[i].Work = w.at(now)
+		}
+		h.mu.Unlock()
+		rows[i].Flags = triage(rows[i], now)
+	}
 	return rows
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,52 @@ func TestOverviewOverOpenSessions(t *testing.T) {
 	}
 	if v, c := standin.Count(&srv.Verbs, "status")-verbs, standin.Count(&srv.Calls, "gate_status")-calls; v != 0 || c != int64(len(students)) {
 		t.Fatalf("overview made %d status connections and %d gate_status calls; want 0 and %d", v, c, len(students))
+	}
+}
+
+// A student's events reach the overview: their last build and event, and
+// the flags failing (three failed builds and tests) and crashed, which put
+// them first.
+func TestOverviewHasTheStudentsWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ssh against a loopback server")
+	}
+	_, students, opt := standinClass(t, 2)
+	students[1].Host = "failing@" + strings.SplitN(students[1].Host, "@", 2)[1]
+	hub := class.NewHub(students, class.HubOptions{Options: opt})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { hub.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitConnected(t, hub, len(students))
+	var seen []class.Event // the four events, as they arrive
+	for len(seen) < 4 {
+		var last int64
+		if len(seen) > 0 {
+			last = seen[len(seen)-1].Seq
+		}
+		evs := hub.Since(ctx, last, time.Minute)
+		if len(evs) == 0 {
+			t.Fatalf("events after %+v: none within a minute", seen)
+		}
+		seen = append(seen, evs...)
+	}
+	rows := hub.Overview(context.Background())
+	calm, failing := rows[0], rows[1]
+	if calm.Work != nil || len(calm.Flags) != 0 {
+		t.Errorf("a student without events: %+v", calm)
+	}
+	w := failing.Work
+	if w == nil || w.FailedRecently != 3 || !w.CrashedRecently || w.LastBuild == nil || w.LastBuild.Type != "test_failed" ||
+		w.LastEvent == nil || w.LastEvent.Type != "program_crashed" || w.LastEvent.Signal != "SIGSEGV" {
+		t.Fatalf("work of the failing student: %+v", w)
+	}
+	if !slices.Contains(failing.Flags, class.FlagCrashed) || !slices.Contains(failing.Flags, class.FlagFailing) {
+		t.Fatalf("flags %v", failing.Flags)
+	}
+	class.SortByNeed(rows)
+	if rows[0].Student != failing.Student {
+		t.Fatalf("the failing student is not first: %s", rows[0].Student)
 	}
 }
 

@@ -25,6 +25,7 @@ const (
 	DefaultMaxAnswer = 256 << 10
 	maxStderr        = 16 << 10
 	maxInstances     = 64
+	maxAgents        = 8
 	maxField         = 200
 )
 
@@ -54,8 +55,12 @@ type Row struct {
 	Level     string     `json:"level,omitempty"`
 	Expires   *time.Time `json:"expires,omitempty"`
 	Instances []Instance `json:"instances"`
-	Flags     []Flag     `json:"flags"`
-	Millis    int64      `json:"elapsed_ms"`
+	// Activity is the latest of the instances' (absent when no tmux
+	// answered); Work comes from the session events a hub saw.
+	Activity *time.Time `json:"activity,omitempty"`
+	Work     *Work      `json:"work,omitempty"`
+	Flags    []Flag     `json:"flags"`
+	Millis   int64      `json:"elapsed_ms"`
 	// Via is how the row was asked: "session" (the open MCP session's
 	// gate_status) or "ssh" (a new connection for the status verb).
 	Via    string   `json:"via,omitempty"`
@@ -75,6 +80,18 @@ type Instance struct {
 	// "no nvim", "down" (neither), or "not started".
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+	// Activity: the last output in the student's tmux or key from their
+	// terminal, as that tmux reports it.
+	Activity *time.Time `json:"activity,omitempty"`
+	Agents   []Agent    `json:"agents,omitempty"`
+}
+
+// Agent is an agent running in a student's instance.
+type Agent struct {
+	Provider string    `json:"provider"`
+	Level    string    `json:"level"`
+	Started  time.Time `json:"started"`
+	Problem  string    `json:"problem,omitempty"`
 }
 
 // Status asks every student's gate for its status at once, each within
@@ -190,7 +207,7 @@ func rowOf(s Student, st gatestatus.Status, took time.Duration, notes []string) 
 	}
 	r := fromStatus(s, st)
 	r.Millis, r.Notes, r.Via = took.Milliseconds(), notes, "ssh"
-	r.Flags = triage(r)
+	r.Flags = triage(r, time.Now())
 	return r
 }
 
@@ -205,7 +222,13 @@ func fromStatus(s Student, st gatestatus.Status) Row {
 	r.Instances = make([]Instance, 0, len(list))
 	for _, is := range list {
 		in := Instance{Instance: clean(is.Instance), Profile: clean(is.Profile), Series: clean(is.Series), Card: clean(is.Card),
-			Task: clean(is.Task), Target: clean(is.Target), Error: clean(is.Error)}
+			Task: clean(is.Task), Target: clean(is.Target), Error: clean(is.Error), Activity: is.Activity}
+		for _, a := range is.Agents[:min(len(is.Agents), maxAgents)] {
+			in.Agents = append(in.Agents, Agent{Provider: clean(a.Provider), Level: clean(a.Level), Started: a.Started, Problem: clean(a.Problem)})
+		}
+		if in.Activity != nil && (r.Activity == nil || in.Activity.After(*r.Activity)) {
+			r.Activity = in.Activity
+		}
 		switch {
 		case !is.Registered:
 			in.State = "not started"
@@ -230,7 +253,7 @@ func fromStatus(s Student, st gatestatus.Status) Row {
 
 func failed(s Student, f failure, took time.Duration) Row {
 	r := Row{Student: s.Name, Dest: s.Dest(), Reach: f.reach, Why: clean(f.why), Fix: f.fix, Instances: []Instance{}, Millis: took.Milliseconds()}
-	r.Flags = triage(r)
+	r.Flags = triage(r, time.Now())
 	return r
 }
 
@@ -241,6 +264,9 @@ type Flag string
 
 const (
 	FlagInstanceDown Flag = "instance-down" // registered, but tmux or Neovim does not answer (crashed, stopped)
+	FlagCrashed      Flag = "crashed"       // a program crashed within FailWindow
+	FlagFailing      Flag = "failing"       // FailedBuilds or more failed builds or tests within FailWindow
+	FlagIdle         Flag = "idle"          // nothing in the student's tmux for IdleAfter
 	FlagUnreachable  Flag = "unreachable"
 	FlagBroken       Flag = "broken"    // the gate's answer is garbage, endless or refused oddly
 	FlagNoAccess     Flag = "no-access" // key refused, grant revoked or expired
@@ -252,12 +278,13 @@ const (
 
 // rank orders flags by how soon the teacher should look.
 var rank = map[Flag]int{
-	FlagInstanceDown: 90, FlagUnreachable: 80, FlagBroken: 80, FlagNoAccess: 70,
-	FlagSetup: 60, FlagUnsafeKey: 50, FlagNotStarted: 30, FlagNoInstance: 20,
+	FlagInstanceDown: 90, FlagCrashed: 85, FlagUnreachable: 80, FlagBroken: 80, FlagFailing: 75, FlagNoAccess: 70,
+	FlagSetup: 60, FlagUnsafeKey: 50, FlagIdle: 40, FlagNotStarted: 30, FlagNoInstance: 20,
 }
 
-// triage derives a row's flags from what the gate's status holds.
-func triage(r Row) []Flag {
+// triage derives a row's flags from what the gate's status and the
+// session events say, as of now.
+func triage(r Row, now time.Time) []Flag {
 	f := []Flag{}
 	switch r.Reach {
 	case ReachOK:
@@ -282,6 +309,15 @@ func triage(r Row) []Flag {
 	}
 	if down {
 		f = append(f, FlagInstanceDown)
+	}
+	if r.Work != nil && r.Work.CrashedRecently {
+		f = append(f, FlagCrashed)
+	}
+	if r.Work != nil && r.Work.FailedRecently >= FailedBuilds {
+		f = append(f, FlagFailing)
+	}
+	if r.Activity != nil && now.Sub(*r.Activity) >= IdleAfter {
+		f = append(f, FlagIdle)
 	}
 	if r.unsafe {
 		f = append(f, FlagUnsafeKey)

@@ -78,7 +78,10 @@ type Options struct {
 	// Tmux and Nvim probe an instance's servers for `status`; nil dials the
 	// socket (it answers if it accepts a connection).
 	Tmux, Nvim Probe
-	Now        func() time.Time
+	// Activity asks an answering tmux when the student last did something
+	// (probe.TmuxActivity); nil leaves it out of `status`.
+	Activity func(ctx context.Context, socket string) (time.Time, error)
+	Now      func() time.Time
 	// RecheckEvery is how often an open MCP session re-reads its grant
 	// (default 2s); the session ends when the grant is revoked or expires.
 	RecheckEvery time.Duration

@@ -8,9 +8,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/unixpin"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -114,6 +116,12 @@ func (s *session) statusOf(ctx context.Context, tool string) (Status, error) {
 			nerr := nvim(pctx, r.Dir().Nvim())
 			is.Tmux, is.Nvim = terr == nil, nerr == nil
 			is.Answers = is.Tmux && is.Nvim
+			if is.Tmux && s.opt.Activity != nil {
+				if at, err := s.opt.Activity(pctx, r.Dir().Tmux()); err == nil && !at.IsZero() {
+					at = at.UTC()
+					is.Activity = &at
+				}
+			}
 			if err := errors.Join(terr, nerr); err != nil {
 				is.Error = termtext.Line(err.Error(), maxErrorLine)
 			}
@@ -122,6 +130,7 @@ func (s *session) statusOf(ctx context.Context, tool string) (Status, error) {
 	for range list {
 		<-done
 	}
+	s.addAgents(list)
 	st := Status{
 		Account: s.id.Account, Grant: s.grant.Name, Level: s.grant.Level, Instances: list,
 		Session: SessionInfo{TTY: s.opt.Getenv("SSH_TTY") != "", AgentForwarded: s.opt.Getenv("SSH_AUTH_SOCK") != ""},
@@ -162,4 +171,29 @@ func dialProbe(ctx context.Context, socket string) error {
 		return fmt.Errorf("%s does not answer: %w", socket, err)
 	}
 	return c.Close()
+}
+
+// addAgents names the agents running in each listed instance, from the
+// account's agent store (host files stemctl writes; the container has no
+// access to them). A store that cannot be read leaves the lists empty.
+func (s *session) addAgents(list []InstanceStatus) {
+	d, err := xdg.Resolve(s.env)
+	if err != nil {
+		return
+	}
+	all, err := agent.NewStore(sockets.Layout{Runtime: d.Runtime}, d.State).List(false)
+	if err != nil {
+		return
+	}
+	for i := range list {
+		for _, a := range all {
+			if a.Instance != list[i].Instance || !a.Running {
+				continue
+			}
+			list[i].Agents = append(list[i].Agents, gatestatus.Agent{
+				Provider: termtext.Line(a.Provider, 40), Level: a.Level, Started: a.Started.UTC(),
+				Problem: termtext.Line(a.Problem, maxErrorLine),
+			})
+		}
+	}
 }

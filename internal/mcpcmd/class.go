@@ -83,7 +83,7 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 
 	srv := server.NewMCPServer("stem-mcp class", mcpserver.Version, server.WithToolCapabilities(false))
 	srv.AddTool(mcp.NewTool("class_overview",
-		mcp.WithDescription(fmt.Sprintf("The status of every student of class %s in one call: whether their gate answered (or why not, and what to do), the grant's level, each allowed instance's task, profile and state, triage flags (students who need help first), and the state of the open session with each student. Each call asks every student's gate anew, over the open session where there is one (via: session) and with a new SSH connection otherwise (via: ssh), each within %v. %s", r.Name, timeout, classNotice)),
+		mcp.WithDescription(fmt.Sprintf("The status of every student of class %s in one call: whether their gate answered (or why not, and what to do), the grant's level, each allowed instance's task, profile, state, idle time (activity) and running agents, each student's last build or test and last event (work), triage flags (students who need help first: instance-down, crashed, unreachable, failing, idle, ...), and the state of the open session with each student. Each call asks every student's gate anew, over the open session where there is one (via: session) and with a new SSH connection otherwise (via: ssh), each within %v. %s", r.Name, timeout, classNotice)),
 		mcp.WithReadOnlyHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			rows := hub.Overview(ctx)

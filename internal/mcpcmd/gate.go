@@ -30,7 +30,7 @@ It never runs a shell.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code := gate.Main(cmd.Context(), args, gate.Options{
 				Getenv: getenv, In: ios.In, Out: ios.Out, ErrOut: ios.ErrOut,
-				Tmux: probe.Tmux, Nvim: probe.Nvim,
+				Tmux: probe.Tmux, Nvim: probe.Nvim, Activity: probe.TmuxActivity,
 				Serve: func(ctx context.Context, r gate.ServeRequest) error {
 					tuneGC()
 					l, err := mcpserver.ParseLevel(r.Level)

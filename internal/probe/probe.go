@@ -87,3 +87,17 @@ func NvimModified(ctx context.Context, socket string) ([]string, error) {
 	}
 	return names, nil
 }
+
+// TmuxActivity is when the student's tmux session last had output or a key
+// from a terminal (tmux.Client.Activity), asked over a control connection
+// in Go like every other host-side tmux client.
+func TmuxActivity(ctx context.Context, socket string) (time.Time, error) {
+	ctx, cancel := withDefault(ctx, 2*time.Second)
+	defer cancel()
+	c, err := tmux.Dial(ctx, tmux.Options{Socket: socket})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("tmux server on %s does not answer: %w", socket, err)
+	}
+	defer c.Close()
+	return c.Activity(ctx)
+}

@@ -7,7 +7,8 @@
 // teacher's key, the exec request carrying the gate's verb (`status`,
 // `mcp INSTANCE`), and on `mcp` an MCP session on the channel with the
 // gate's gate_status and session_events tools. Every SSH user name is a
-// student with one observe-level grant and one running instance. Each
+// student with one observe-level grant and one running instance; one whose
+// name starts with "failing" has failed three builds and crashed. Each
 // status answer appends a line to that student's log and syncs it, as
 // the real gate audits every status. It is not a security boundary and
 // checks nothing but the teacher's key.
@@ -213,6 +214,14 @@ func (s *Server) status(user string) (gatestatus.Status, error) {
 	}}}, nil
 }
 
+// failingEvents are the first session events of a student whose user
+// name starts with "failing": three failed builds and a crash.
+var failingEvents = `{"events":[` +
+	`{"seq":1,"type":"build_failed","action":"build","exit_code":2,"time":"2026-12-03T10:00:00Z","instance":"` + Instance + `"},` +
+	`{"seq":2,"type":"build_failed","action":"build","exit_code":2,"time":"2026-12-03T10:00:01Z","instance":"` + Instance + `"},` +
+	`{"seq":3,"type":"test_failed","action":"test","exit_code":2,"time":"2026-12-03T10:00:02Z","instance":"` + Instance + `"},` +
+	`{"seq":4,"type":"program_crashed","exit_code":139,"signal":"SIGSEGV","time":"2026-12-03T10:00:03Z","instance":"` + Instance + `"}]}`
+
 // serveMCP serves the gate's MCP session on ch until the client goes.
 func (s *Server) serveMCP(user string, ch ssh.Channel) {
 	srv := server.NewMCPServer("stem-mcp standin", "1", server.WithToolCapabilities(false))
@@ -229,6 +238,9 @@ func (s *Server) serveMCP(user string, ch ssh.Channel) {
 	srv.AddTool(mcp.NewTool("session_events", mcp.WithNumber("since"), mcp.WithNumber("wait_ms")),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			inc(&s.Calls, "session_events")
+			if strings.HasPrefix(user, "failing") && req.GetFloat("since", 0) == 0 {
+				return mcp.NewToolResultText(failingEvents), nil
+			}
 			select {
 			case <-time.After(time.Duration(req.GetFloat("wait_ms", 0)) * time.Millisecond):
 			case <-ctx.Done():

@@ -122,21 +122,31 @@ func TestStatusFlags(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	two, zero := 2, 0
 	rows := []class.Row{
-		{Student: "anna", Dest: "anna@lab-03", Reach: class.ReachOK, Level: "observe", Flags: []class.Flag{class.FlagInstanceDown},
+		{Student: "anna", Dest: "anna@lab-03", Reach: class.ReachOK, Level: "observe", Flags: []class.Flag{class.FlagInstanceDown, class.FlagFailing},
+			Work: &class.Work{LastBuild: &class.Outcome{Type: "build_failed", Action: "build", ExitCode: &two, Time: *at(3 * time.Minute)},
+				LastEvent: &class.Outcome{Type: "program_crashed", Signal: "SIGSEGV", Time: *at(40 * time.Second)}},
 			Instances: []class.Instance{
 				{Instance: "native-amd64-demo-hello-t1", Profile: "native-amd64", Series: "demo", Card: "hello", Task: "1", State: "down"},
-				{Instance: "hazard3-sim-inf-bss-t4", State: "not started"},
+				{Instance: "hazard3-sim-inf-bss-t4", State: "answers", Activity: at(125 * time.Minute),
+					Agents: []class.Agent{{Provider: "claude", Level: "assist"}, {Provider: "codex", Level: "observe", Problem: "ending"}}},
 			}},
 		{Student: "bob", Dest: "bob@lab-04:2222", Reach: class.ReachTimeout, Flags: []class.Flag{class.FlagUnreachable},
 			Why: "no answer within 15s", Fix: "is the student's machine overloaded or asleep?", Instances: []class.Instance{}},
+		{Student: "cyd", Dest: "cyd@lab-05", Reach: class.ReachOK, Level: "assist", Flags: []class.Flag{},
+			Work:      &class.Work{LastBuild: &class.Outcome{Type: "program_exited", Action: "test", ExitCode: &zero, Time: *at(5 * time.Second)}},
+			Instances: []class.Instance{{Instance: "native-amd64-demo-hello-t1", State: "answers", Activity: at(0)}}},
 	}
 	var b bytes.Buffer
-	render(&b, rows)
-	want := `STUDENT  HOST             REACH    LEVEL    TASK                    PROFILE       STATE        FLAGS
-anna     anna@lab-03      ok       observe  demo/hello/1            native-amd64  down         instance-down
-                                            hazard3-sim-inf-bss-t4  -             not started  
-bob      bob@lab-04:2222  timeout  -        -                       -             -            unreachable
+	render(&b, rows, now)
+	want := `STUDENT  HOST             REACH    LEVEL    TASK                        PROFILE       STATE    IDLE   AGENTS                        LAST BUILD           LAST EVENT               FLAGS
+anna     anna@lab-03      ok       observe  demo/hello/1                native-amd64  down     -      -                             build failed 3m ago  crashed SIGSEGV 40s ago  instance-down,failing
+                                            hazard3-sim-inf-bss-t4      -             answers  2h05m  claude/assist,codex/observe!                                                
+bob      bob@lab-04:2222  timeout  -        -                           -             -        -      -                             -                    -                        unreachable
+cyd      cyd@lab-05       ok       assist   native-amd64-demo-hello-t1  -             answers  0s     -                             test ok 5s ago       -                        -
 bob: no answer within 15s
   is the student's machine overloaded or asleep?
 `

@@ -222,6 +222,11 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 			r.Instances[0].Task != "1" || r.Instances[0].Card != "hello" || r.Instances[0].Profile != "native-amd64" {
 			t.Errorf("%s: %+v\nsshd log:\n%s", n, r, srv.Log())
 		}
+		// The student's real tmux says when it last had output (the
+		// shells' prompts at least); nobody is idle in a new instance.
+		if a := r.Instances[0].Activity; a == nil || a.After(time.Now()) || time.Since(*a) > time.Hour || r.Activity == nil {
+			t.Errorf("%s: activity %v (row %v)", n, a, r.Activity)
+		}
 		if time.Duration(r.Millis)*time.Millisecond >= timeout {
 			t.Errorf("%s took %d ms: held up by the student who hangs?", n, r.Millis)
 		}

@@ -41,14 +41,20 @@ student: whether the gate answered (and if not, why: host key unknown, refused,
 key refused or grant revoked, timeout, broken answer, with what to do), the
 grant's level, and each allowed instance's task, profile and state (answers:
 tmux and Neovim answer; no tmux, no nvim, down; not started). FLAGS says who
-may need help: instance-down, unreachable, broken, no-access, setup,
-unsafe-key, not-started, no-instance.
+may need help: instance-down, crashed, unreachable, broken, failing,
+no-access, setup, unsafe-key, idle, not-started, no-instance. IDLE is how long
+the student's tmux has had no output and their terminal no key (idle: ten
+minutes); AGENTS the agents running in the instance.
 
 A student who does not answer shows as such when their --timeout runs out and
 never delays the others; an answer that is not the gate's status, or goes on
 past 256 KiB, marks that student broken. The table lists the students who
 need help first (--json keeps the roster's order); --watch redraws it in place
-every --every until Ctrl-C. NAME may be left out when there is one class.`,
+every --every until Ctrl-C. --watch keeps one session open with each student
+(no new SSH connection per round) and so also sees their session events: LAST
+BUILD and LAST EVENT (a crash, a gdb stop), and the flags crashed (within ten
+minutes) and failing (three failed builds or tests within ten minutes). NAME
+may be left out when there is one class.`,
 		Example: `  stemctl class status lab3
   stemctl class status lab3 --json
   stemctl class status lab3 --watch --every 10s --timeout 5s`,
@@ -104,11 +110,19 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 			return cmdutil.WriteJSON(ios.Out, rows)
 		}
 		class.SortByNeed(rows)
-		return render(ios.Out, rows)
+		return render(ios.Out, rows, time.Now())
 	}
+	// --watch keeps a session open with each student's gate (as stem-mcp
+	// class does): each round asks over it, with no new SSH handshake, and
+	// the students' session events fill LAST BUILD and LAST EVENT.
+	hub := class.NewHub(r.Students, class.HubOptions{Options: sopt})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { hub.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
 	for {
 		start := time.Now()
-		rows := class.Status(ctx, r.Students, sopt)
+		rows := hub.Overview(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -125,7 +139,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		}
 		fmt.Fprintf(&b, "class %s  %s  %d of %d may need help  (asked in %.1fs; Ctrl-C ends)\n\n",
 			r.Name, time.Now().Format("15:04:05"), need, len(rows), time.Since(start).Seconds())
-		render(&b, rows)
+		render(&b, rows, time.Now())
 		if !ios.IsStdoutTTY() {
 			b.WriteString("\n")
 		}
@@ -193,15 +207,11 @@ func (n *noteSet) print(w io.Writer, rows []class.Row) {
 
 // render prints the table: one line per instance (a student without one
 // gets one line), then why and what to do for each student not reached.
-func render(w io.Writer, rows []class.Row) error {
+// IDLE and AGENTS are per instance; LAST BUILD and LAST EVENT per student
+// (only a hub, under --watch, sees events).
+func render(w io.Writer, rows []class.Row, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STUDENT\tHOST\tREACH\tLEVEL\tTASK\tPROFILE\tSTATE\tFLAGS")
-	dash := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
+	fmt.Fprintln(tw, "STUDENT\tHOST\tREACH\tLEVEL\tTASK\tPROFILE\tSTATE\tIDLE\tAGENTS\tLAST BUILD\tLAST EVENT\tFLAGS")
 	for _, r := range rows {
 		flags := "-"
 		if len(r.Flags) > 0 {
@@ -211,8 +221,12 @@ func render(w io.Writer, rows []class.Row) error {
 			}
 			flags = strings.Join(fs, ",")
 		}
+		build, last := "-", "-"
+		if r.Work != nil {
+			build, last = outcome(r.Work.LastBuild, now), outcome(r.Work.LastEvent, now)
+		}
 		if len(r.Instances) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level), flags)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\t%s\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level), build, last, flags)
 			continue
 		}
 		for i, in := range r.Instances {
@@ -220,10 +234,15 @@ func render(w io.Writer, rows []class.Row) error {
 			if in.Series != "" && in.Card != "" && in.Task != "" {
 				task = in.Series + "/" + in.Card + "/" + in.Task
 			}
+			idle := "-"
+			if in.Activity != nil {
+				idle = ago(now.Sub(*in.Activity))
+			}
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level), task, dash(in.Profile), in.State, flags)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level),
+					task, dash(in.Profile), in.State, idle, agents(in.Agents), build, last, flags)
 			} else {
-				fmt.Fprintf(tw, "\t\t\t\t%s\t%s\t%s\t\n", task, dash(in.Profile), in.State)
+				fmt.Fprintf(tw, "\t\t\t\t%s\t%s\t%s\t%s\t%s\t\t\t\n", task, dash(in.Profile), in.State, idle, agents(in.Agents))
 			}
 		}
 	}
@@ -240,4 +259,70 @@ func render(w io.Writer, rows []class.Row) error {
 		}
 	}
 	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ago is a duration as the table shows it: 45s, 12m, 2h05m.
+func ago(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// agents is "claude/assist,codex/observe" (a ! marks one with a problem).
+func agents(as []class.Agent) string {
+	if len(as) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = a.Provider + "/" + a.Level
+		if a.Problem != "" {
+			parts[i] += "!"
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// outcome is an event in a few words: "build failed 3m ago",
+// "crashed SIGSEGV 40s ago", "gdb stop 2m ago".
+func outcome(o *class.Outcome, now time.Time) string {
+	if o == nil {
+		return "-"
+	}
+	var what string
+	switch o.Type {
+	case "build_failed", "test_failed":
+		what = o.Action + " failed"
+		if o.Action == "" {
+			what = strings.TrimSuffix(o.Type, "_failed") + " failed"
+		}
+	case "program_crashed":
+		what = "crashed " + o.Signal
+	case "gdb_stopped":
+		what = "gdb stop"
+	case "program_exited":
+		switch {
+		case o.Action != "" && o.OK():
+			what = o.Action + " ok"
+		case o.ExitCode != nil:
+			what = fmt.Sprintf("exited %d", *o.ExitCode)
+		default:
+			what = "exited"
+		}
+	default:
+		what = strings.ReplaceAll(o.Type, "_", " ")
+	}
+	return what + " " + ago(now.Sub(o.Time)) + " ago"
 }

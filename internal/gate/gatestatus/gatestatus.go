@@ -37,4 +37,20 @@ type InstanceStatus struct {
 	Nvim        bool   `json:"nvim"`
 	Answers     bool   `json:"answers"` // both servers answer
 	Error       string `json:"error,omitempty"`
+	// Activity is the last output in the student's tmux or key from their
+	// terminal (absent when tmux does not answer); a claim of the
+	// container's server.
+	Activity *time.Time `json:"activity,omitempty"`
+	// Agents are the agents `stemctl agent start` runs in this instance.
+	Agents []Agent `json:"agents,omitempty"`
+}
+
+// Agent is one agent in an instance's session.
+type Agent struct {
+	Provider string    `json:"provider"`
+	Level    string    `json:"level"`
+	Started  time.Time `json:"started"`
+	// Problem says why an agent is not working normally (ending, its
+	// process gone).
+	Problem string `json:"problem,omitempty"`
 }
