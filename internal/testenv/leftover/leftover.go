@@ -61,7 +61,7 @@ func startTime(pid int) string {
 func alive(mark string) bool {
 	pid, start, ok := strings.Cut(mark, ":")
 	n, err := strconv.Atoi(pid)
-	if !ok || err != nil || n <= 0 {
+	if !ok || err != nil || n <= 0 || start == "" {
 		return true // not a mark of ours: leave it
 	}
 	return startTime(n) == start
