@@ -169,3 +169,28 @@ func TestEditorFollowsGDBNative(t *testing.T) {
 	})
 	s.noInternalErrors()
 }
+
+// On rp2350 without a board (no probe passed with --device, so no gdb
+// server): the layout still opens the task's file, gdb-multiarch has the
+// ELF of the instance's target, and a breakpoint set in the gdb pane shows
+// as a sign in the editor, for the Hazard3 and the Cortex-M33 target. What
+// needs the board (stops, steps) is not tested here.
+func TestEditorOnRP2350WithoutABoard(t *testing.T) {
+	for _, target := range []string{"rp2350-rv", "rp2350-arm"} {
+		t.Run(target, func(t *testing.T) {
+			s := newSession(t, "rp2350", "demo", "hello", "3", "--target", target)
+			s.stemctl("build", s.inst)
+			s.debug("--no-build")
+			s.waitView("main.c shown, the editor connected to the bridge", func(v editorView) bool {
+				return v.Cur == "main.c" && v.Connected
+			})
+			s.waitPane(s.lay.ProgramPane, "no device")
+			s.gdb("break main")
+			s.waitPane(s.lay.GDBPane, "Breakpoint 1 at")
+			s.waitView("the breakpoint at main as a sign", func(v editorView) bool { return hasSigns(v, "main.c:StemBreak@39") })
+			s.gdb("info files")
+			s.waitPane(s.lay.GDBPane, "build/"+target+"/hello.elf")
+			s.noInternalErrors()
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ type session struct {
 	lay  layout
 }
 
-func newSession(t testing.TB, profile, series, card, task string) *session {
+func newSession(t testing.TB, profile, series, card, task string, up ...string) *session {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs real containers (skipped with -short)")
@@ -60,7 +61,7 @@ func newSession(t testing.TB, profile, series, card, task string) *session {
 	bin := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 	s := &session{t: t, a: testenv.NewAccount(t, bin, testenv.AccountOptions{})}
 	s.requirePlugin(profile)
-	s.stemctl("up", profile, series, card, task)
+	s.stemctl(append([]string{"up", profile, series, card, task}, up...)...)
 	var st struct {
 		Record struct {
 			Instance  string `json:"instance"`
@@ -68,7 +69,13 @@ func newSession(t testing.TB, profile, series, card, task string) *session {
 			CardPath  string `json:"card_path"`
 		} `json:"record"`
 	}
-	s.stemctlJSON(&st, "status", fmt.Sprintf("%s-%s-%s-t%s", profile, series, card, task))
+	name := fmt.Sprintf("%s-%s-%s-t%s", profile, series, card, task)
+	if i := slices.Index(up, "--target"); i >= 0 && i+1 < len(up) {
+		name += "-" + up[i+1][strings.LastIndex(up[i+1], "-")+1:] // rp2350-arm: -arm
+	} else if profile == "rp2350" {
+		name += "-rv"
+	}
+	s.stemctlJSON(&st, "status", name)
 	s.inst, s.dir, s.card = st.Record.Instance, st.Record.SocketDir, st.Record.CardPath
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
