@@ -258,9 +258,6 @@ func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error)
 	return c, nil
 }
 
-// Socket is the path this Client dials.
-func (c *Client) Socket() string { return c.socket }
-
 // Reconnects is how many times the Client has transparently redialled.
 func (c *Client) Reconnects() int {
 	c.mu.Lock()

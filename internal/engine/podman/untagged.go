@@ -48,9 +48,6 @@ var _ engine.Engine = (*Engine)(nil)
 // Connect fails with ErrNoBindings.
 func Connect(context.Context, Options) (*Engine, error) { return nil, ErrNoBindings }
 
-// ExplainError returns err: there is nothing to explain in this build.
-func ExplainError(err error) error { return err }
-
 func (e *Engine) URI() string       { return "" }
 func (e *Engine) Service() *Service { return nil }
 func (e *Engine) Ping(context.Context) (string, error) {
