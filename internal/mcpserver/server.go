@@ -449,9 +449,9 @@ func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 		s.dropLocked()
 		return nil, &notGrantedError{instance: t.Record.Instance, allowed: s.opt.AllowedInstances}
 	}
-	if c != nil && c.target.Record.ContainerID == t.Record.ContainerID && c.target.Dir.Path == t.Dir.Path && c.alive() {
-		c.target = t
-	} else {
+	// The same container on the same sockets: the connection keeps the
+	// target it was dialed with (its tools read it without this lock).
+	if c == nil || c.target.Record.ContainerID != t.Record.ContainerID || c.target.Dir.Path != t.Dir.Path || !c.alive() {
 		if c != nil {
 			s.logf("target changed to %s (%.12s)", t.Record.Instance, t.Record.ContainerID)
 			c.close()
