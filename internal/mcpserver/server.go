@@ -94,6 +94,8 @@ type Server struct {
 	// first (register); pol caches the card's agent policy (policy.go).
 	defs map[string][]toolDef
 	pol  policyCache
+	// props are the edits this server proposed (tools_proposals.go).
+	props proposalBook
 	// approved is when the student's approval of this client "for a
 	// while" ends (approval.go).
 	approveMu sync.Mutex

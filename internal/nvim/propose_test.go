@@ -330,3 +330,27 @@ func TestProposeWithoutPlugin(t *testing.T) {
 		t.Fatalf("want ErrNoPlugin, got %v", err)
 	}
 }
+
+// TestProposalShown holds the plugin's own display cleaning to its word
+// (Neovim 0.7 also shows control characters in virtual text as ^X; the
+// plugin does not rely on that).
+func TestProposalShown(t *testing.T) {
+	n := nvimtest.Start(t, nvimtest.Options{Plugin: true, NoUI: true})
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"a\x1b[31mb\x07\x00\x7f", 100, "a^[[31mb^G^@^?"},
+		{"csi \u009b x", 100, "csi <9b> x"},
+		{"rtl \u202e evil \u2066", 100, "rtl <bidi> evil <bidi>"},
+		{"ééé", 3, "é…"},
+		{strings.Repeat("A", 1<<20), 10, "AAAAAAAAAA…"},
+	} {
+		var got string
+		n.Lua(t, &got, `return require('stem.proposals').shown(...)`, c.in, c.max)
+		if got != c.want {
+			t.Errorf("shown(%q, %d) = %q, want %q", c.in[:min(len(c.in), 20)], c.max, got, c.want)
+		}
+	}
+}
