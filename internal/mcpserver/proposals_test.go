@@ -185,6 +185,20 @@ func TestProposals(t *testing.T) {
 		}
 	})
 
+	t.Run("decided without asking: recorded at the session's end", func(t *testing.T) {
+		c := connect(t, in, "assist", "--agent", "c3c3c3")
+		p := propose(c, 1, 1, "/* c */", lines[0])
+		propose(c, 12, 12, lines[11]+" /* left open */")
+		student("StemAccept " + p)
+		waitUntil(t, 10*time.Second, "the insertion at the top", func() bool { return text()[0] == "/* c */" })
+		lines = append([]string{"/* c */"}, lines...)
+		c.c.Close()
+		waitUntil(t, 10*time.Second, "the session's end in the audit log", func() bool {
+			es, _ := readAudit(t, in.Dirs.State)
+			return slices.ContainsFunc(es, func(e audit.Entry) bool { return e.Event == audit.SessionEnd && e.Agent == "c3c3c3" })
+		})
+	})
+
 	t.Run("audited", func(t *testing.T) {
 		es, _ := readAudit(t, in.Dirs.State)
 		created := map[int64]string{}
@@ -203,8 +217,8 @@ func TestProposals(t *testing.T) {
 				got = append(got, e.Agent+":"+e.Result)
 			}
 		}
-		want := []string{"a1a1a1:rejected", "a1a1a1:accepted", "b2b2b2:accepted", "a1a1a1:stale", "a1a1a1:partially_accepted", "b2b2b2:rejected", "a1a1a1:rejected"}
-		if len(created) != 7 || !slices.Equal(got, want) {
+		want := []string{"a1a1a1:rejected", "a1a1a1:accepted", "b2b2b2:accepted", "a1a1a1:stale", "a1a1a1:partially_accepted", "b2b2b2:rejected", "a1a1a1:rejected", "c3c3c3:accepted", "c3c3c3:open"}
+		if len(created) != 9 || !slices.Equal(got, want) {
 			t.Fatalf("%d creations; decisions %v, want %v", len(created), got, want)
 		}
 	})

@@ -275,6 +275,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	if rerr := s.refusal(); rerr != nil {
 		return fmt.Errorf("refusing to serve: %w", rerr)
 	}
+	s.settleAtEnd(ctx)
 	end := s.entry(audit.SessionEnd)
 	end.Result = "ok"
 	end.Detail = fmt.Sprintf("duration %s", time.Since(start).Round(time.Millisecond))

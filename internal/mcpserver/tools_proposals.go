@@ -29,7 +29,8 @@ import (
 // The server keeps what it proposed (the lines, the editor's id and a
 // token only this server knows, so a restarted editor's new p1 is not
 // mistaken for ours) and learns the outcome when proposal_status asks
-// the editor. The first time it sees a proposal settled it writes the
+// the editor, and by asking once more about open ones when the session
+// ends. The first time it sees a proposal settled it writes the
 // decision to the audit log and calls acceptedHook with the text that
 // went in: the student's decision happens in Neovim, so the host knows it
 // only from then on.
@@ -39,6 +40,9 @@ const (
 	maxProposalWaitMS  = 60000
 	proposalPoll       = 50 * time.Millisecond
 	proposalStatusTool = "proposal_status"
+	// settleAtEndTimeout bounds asking the editor about open proposals
+	// when the session ends.
+	settleAtEndTimeout = 3 * time.Second
 )
 
 type proposal struct {
@@ -86,6 +90,19 @@ func (b *proposalBook) get(instance, id string) *proposal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.byKey[instance+"\x00"+id]
+}
+
+// open lists the unsettled proposals made in instance.
+func (b *proposalBook) open(instance string) []*proposal {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*proposal
+	for _, p := range b.list {
+		if p.settled == nil && p.instance == instance {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // outcome is p's settled state, or nil.
@@ -190,35 +207,20 @@ func runProposalStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) 
 		return nil, badInput("%q is not a proposal this session made in instance %s", oneLine(id), c.target.Record.Instance)
 	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Millisecond)
-	var st *nvim.ProposalState
 	for {
-		if st = s.props.outcome(p); st != nil {
-			break
+		if st := s.props.outcome(p); st != nil {
+			return proposalResult(p, st), nil
 		}
-		st, err = c.nvim.ProposalStatus(ctx, p.id, p.token)
-		if errors.Is(err, nvim.ErrUnknownProposal) {
-			// The editor restarted (or the buffer's proposals were lost):
-			// nothing of it was applied after that, and nothing can be.
-			st = &nvim.ProposalState{ID: p.id, State: nvim.ProposalStale}
-			for range p.hunks {
-				st.Hunks = append(st.Hunks, nvim.HunkState{State: nvim.ProposalStale})
-			}
-			err = nil
-		}
-		if err != nil {
+		st, err := s.checkProposal(ctx, c, p)
+		waiting := time.Now().Before(deadline)
+		switch {
+		case errors.Is(err, nvim.ErrBlocked) && waiting:
+			// The student is at a prompt (perhaps reading the proposal):
+			// ask again after it.
+		case err != nil:
 			return nil, err
-		}
-		if st.Settled() {
-			if len(st.Hunks) != len(p.hunks) {
-				return nil, fmt.Errorf("proposal %s: the editor reports %d hunks of %d", p.id, len(st.Hunks), len(p.hunks))
-			}
-			if s.props.settle(p, st) {
-				s.decided(ctx, c, p, st)
-			}
-			break
-		}
-		if !time.Now().Before(deadline) {
-			break
+		case st.Settled() || !waiting:
+			return proposalResult(p, st), nil
 		}
 		t := time.NewTimer(min(proposalPoll, time.Until(deadline)))
 		select {
@@ -228,6 +230,9 @@ func runProposalStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) 
 		case <-t.C:
 		}
 	}
+}
+
+func proposalResult(p *proposal, st *nvim.ProposalState) map[string]any {
 	hunks := make([]map[string]any, len(st.Hunks))
 	for i, h := range st.Hunks {
 		m := map[string]any{"hunk": i + 1, "state": h.State}
@@ -243,7 +248,61 @@ func runProposalStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) 
 			out["decided_by"] = "nobody: the lines changed first (or the editor restarted)"
 		}
 	}
-	return out, nil
+	return out
+}
+
+// checkProposal asks the editor about p; the first time p is settled
+// its outcome is recorded (decided).
+func (s *Server) checkProposal(ctx context.Context, c *conn, p *proposal) (*nvim.ProposalState, error) {
+	st, err := c.nvim.ProposalStatus(ctx, p.id, p.token)
+	if errors.Is(err, nvim.ErrUnknownProposal) {
+		// The editor restarted (or lost the proposal): nothing of it was
+		// applied after that, and nothing can be.
+		st = &nvim.ProposalState{ID: p.id, State: nvim.ProposalStale}
+		for range p.hunks {
+			st.Hunks = append(st.Hunks, nvim.HunkState{State: nvim.ProposalStale})
+		}
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.Settled() {
+		return st, nil
+	}
+	if len(st.Hunks) != len(p.hunks) {
+		return nil, fmt.Errorf("proposal %s: the editor reports %d hunks of %d", p.id, len(st.Hunks), len(p.hunks))
+	}
+	if s.props.settle(p, st) {
+		s.decided(ctx, c, p, st)
+	}
+	return st, nil
+}
+
+// settleAtEnd asks the editor once about each proposal still open when
+// the session ends, so a decision the agent never asked about is on
+// record too; one still open is recorded as open (a later decision is
+// then made without this server, and nothing records it).
+func (s *Server) settleAtEnd(ctx context.Context) {
+	c := s.current()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleAtEndTimeout)
+	defer cancel()
+	for _, p := range s.props.open(c.target.Record.Instance) {
+		st, err := s.checkProposal(ctx, c, p)
+		if err == nil && st.Settled() {
+			continue
+		}
+		e := s.callEntry(audit.ProposalDecision, "nvim_buffer_edit", linesDigest(p.lines))
+		e.Intent, e.Result = p.created, "open"
+		e.Detail = fmt.Sprintf("%s (%s): still open when the proposer's session ended", p.id, p.path)
+		if err != nil {
+			e.Detail += fmt.Sprintf(" (the editor could not be asked: %v)", err)
+		}
+		s.appendAudit(ctx, e)
+	}
 }
 
 // AcceptedChange is text an accepted hunk put in the buffer: Lines went
