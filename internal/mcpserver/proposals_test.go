@@ -222,4 +222,18 @@ func TestProposals(t *testing.T) {
 			t.Fatalf("%d creations; decisions %v, want %v", len(created), got, want)
 		}
 	})
+
+	t.Run("a full server capped at assist keeps to the editable files", func(t *testing.T) {
+		f := connect(t, in, "full")
+		f.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
+		edit := map[string]any{"path": "t1/hello.c", "start": 1, "end": 0, "lines": []any{"/* full */"}}
+		if msg := f.refused("nvim_buffer_edit", edit); !strings.Contains(msg, "not editable at the assist level") {
+			t.Fatalf("capped full server on a file the task does not list: %s", msg)
+		}
+		// Control: without the policy the full server edits it directly.
+		in.SetAgentPolicy(t, "")
+		if out := f.ok("nvim_buffer_edit", edit); out["edited"] == nil || out["proposal"] != nil {
+			t.Fatalf("control: %v", out)
+		}
+	})
 }

@@ -154,7 +154,9 @@ func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int)
 	if protected(cp.Rel) {
 		return badInput("%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
 	}
-	if s.opt.Level >= Full {
+	// The level the task's policy leaves (a full server capped at assist
+	// edits, or proposes, like an assist one).
+	if eff, ok := s.policyFor(c).Effective(s.opt.Level); ok && eff >= Full {
 		return nil
 	}
 	tc, err := s.taskContext(c)

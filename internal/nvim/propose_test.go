@@ -2,11 +2,13 @@ package nvim
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stem-edu/stem/internal/nvim/nvimtest"
 )
@@ -351,6 +353,36 @@ func TestProposalShown(t *testing.T) {
 		n.Lua(t, &got, `return require('stem.proposals').shown(...)`, c.in, c.max)
 		if got != c.want {
 			t.Errorf("shown(%q, %d) = %q, want %q", c.in[:min(len(c.in), 20)], c.max, got, c.want)
+		}
+	}
+}
+
+// TestProposalCommandsAtStartup: the session's editor has the commands
+// and keys from its start (plugin/stem.lua → stem.setup), before any
+// proposal; another Neovim in the container does not.
+func TestProposalCommandsAtStartup(t *testing.T) {
+	for _, session := range []bool{true, false} {
+		n := nvimtest.Start(t, nvimtest.Options{Plugin: true, Session: session})
+		want := []any{int64(2), int64(2), int64(2), true}
+		if !session {
+			want = []any{int64(0), int64(0), int64(0), false}
+		}
+		// The startup runs at VimEnter: wait for it (or, outside the
+		// session, for VimEnter to have passed).
+		var got []any
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var entered bool
+			got = nil
+			n.Lua(t, &got, `return {vim.fn.exists(':StemAccept'), vim.fn.exists(':StemReject'), vim.fn.exists(':StemProposals'), vim.fn.maparg('\\pa', 'n') ~= ''}`)
+			n.Lua(t, &entered, `return vim.v.vim_did_enter == 1`)
+			if entered && (!session || fmt.Sprint(got) == fmt.Sprint(want)) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // polling a condition
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("session %v: commands and key %v, want %v", session, got, want)
 		}
 	}
 }

@@ -61,6 +61,10 @@ type Options struct {
 	// runtimepath, as the images install it. Its startup (debug view, the
 	// task's files) stays off: that runs only on $STEM_SOCKDIR/n.sock.
 	Plugin bool
+	// Session makes it the session's editor, as stem-init starts it:
+	// $STEM_SOCKDIR is its socket's directory, so plugin/stem.lua (with
+	// Plugin) runs the plugin's startup.
+	Session bool
 }
 
 // Nvim is a running Neovim under test.
@@ -172,6 +176,9 @@ func (n *Nvim) start(t testing.TB) {
 		"XDG_CACHE_HOME=" + filepath.Join(n.Home, "cache"),
 		leftover.Env(), // a later run removes it if this one times out
 	}, n.opts.Env...)
+	if n.opts.Session {
+		env = append(env, "STEM_SOCKDIR="+filepath.Dir(n.Socket))
+	}
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Dir = n.Dir
 	cmd.Env = append(os.Environ(), env...)
