@@ -216,6 +216,10 @@ func TestProposeReanchoredAndStale(t *testing.T) {
 	f.n.Lua(t, nil, `vim.api.nvim_win_set_cursor(0, {5, 0})`)
 	f.n.Input(t, "ccint a = 4;<Esc>")
 	f.n.WaitMode(t, func(m string, b bool) bool { return m == "n" && !b })
+	// The editor stops offering it as soon as the line changed.
+	if shown := strings.Join(f.shownText(), "\n"); strings.Contains(shown, "proposal "+gone.ID+".1") || !strings.Contains(shown, "proposal "+moved.ID+".1") {
+		t.Fatalf("after the student's edit the editor shows:\n%s", shown)
+	}
 	if st := f.status(gone.ID, "t2"); st.State != ProposalStale {
 		t.Fatalf("a proposal whose line changed is %+v, want stale", st)
 	}

@@ -96,9 +96,14 @@ local function intact(p, h)
   return row
 end
 
-local function check(p)
+-- check marks the pending hunks whose lines changed as stale. On typing
+-- (eager) it skips hunks of more than EAGER_LINES old lines, so a large
+-- proposal does not slow every key; those are checked when listed, asked
+-- about or decided, which is where it counts.
+local EAGER_LINES = 200
+local function check(p, eager)
   for _, h in ipairs(p.hunks) do
-    if h.state == 'pending' and not intact(p, h) then h.state = 'stale' end
+    if h.state == 'pending' and not (eager and #h.old > EAGER_LINES) and not intact(p, h) then h.state = 'stale' end
   end
   p.state = state_of(p)
 end
@@ -401,7 +406,7 @@ function M.setup()
       for _, id in ipairs(S.order) do
         local p = S.list[id]
         if p and p.buf == ev.buf and p.state == 'pending' then
-          check(p)
+          check(p, true)
           touched = true
         end
       end
