@@ -390,3 +390,27 @@ func TestProposalCommandsAtStartup(t *testing.T) {
 		}
 	}
 }
+
+func TestProposeDeleteAndInsertAtTop(t *testing.T) {
+	f := proposeFixture(t)
+	del := f.propose(4, 4, nil, "agent a", "t1")
+	top := f.propose(1, 0, []string{"#include <stdio.h>"}, "agent a", "t2")
+	if !strings.Contains(strings.Join(f.shownText(), "\n"), "(the marked lines are deleted)") {
+		t.Fatalf("the deletion is not shown: %q", f.shownText())
+	}
+	f.student("StemAccept " + del.ID)
+	f.student("StemAccept " + top.ID)
+	want := slices.Concat([]string{"#include <stdio.h>"}, sample[:3], sample[4:])
+	if got := f.lines(); !slices.Equal(got, want) {
+		t.Fatalf("buffer %q, want %q", got, want)
+	}
+	if st := f.status(top.ID, "t2"); st.State != ProposalAccepted || st.Hunks[0].At != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	// A proposal on a buffer that is gone is stale, never applied.
+	gone := f.propose(2, 2, []string{"{ /* x */"}, "agent a", "t3")
+	f.n.Lua(t, nil, `vim.cmd('enew!'); vim.api.nvim_buf_delete(..., {force = true})`, f.buf)
+	if st := f.status(gone.ID, "t3"); st.State != ProposalStale {
+		t.Fatalf("proposal on a deleted buffer: %+v", st)
+	}
+}

@@ -249,7 +249,9 @@ local function decide(p, k, accept)
   for i, h in ipairs(p.hunks) do
     if h.state == 'pending' and (k == nil or k == i) then todo[#todo + 1] = i end
   end
-  if accept and valid(p) then
+  if accept and not valid(p) then
+    for _, i in ipairs(todo) do p.hunks[i].state = 'stale' end
+  elseif accept then
     local rows = {}
     for _, i in ipairs(todo) do rows[i] = intact(p, p.hunks[i]) end
     table.sort(todo, function(x, y) return (rows[x] or -1) > (rows[y] or -1) end)
