@@ -117,6 +117,7 @@ var wantHints = map[string]struct{ readOnly, destructive bool }{
 	"nvim_open":        {false, false},
 	"nvim_hint":        {false, false},
 	"nvim_buffer_edit": {false, true},
+	"proposal_status":  {true, false},
 	"task_action":      {false, false},
 	"pane_send_keys":   {false, true},
 	"gdb_break":        {false, false},
