@@ -161,9 +161,15 @@ func (s *Server) propose(ctx context.Context, c *conn, cp cardPath, buf, start, 
 	written, err := s.audit.Append(actx, e)
 	cancel()
 	if err != nil {
-		// The proposal is shown, but unrecorded it must not be decided on
-		// as ours: say so (the call's own audit entry records the error).
-		return nil, fmt.Errorf("proposal %s was shown to the student but could not be audited (%v): treat it as not made", p.id, err)
+		// Unrecorded, it must not stay before the student: take it back
+		// (the call's own outcome entry records the error).
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+		werr := c.nvim.Withdraw(wctx, p.id, token)
+		wcancel()
+		if werr != nil {
+			return nil, fmt.Errorf("proposal %s could not be audited (%v) nor taken back from the student's editor (%v)", p.id, err, werr)
+		}
+		return nil, fmt.Errorf("proposal %s could not be audited (%v): it was taken back, nothing was proposed", p.id, err)
 	}
 	p.created = written.Seq
 	s.props.add(p)

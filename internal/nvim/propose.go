@@ -91,9 +91,15 @@ local ok, m = pcall(require, 'stem.proposals')
 if not ok or type(m) ~= 'table' or type(m.status) ~= 'function' then return {err = 'noplugin'} end
 return m.status(...)`
 
+const luaWithdraw = `
+local ok, m = pcall(require, 'stem.proposals')
+if not ok or type(m) ~= 'table' or type(m.withdraw) ~= 'function' then return {err = 'noplugin'} end
+return m.withdraw(...)`
+
 var (
 	fnPropose        = newLuaFunc(luaPropose)
 	fnProposalStatus = newLuaFunc(luaProposalStatus)
+	fnWithdraw       = newLuaFunc(luaWithdraw)
 )
 
 // Propose asks the student to replace lines start..end (1-based,
@@ -252,6 +258,33 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 }
 
 // clipText is container text for an error message: short and inert.
+// Withdraw takes back a proposal (whatever its state) so that the student
+// no longer sees it or can accept it: for a proposal its maker could not
+// put on record. A hunk already accepted stays in the buffer.
+func (c *Client) Withdraw(ctx context.Context, id, token string) error {
+	if !proposalID.MatchString(id) {
+		return fmt.Errorf("nvim withdraw: %q is not a proposal id", clipText(id))
+	}
+	var res struct {
+		Err string `msgpack:"err"`
+	}
+	err := c.call(ctx, "withdraw", guardHang, true, func(v *gonvim.Nvim) error {
+		return execLua(v, fnWithdraw, &res, id, token)
+	})
+	if err != nil {
+		return err
+	}
+	switch res.Err {
+	case "":
+		return nil
+	case "noplugin":
+		return fmt.Errorf("nvim withdraw: %w", ErrNoPlugin)
+	case "unknown":
+		return fmt.Errorf("nvim withdraw %s: %w", id, ErrUnknownProposal)
+	}
+	return fmt.Errorf("nvim withdraw %s: %s", id, clipText(res.Err))
+}
+
 func clipText(s string) string {
 	if len(s) > 80 {
 		s = s[:80]

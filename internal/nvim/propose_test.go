@@ -414,3 +414,24 @@ func TestProposeDeleteAndInsertAtTop(t *testing.T) {
 		t.Fatalf("proposal on a deleted buffer: %+v", st)
 	}
 }
+
+func TestProposalWithdraw(t *testing.T) {
+	f := proposeFixture(t)
+	p := f.propose(3, 3, []string{"    int a = 10;"}, "agent a", "tok")
+	if err := f.c.Withdraw(testCtx(t), p.ID, "other"); !errors.Is(err, ErrUnknownProposal) {
+		t.Fatalf("withdrawn with another's token: %v", err)
+	}
+	if err := f.c.Withdraw(testCtx(t), p.ID, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.shownText()) != 0 {
+		t.Fatalf("a withdrawn proposal is still shown: %q", f.shownText())
+	}
+	f.student("StemAccept " + p.ID)
+	if !slices.Equal(f.lines(), sample) {
+		t.Fatalf("a withdrawn proposal was applied: %q", f.lines())
+	}
+	if _, err := f.c.ProposalStatus(testCtx(t), p.ID, "tok"); !errors.Is(err, ErrUnknownProposal) {
+		t.Fatalf("status of a withdrawn proposal: %v", err)
+	}
+}

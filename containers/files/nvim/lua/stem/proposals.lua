@@ -365,6 +365,22 @@ function M.status(id, token)
   return { id = p.id, state = p.state, hunks = hs, tick = valid(p) and api.nvim_buf_get_changedtick(p.buf) or 0 }
 end
 
+-- withdraw removes a proposal its maker could not put on record, as if
+-- it had never been made.
+function M.withdraw(id, token)
+  local p = S.list[id]
+  if not p or p.token ~= token then return { err = 'unknown' } end
+  if valid(p) then
+    for _, h in ipairs(p.hunks) do pcall(api.nvim_buf_del_extmark, p.buf, NS, h.mark) end
+  end
+  S.list[id] = nil
+  for i, oid in ipairs(S.order) do
+    if oid == id then table.remove(S.order, i); break end
+  end
+  if valid(p) then draw(p.buf) end
+  return { id = id }
+end
+
 function M.setup()
   if M.ready then return end
   M.ready = true
