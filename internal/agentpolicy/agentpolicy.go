@@ -53,7 +53,8 @@ func (c *Cap) UnmarshalText(b []byte) error {
 }
 
 // Edits is how an agent may change files: direct (its edits land in the
-// buffer), propose (the student accepts or rejects each one), none.
+// buffer), propose (nvim_buffer_edit makes a proposal the student accepts
+// or rejects in their editor), none.
 type Edits string
 
 const (
@@ -154,8 +155,8 @@ func (p Policy) Refusal(name string, l levels.Level) string {
 		return fmt.Sprintf("the task's agent policy caps agents at max_level = %q, which has no %s", p.MaxLevel, name)
 	case name == "nvim_buffer_edit" && p.Edits == EditsNone:
 		return "the task's agent policy is edits = \"none\": agents do not edit the student's files here"
-	case name == "nvim_buffer_edit" && p.Edits == EditsPropose:
-		return "the task's agent policy is edits = \"propose\", and this stem cannot make proposals yet: edits are off (say what to change instead, or leave a hint)"
+	case name == "proposal_status" && p.Edits == EditsNone:
+		return "the task's agent policy is edits = \"none\": agents make no edits here, and no proposals"
 	case name == "nvim_hint" && !p.Hints:
 		return "the task's agent policy is hints = false: no notes in the student's editor"
 	}
@@ -213,7 +214,7 @@ func (p Policy) Describe(l levels.Level) string {
 	case EditsNone:
 		b.WriteString(" No edits to the student's files: explain, point, or leave a hint instead.")
 	case EditsPropose:
-		b.WriteString(" Edits are to be proposed to the student, which this stem cannot do yet: no edits.")
+		b.WriteString(" Edits are proposed, not made: nvim_buffer_edit shows the change to the student, who accepts or rejects it in their editor; proposal_status tells you which.")
 	}
 	if !p.Hints {
 		b.WriteString(" No hints in the editor.")

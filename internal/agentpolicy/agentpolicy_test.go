@@ -57,6 +57,19 @@ func TestRefusalSaysWhy(t *testing.T) {
 	if r := p.Refusal("nvim_buffer_edit", levels.Assist); !strings.Contains(r, `edits = "none"`) {
 		t.Errorf("refusal %q", r)
 	}
+	if r := p.Refusal("proposal_status", levels.Assist); !strings.Contains(r, `edits = "none"`) {
+		t.Errorf("refusal %q", r)
+	}
+	// propose keeps the edit tool (it proposes) and the status of proposals.
+	p.Edits = EditsPropose
+	for _, n := range []string{"nvim_buffer_edit", "proposal_status"} {
+		if r := p.Refusal(n, levels.Assist); r != "" {
+			t.Errorf("%s refused under edits = propose: %q", n, r)
+		}
+	}
+	if d := p.Describe(levels.Assist); !strings.Contains(d, "proposal_status") || strings.Contains(d, "cannot") {
+		t.Errorf("Describe under propose: %q", d)
+	}
 }
 
 func TestMeetIsStricter(t *testing.T) {

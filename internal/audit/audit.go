@@ -53,6 +53,13 @@ const (
 	ApprovalRequest  = "approval_request"
 	ApprovalDecision = "approval_decision"
 	ApprovalExpired  = "approval_expired"
+	// ProposalCreate is an edit proposed to the student instead of made
+	// (the task's policy is edits = "propose"); ProposalDecision is its
+	// outcome as the proposer's server learned it from the editor (Result
+	// accepted, partially_accepted, rejected, stale, or open when the
+	// proposer's session ended first; Intent is the creation's Seq).
+	ProposalCreate   = "proposal_create"
+	ProposalDecision = "proposal_decision"
 )
 
 // maxDetail bounds free text so one line can never grow without limit.

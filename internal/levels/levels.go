@@ -66,6 +66,7 @@ var tools = []tool{
 	{"nvim_open", Assist, 0},
 	{"nvim_buffer_edit", Assist, 0},
 	{"nvim_hint", Assist, 0},
+	{"proposal_status", Assist, 0},
 	{"pane_send_keys", Assist, Assist}, // full's sends any key
 	{"gdb_break", Assist, 0},
 	{"gdb_continue", Assist, 0},

@@ -91,6 +91,7 @@ func baseArgs(shell string) map[string]map[string]any {
 		"nvim_open":        {"path": "t1/words.c"},
 		"nvim_buffer_edit": {"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{"#include \"words.h\""}},
 		"nvim_hint":        {"path": "t1/words.c", "line": 1, "text": "a hint"},
+		"proposal_status":  {"proposal": "p1", "wait_ms": 0},
 		"pane_send_keys":   {"pane": shell, "keys": "x"},
 		"task_action":      {"action": "build"},
 		"gdb_break":        {"location": "count_words"},

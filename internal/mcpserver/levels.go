@@ -4,6 +4,7 @@ package mcpserver
 func assistTools() []toolDef {
 	var out []toolDef
 	out = append(out, nvimAssistTools()...)
+	out = append(out, proposalTools()...)
 	out = append(out, paneAssistTools()...)
 	out = append(out, gdbAssistTools()...)
 	out = append(out, taskActionTools()...)

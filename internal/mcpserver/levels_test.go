@@ -21,10 +21,10 @@ var wantTools = map[string][]string{
 		"session_events", "session_status", "task_info"},
 	"assist": {"gdb_break", "gdb_continue", "gdb_finish", "gdb_frame", "gdb_interrupt", "gdb_next", "gdb_print", "gdb_status", "gdb_step",
 		"nvim_buffer_edit", "nvim_buffer_read", "nvim_diagnostics", "nvim_hint", "nvim_open", "nvim_status",
-		"pane_capture", "pane_list", "pane_send_keys", "pane_wait", "session_events", "session_status", "task_action", "task_info"},
+		"pane_capture", "pane_list", "pane_send_keys", "pane_wait", "proposal_status", "session_events", "session_status", "task_action", "task_info"},
 	"full": {"gdb_break", "gdb_command", "gdb_continue", "gdb_finish", "gdb_frame", "gdb_interrupt", "gdb_next", "gdb_print", "gdb_status", "gdb_step",
 		"nvim_buffer_edit", "nvim_buffer_read", "nvim_command", "nvim_diagnostics", "nvim_hint", "nvim_lua", "nvim_open", "nvim_status",
-		"pane_capture", "pane_list", "pane_run", "pane_send_keys", "pane_wait", "session_events", "session_status", "task_action", "task_info"},
+		"pane_capture", "pane_list", "pane_run", "pane_send_keys", "pane_wait", "proposal_status", "session_events", "session_status", "task_action", "task_info"},
 }
 
 // freeText lists the tools that take free-form Ex, Lua, gdb or shell text:
@@ -117,6 +117,7 @@ var wantHints = map[string]struct{ readOnly, destructive bool }{
 	"nvim_open":        {false, false},
 	"nvim_hint":        {false, false},
 	"nvim_buffer_edit": {false, true},
+	"proposal_status":  {true, false},
 	"task_action":      {false, false},
 	"pane_send_keys":   {false, true},
 	"gdb_break":        {false, false},

@@ -94,6 +94,8 @@ type Server struct {
 	// first (register); pol caches the card's agent policy (policy.go).
 	defs map[string][]toolDef
 	pol  policyCache
+	// props are the edits this server proposed (tools_proposals.go).
+	props proposalBook
 	// approved is when the student's approval of this client "for a
 	// while" ends (approval.go).
 	approveMu sync.Mutex
@@ -273,6 +275,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	if rerr := s.refusal(); rerr != nil {
 		return fmt.Errorf("refusing to serve: %w", rerr)
 	}
+	s.settleAtEnd(ctx)
 	end := s.entry(audit.SessionEnd)
 	end.Result = "ok"
 	end.Detail = fmt.Sprintf("duration %s", time.Since(start).Round(time.Millisecond))

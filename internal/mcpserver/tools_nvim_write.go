@@ -6,6 +6,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/nvim"
 )
 
@@ -47,7 +48,7 @@ func nvimAssistTools() []toolDef {
 		{
 			min: Assist, effect: true,
 			tool: mcp.NewTool("nvim_buffer_edit",
-				mcp.WithDescription("Replace lines start..end of a file open in the student's Neovim with new lines (the buffer changes; the student decides when to save). Only files the task lists as editable, or buffers the student marked with :let b:stem_allow_edit = 1. Give expected_tick (from nvim_buffer_read) to refuse the edit if the buffer changed since you read it."+sharedNote),
+				mcp.WithDescription("Replace lines start..end of a file open in the student's Neovim with new lines (the buffer changes; the student decides when to save). Only files the task lists as editable, or buffers the student marked with :let b:stem_allow_edit = 1. Give expected_tick (from nvim_buffer_read) to refuse the edit if the buffer changed since you read it. When the task's agent policy is edits = \"propose\", the buffer is left alone: the student is shown the change as a proposal to accept or reject, and the result has its id for proposal_status."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim (nvim_open)"), mcp.MaxLength(maxPathBytes)),
 				mcp.WithInteger("start", mcp.Required(), mcp.Description("first line to replace, 1-based"), mcp.Min(1), mcp.Max(10000000)),
 				mcp.WithInteger("end", mcp.Required(), mcp.Description("last line to replace, inclusive; start-1 inserts before start"), mcp.Min(0), mcp.Max(10000000)),
@@ -137,6 +138,9 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if end > bt.Total || start > bt.Total+1 {
 		return nil, badInput("lines %d..%d are outside the buffer (%d lines)", start, end, bt.Total)
 	}
+	if s.policyFor(c).Edits == agentpolicy.EditsPropose {
+		return s.propose(ctx, c, cp, bt.Buffer, start, end, lines)
+	}
 	ed, err := c.nvim.SetLines(ctx, bt.Buffer, start, end, lines)
 	if err != nil {
 		return nil, err
@@ -150,7 +154,9 @@ func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int)
 	if protected(cp.Rel) {
 		return badInput("%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
 	}
-	if s.opt.Level >= Full {
+	// The level the task's policy leaves (a full server capped at assist
+	// edits, or proposes, like an assist one).
+	if eff, ok := s.policyFor(c).Effective(s.opt.Level); ok && eff >= Full {
 		return nil
 	}
 	tc, err := s.taskContext(c)

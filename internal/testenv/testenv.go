@@ -206,7 +206,11 @@ func (in *Instance) startServers(t testing.TB) {
 	sysinit := filepath.Join(RepoRoot(), "containers", "files", "nvim", "sysinit.vim")
 	rc := filepath.Join(in.Dirs.Home, ".stem-bashrc")
 	os.WriteFile(rc, []byte("PS1='student$ '\nHISTFILE="+filepath.Join(in.Dirs.Home, ".bash_history")+"\n[ -r "+shellQuote(prompt)+" ] && . "+shellQuote(prompt)+"\n"), 0o600)
-	in.nvimCmd = "exec nvim --clean -u " + shellQuote(sysinit) + " --listen " + shellQuote(in.Dir.Nvim())
+	// The editor plugin is on the runtimepath as the images install it
+	// (its startup stays off without $STEM_SOCKDIR; proposals use it).
+	plugin := filepath.Join(RepoRoot(), "containers", "files", "nvim")
+	rtp := "set rtp^=" + strings.NewReplacer(",", `\,`, " ", `\ `).Replace(plugin)
+	in.nvimCmd = "exec nvim --clean --cmd " + shellQuote(rtp) + " -u " + shellQuote(sysinit) + " --listen " + shellQuote(in.Dir.Nvim())
 	in.bashCmd = "exec bash --noprofile --rcfile " + shellQuote(rc) + " -i"
 	// The mark lets a later run remove servers a timed-out one left.
 	in.shellEnv = append(os.Environ(), "HOME="+in.Dirs.Home, "TMUX=", leftover.Env())

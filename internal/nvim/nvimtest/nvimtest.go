@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -56,6 +57,14 @@ type Options struct {
 	Dir string
 	// Env is added to the environment.
 	Env []string
+	// Plugin puts stem's editor plugin (PluginDir) first on the
+	// runtimepath, as the images install it. Its startup (debug view, the
+	// task's files) stays off: that runs only on $STEM_SOCKDIR/n.sock.
+	Plugin bool
+	// Session makes it the session's editor, as stem-init starts it:
+	// $STEM_SOCKDIR is its socket's directory, so plugin/stem.lua (with
+	// Plugin) runs the plugin's startup.
+	Session bool
 }
 
 // Nvim is a running Neovim under test.
@@ -92,6 +101,12 @@ func SysinitPath() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "containers", "files", "nvim", "sysinit.vim")
 }
+
+// PluginDir is containers/files/nvim in this checkout: the editor
+// plugin's runtime directory (plugin/stem.lua, lua/stem/*.lua), which the
+// images install in /etc/xdg/nvim. Put it on the runtimepath with
+// Options.Plugin.
+func PluginDir() string { return filepath.Dir(SysinitPath()) }
 
 // socketDir makes a private directory whose n.sock path stays short even
 // when TMPDIR is long.
@@ -135,6 +150,9 @@ func (n *Nvim) args() []string {
 	if !n.opts.Terminal {
 		a = append([]string{"--headless"}, a...)
 	}
+	if n.opts.Plugin {
+		a = append(a, "--cmd", "set rtp^="+strings.NewReplacer(",", `\,`, " ", `\ `).Replace(PluginDir()))
+	}
 	for _, c := range n.opts.Cmd {
 		a = append(a, "--cmd", c)
 	}
@@ -158,6 +176,9 @@ func (n *Nvim) start(t testing.TB) {
 		"XDG_CACHE_HOME=" + filepath.Join(n.Home, "cache"),
 		leftover.Env(), // a later run removes it if this one times out
 	}, n.opts.Env...)
+	if n.opts.Session {
+		env = append(env, "STEM_SOCKDIR="+filepath.Dir(n.Socket))
+	}
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Dir = n.Dir
 	cmd.Env = append(os.Environ(), env...)

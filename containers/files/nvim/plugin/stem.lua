@@ -1,4 +1,4 @@
--- stem: starts the debugger view and the task's files (lua/stem/init.lua)
+-- stem: starts the debugger view, the task's files and the commands for edits agents propose (lua/stem/init.lua)
 -- in the session's editor only: the Neovim listening on $STEM_SOCKDIR/n.sock
 -- that stem-init starts. Any other Neovim in the container is left alone.
 if vim.g.loaded_stem then return end

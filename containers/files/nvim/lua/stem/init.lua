@@ -3,6 +3,7 @@
 -- (no other Neovim in the container), it watches that socket directory:
 --   g.sock          the debug layout's gdb bridge: stem.debug follows it
 --   nvim-open.json  files stemctl asks the editor to open: stem.open
+-- and defines the commands for edits agents propose (stem.proposals).
 local uv = vim.loop
 local M = {}
 
@@ -34,6 +35,8 @@ function M.setup(dir)
   -- can appear unnoticed between these checks and the watch.
   debug.setup(dir)
   local ok, err = pcall(open.setup, dir)
+  if not ok then vim.notify('stem: ' .. tostring(err), vim.log.levels.WARN) end
+  ok, err = pcall(require('stem.proposals').setup)
   if not ok then vim.notify('stem: ' .. tostring(err), vim.log.levels.WARN) end
 end
 
