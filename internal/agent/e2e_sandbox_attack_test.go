@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -189,7 +190,8 @@ func TestTypedShellEscapeStaysInTheSandbox(t *testing.T) {
 }
 
 // The sandbox reaches the model and nothing else: not the host's loopback
-// services (directly or through the proxy), not the wider network, not the
+// services (directly or through the proxy), not the wider network
+// (directly, at the host's own address, or through the proxy), not the
 // instance's sockets; the card is read-only at assist.
 func TestSandboxReachesOnlyTheModel(t *testing.T) {
 	b := newBoxAccount(t, modelserver.Say("ok"))
@@ -216,6 +218,27 @@ func TestSandboxReachesOnlyTheModel(t *testing.T) {
 	if out := try("direct to the host's loopback", fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/%s && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3'; echo rc=$?`, cport)); strings.Contains(out, "HOST-CANARY") || strings.Contains(out, "rc=0") {
 		t.Errorf("the sandbox reached a host loopback service directly: %s", out)
 	}
+	// The wider network, directly: a service on the host's own
+	// non-loopback address (all interfaces), which the host reaches.
+	if ip := hostAddress(t); ip != "" {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "HOST-CANARY") })}
+		go wide.Serve(ln)
+		defer wide.Close()
+		addr := ln.Addr().String()
+		if resp, err := http.Get("http://" + addr); err != nil {
+			t.Fatalf("control: the host does not reach %s: %v", addr, err)
+		} else {
+			resp.Body.Close()
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		if out := try("direct to "+addr, fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%s && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3'; echo rc=$?`, host, port)); strings.Contains(out, "HOST-CANARY") || strings.Contains(out, "rc=0") {
+			t.Errorf("the sandbox reached %s directly: %s", addr, out)
+		}
+	}
 	for _, target := range []string{"127.0.0.1:" + cport, "localhost:" + cport, "example.com:80", "10.0.2.2:" + cport} {
 		out := try("through the proxy to "+target, viaProxy(fmt.Sprintf(`GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n`, target, target)))
 		if strings.Contains(out, "HOST-CANARY") || !strings.Contains(out, " 403 ") {
@@ -240,4 +263,20 @@ func TestSandboxReachesOnlyTheModel(t *testing.T) {
 	if out := try("write the card", fmt.Sprintf(`touch %s/planted 2>&1; echo rc=$?`, st.Record.CardPath)); !strings.Contains(out, "Read-only") {
 		t.Errorf("the card is writable in an assist agent's sandbox: %s", out)
 	}
+}
+
+// hostAddress is the host's first non-loopback IPv4 address, or "" when
+// it has none.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
 }
