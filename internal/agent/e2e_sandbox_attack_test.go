@@ -280,3 +280,35 @@ func hostAddress(t *testing.T) string {
 	}
 	return ""
 }
+
+// At full, `stemctl agent start` gives the sandbox the card read-write but
+// its .git as a read-only mount point of its own, as the student's
+// container has it: a shell escape typed into the window cannot rename it
+// and leave a hook for git on the host (the attack and its control:
+// sandbox/harden_test.go, TestCardGitStaysTheHostsAtFull).
+func TestFullSandboxKeepsTheCardsGit(t *testing.T) {
+	b := newBoxAccount(t, modelserver.Say("ok"))
+	rec := b.start("codex", "--level", "full")
+	defer b.must("agent", "stop", rec.ID)
+	st := b.status(nativeInst)
+	out, err := podmanOut(t, "exec", rec.Sandbox, "cat", "/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("mountinfo: %v %s", err, out)
+	}
+	opts := map[string]string{} // mount point -> its options
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 5 {
+			opts[f[4]] = f[5]
+		}
+	}
+	card, git := st.Record.CardPath, filepath.Join(st.Record.CardPath, ".git")
+	if o := opts[card]; !strings.HasPrefix(o, "rw") {
+		t.Errorf("the card at full: mount options %q, want read-write", o)
+	}
+	if o := opts[git]; !strings.HasPrefix(o, "ro") {
+		t.Errorf("the card's .git at full: mount options %q, want a read-only mount point", o)
+	}
+	if mv, err := podmanOut(t, "exec", rec.Sandbox, "mv", git, git+"-old"); err == nil {
+		t.Errorf("the sandbox renamed the card's .git: %s", mv)
+	}
+}
