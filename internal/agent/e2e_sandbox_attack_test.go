@@ -312,3 +312,58 @@ func TestFullSandboxKeepsTheCardsGit(t *testing.T) {
 		t.Errorf("the sandbox renamed the card's .git: %s", mv)
 	}
 }
+
+// The API key goes into the CLI's environment in the sandbox and nowhere
+// else: not into the student's container (which could read it from any
+// process there), not into a file on the host under the account's
+// directories (state, runtime, configuration, the card) but the sandbox's
+// own home, where the CLI may write it (Codex's shell snapshots do), and
+// which goes when the agent ends. The control is the sandbox itself,
+// where the CLI's process does hold it.
+func TestAPIKeyOnlyInTheSandbox(t *testing.T) {
+	const key = "sk-stem-test-openai" // newBoxAccount's OPENAI_API_KEY
+	b := newBoxAccount(t, modelserver.Say("ok"))
+	rec := b.start("codex")
+	st := b.status(nativeInst)
+	b.waitReady(st, rec)
+	environ := `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -cF ` + key + `; true`
+	if out, _ := podmanOut(t, "exec", rec.Sandbox, "sh", "-c", environ); strings.TrimSpace(out) == "0" || strings.TrimSpace(out) == "" {
+		t.Fatalf("control: no process of the sandbox holds the key (%q); the test proves nothing", out)
+	}
+	if out, _ := podmanOut(t, "exec", st.Record.ContainerID, "sh", "-c", environ); strings.TrimSpace(out) != "0" {
+		t.Errorf("the student's container holds the key in %s processes' environment", strings.TrimSpace(out))
+	}
+	home := filepath.Join(b.Runtime, "stem", "agents", rec.ID, "home")
+	if _, err := os.Stat(home); err != nil {
+		t.Fatalf("the sandbox's home is not where this test looks: %v", err)
+	}
+	holding := func() (in []string, files int) {
+		for _, root := range []string{b.Base, b.Runtime} {
+			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || !d.Type().IsRegular() {
+					return nil
+				}
+				if fi, err := d.Info(); err != nil || fi.Size() > 4<<20 {
+					return nil
+				}
+				files++
+				if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), key) {
+					in = append(in, p)
+				}
+				return nil
+			})
+		}
+		return in, files
+	}
+	in, files := holding()
+	t.Logf("%d files of the account's directories read (%s, %s)", files, b.Base, b.Runtime)
+	for _, p := range in {
+		if !strings.HasPrefix(p, home+"/") {
+			t.Errorf("the key is in a file on the host outside the sandbox's home: %s", p)
+		}
+	}
+	b.must("agent", "stop", rec.ID)
+	if in, _ := holding(); len(in) > 0 {
+		t.Errorf("after agent stop, the key is still in %v", in)
+	}
+}
