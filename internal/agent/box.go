@@ -137,7 +137,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	}
 	cs, err := sandbox.Spec(sandbox.Options{
 		AgentID: id, Instance: rec.Instance,
-		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: gitInternals(req.Resolved.CardPath),
+		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: sandbox.CardGit(req.Resolved.CardPath),
 		WorkDir: req.Resolved.CardPath, HostRunDir: run, HostConfDir: conf, HostHome: home,
 		HostMCPBinary: e.MCPBinary, Programs: programs, Masked: projectSettings(req.Resolved.CardPath), Empty: empty,
 		UID: uid, GID: gid, Rootless: rootless,
@@ -166,18 +166,6 @@ func projectSettings(card string) []string {
 	for _, name := range []string{".claude", ".codex", ".gemini"} {
 		p := filepath.Join(card, name)
 		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// gitInternals are the card's .git hooks and config, kept read-only in a
-// sandbox whose card is writable (as in the student's container).
-func gitInternals(card string) []string {
-	var out []string
-	for _, p := range []string{filepath.Join(card, ".git", "hooks"), filepath.Join(card, ".git", "config")} {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink == 0 {
 			out = append(out, p)
 		}
 	}

@@ -257,6 +257,16 @@ func testHere(t *testing.T, a *account, st instanceInfo) {
 	if rep.Rows != 30 || rep.Cols != 90 || rep.Env["STEM_INSTANCE"] != nativeInst {
 		t.Fatalf("--here agent: %dx%d %v", rep.Cols, rep.Rows, rep.Env)
 	}
+	// On the host, it reads no project settings or instructions from the
+	// card: its working directory is an empty one of its own, not in the
+	// card (the CLIs read those from their working directory and the
+	// directories above it).
+	if rep.Cwd == "" || rep.Cwd == st.Record.CardPath || strings.HasPrefix(rep.Cwd, st.Record.CardPath+"/") || strings.HasPrefix(st.Record.CardPath, rep.Cwd+"/") {
+		t.Fatalf("--here agent works in %q, the card is %s", rep.Cwd, st.Record.CardPath)
+	}
+	if ents, err := os.ReadDir(rep.Cwd); err != nil || len(ents) != 0 {
+		t.Fatalf("--here agent's working directory %s is not empty: %v %v", rep.Cwd, ents, err)
+	}
 	// Ctrl-C is the agent's key: it reaches the agent and does not stop it.
 	f.Write([]byte{3})
 	waitOut("interrupted")

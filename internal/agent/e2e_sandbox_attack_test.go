@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -189,7 +190,8 @@ func TestTypedShellEscapeStaysInTheSandbox(t *testing.T) {
 }
 
 // The sandbox reaches the model and nothing else: not the host's loopback
-// services (directly or through the proxy), not the wider network, not the
+// services (directly or through the proxy), not the wider network
+// (directly, at the host's own address, or through the proxy), not the
 // instance's sockets; the card is read-only at assist.
 func TestSandboxReachesOnlyTheModel(t *testing.T) {
 	b := newBoxAccount(t, modelserver.Say("ok"))
@@ -216,6 +218,27 @@ func TestSandboxReachesOnlyTheModel(t *testing.T) {
 	if out := try("direct to the host's loopback", fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/%s && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3'; echo rc=$?`, cport)); strings.Contains(out, "HOST-CANARY") || strings.Contains(out, "rc=0") {
 		t.Errorf("the sandbox reached a host loopback service directly: %s", out)
 	}
+	// The wider network, directly: a service on the host's own
+	// non-loopback address (all interfaces), which the host reaches.
+	if ip := hostAddress(t); ip != "" {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "HOST-CANARY") })}
+		go wide.Serve(ln)
+		defer wide.Close()
+		addr := ln.Addr().String()
+		if resp, err := http.Get("http://" + addr); err != nil {
+			t.Fatalf("control: the host does not reach %s: %v", addr, err)
+		} else {
+			resp.Body.Close()
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		if out := try("direct to "+addr, fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%s && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3'; echo rc=$?`, host, port)); strings.Contains(out, "HOST-CANARY") || strings.Contains(out, "rc=0") {
+			t.Errorf("the sandbox reached %s directly: %s", addr, out)
+		}
+	}
 	for _, target := range []string{"127.0.0.1:" + cport, "localhost:" + cport, "example.com:80", "10.0.2.2:" + cport} {
 		out := try("through the proxy to "+target, viaProxy(fmt.Sprintf(`GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n`, target, target)))
 		if strings.Contains(out, "HOST-CANARY") || !strings.Contains(out, " 403 ") {
@@ -239,5 +262,108 @@ func TestSandboxReachesOnlyTheModel(t *testing.T) {
 	}
 	if out := try("write the card", fmt.Sprintf(`touch %s/planted 2>&1; echo rc=$?`, st.Record.CardPath)); !strings.Contains(out, "Read-only") {
 		t.Errorf("the card is writable in an assist agent's sandbox: %s", out)
+	}
+}
+
+// hostAddress is the host's first non-loopback IPv4 address, or "" when
+// it has none.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// At full, `stemctl agent start` gives the sandbox the card read-write but
+// its .git as a read-only mount point of its own, as the student's
+// container has it: a shell escape typed into the window cannot rename it
+// and leave a hook for git on the host (the attack and its control:
+// sandbox/harden_test.go, TestCardGitStaysTheHostsAtFull).
+func TestFullSandboxKeepsTheCardsGit(t *testing.T) {
+	b := newBoxAccount(t, modelserver.Say("ok"))
+	rec := b.start("codex", "--level", "full")
+	defer b.must("agent", "stop", rec.ID)
+	st := b.status(nativeInst)
+	out, err := podmanOut(t, "exec", rec.Sandbox, "cat", "/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("mountinfo: %v %s", err, out)
+	}
+	opts := map[string]string{} // mount point -> its options
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 5 {
+			opts[f[4]] = f[5]
+		}
+	}
+	card, git := st.Record.CardPath, filepath.Join(st.Record.CardPath, ".git")
+	if o := opts[card]; !strings.HasPrefix(o, "rw") {
+		t.Errorf("the card at full: mount options %q, want read-write", o)
+	}
+	if o := opts[git]; !strings.HasPrefix(o, "ro") {
+		t.Errorf("the card's .git at full: mount options %q, want a read-only mount point", o)
+	}
+	if mv, err := podmanOut(t, "exec", rec.Sandbox, "mv", git, git+"-old"); err == nil {
+		t.Errorf("the sandbox renamed the card's .git: %s", mv)
+	}
+}
+
+// The API key goes into the CLI's environment in the sandbox and nowhere
+// else: not into the student's container (which could read it from any
+// process there), not into a file on the host under the account's
+// directories (state, runtime, configuration, the card) but the sandbox's
+// own home, where the CLI may write it (Codex's shell snapshots do), and
+// which goes when the agent ends. The control is the sandbox itself,
+// where the CLI's process does hold it.
+func TestAPIKeyOnlyInTheSandbox(t *testing.T) {
+	const key = "sk-stem-test-openai" // newBoxAccount's OPENAI_API_KEY
+	b := newBoxAccount(t, modelserver.Say("ok"))
+	rec := b.start("codex")
+	st := b.status(nativeInst)
+	b.waitReady(st, rec)
+	environ := `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -cF ` + key + `; true`
+	if out, _ := podmanOut(t, "exec", rec.Sandbox, "sh", "-c", environ); strings.TrimSpace(out) == "0" || strings.TrimSpace(out) == "" {
+		t.Fatalf("control: no process of the sandbox holds the key (%q); the test proves nothing", out)
+	}
+	if out, _ := podmanOut(t, "exec", st.Record.ContainerID, "sh", "-c", environ); strings.TrimSpace(out) != "0" {
+		t.Errorf("the student's container holds the key in %s processes' environment", strings.TrimSpace(out))
+	}
+	home := filepath.Join(b.Runtime, "stem", "agents", rec.ID, "home")
+	if _, err := os.Stat(home); err != nil {
+		t.Fatalf("the sandbox's home is not where this test looks: %v", err)
+	}
+	holding := func() (in []string, files int) {
+		for _, root := range []string{b.Base, b.Runtime} {
+			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || !d.Type().IsRegular() {
+					return nil
+				}
+				if fi, err := d.Info(); err != nil || fi.Size() > 4<<20 {
+					return nil
+				}
+				files++
+				if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), key) {
+					in = append(in, p)
+				}
+				return nil
+			})
+		}
+		return in, files
+	}
+	in, files := holding()
+	t.Logf("%d files of the account's directories read (%s, %s)", files, b.Base, b.Runtime)
+	for _, p := range in {
+		if !strings.HasPrefix(p, home+"/") {
+			t.Errorf("the key is in a file on the host outside the sandbox's home: %s", p)
+		}
+	}
+	b.must("agent", "stop", rec.ID)
+	if in, _ := holding(); len(in) > 0 {
+		t.Errorf("after agent stop, the key is still in %v", in)
 	}
 }

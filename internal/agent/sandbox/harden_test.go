@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +123,8 @@ func boxSpec(t *testing.T, w world, uid, gid int) engine.Spec {
 	t.Helper()
 	s, err := sandbox.Spec(sandbox.Options{AgentID: fmt.Sprintf("hardtest%d", time.Now().UnixNano()%1e9), Instance: "hardening-test",
 		CardPath: w.card, CardWritable: true, WorkDir: w.card, HostRunDir: w.run, HostConfDir: w.conf, HostHome: w.home,
-		HostMCPBinary: "/usr/bin/true", Programs: []string{w.suid}, Masked: nil, Empty: w.empty, UID: uid, GID: gid})
+		HostMCPBinary: "/usr/bin/true", Programs: []string{w.suid}, Masked: nil, Empty: w.empty, UID: uid, GID: gid,
+		ReadOnlyCardParts: sandbox.CardGit(w.card)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,5 +217,74 @@ func TestHardenedSandboxResistsAttacks(t *testing.T) {
 	// The scratch space the CLIs need is there: home and /tmp.
 	if code, out := boxes["hardened"]("touch $HOME/ok /tmp/ok && echo ok"); code != 0 {
 		t.Errorf("home or /tmp not writable: %s", out)
+	}
+}
+
+// TestCardGitStaysTheHostsAtFull: at full the sandbox writes the card, as
+// the student's rootless sandbox does (the student's uid owns it), and a
+// process in it (a shell escape the container typed) replaces the card's
+// .git with a copy holding a hook. With the card's .git a read-only mount
+// point (CardGit) nothing changes and git on the host runs nothing; the
+// control is the layout sandboxes had before, only .git/hooks and
+// .git/config read-only, where the copy takes the hook and git on the
+// host runs it.
+func TestCardGitStaysTheHostsAtFull(t *testing.T) {
+	e := connect(t)
+	uid, gid, _ := sandbox.User(0, 0)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on this host")
+	}
+	// The control: the sandbox's mounts with the card's .git replaced by
+	// the read-only parts sandboxes had before.
+	before := func(card string, ms []engine.Mount) []engine.Mount {
+		var out []engine.Mount
+		for _, m := range ms {
+			if m.Dest != filepath.Join(card, ".git") {
+				out = append(out, m)
+			}
+		}
+		for _, p := range []string{filepath.Join(card, ".git", "hooks"), filepath.Join(card, ".git", "config")} {
+			out = append(out, engine.Mount{Source: p, Dest: p, ReadOnly: true})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		control bool
+	}{{"hardened", false}, {"control: hooks and config read-only", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, uid, gid)
+			canary := filepath.Join(t.TempDir(), "CANARY-git")
+			git := func(args ...string) string {
+				t.Helper()
+				// The student owns the card (rootless): git's ownership
+				// check is theirs to pass, not this test's.
+				cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-c", "user.name=s", "-c", "user.email=s@x", "-C", w.card}, args...)...)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+				return string(out)
+			}
+			git("init", "-q")
+			git("commit", "-q", "--allow-empty", "-m", "card")
+			if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", uid, gid), w.card).CombinedOutput(); err != nil {
+				t.Fatalf("chown: %v %s", err, out)
+			}
+			spec := boxSpec(t, w, uid, gid)
+			if !slices.ContainsFunc(spec.Mounts, func(m engine.Mount) bool { return m.Dest == filepath.Join(w.card, ".git") && m.ReadOnly }) {
+				t.Fatalf("the sandbox at full does not mount the card's .git read-only: %+v", spec.Mounts)
+			}
+			if tc.control {
+				spec.Mounts = before(w.card, spec.Mounts)
+			}
+			code, out := run(t, e, spec)(fmt.Sprintf(`cd %s && mv .git .git-old && cp -a .git-old .git && printf '#!/bin/sh\ntouch %s\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`, w.card, canary))
+			t.Logf("the attack: exit %d: %.300s", code, strings.TrimSpace(out))
+			git("commit", "-q", "--allow-empty", "-m", "the student's commit on the host")
+			_, err := os.Stat(canary)
+			if ran := err == nil; ran != tc.control {
+				t.Fatalf("git on the host ran the sandbox's hook: %v (want %v); the attack printed: %s", ran, tc.control, out)
+			}
+		})
 	}
 }

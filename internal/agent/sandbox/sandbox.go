@@ -16,7 +16,9 @@
 //     runs `stem-mcp serve` at the agent's level for each connection: never
 //     the instance's t.sock, n.sock or g.sock;
 //   - the card is mounted read-only below full (edits go through stem, as
-//     the level allows), read-write at full (the student's own rights);
+//     the level allows), read-write at full (the student's own rights)
+//     but for its .git, a read-only mount point as in the student's
+//     container (CardGit);
 //     the CLIs' project settings in it (.claude, .codex, .gemini) are
 //     hidden behind empty directories, and each adapter also tells its CLI
 //     not to read them, so a hook planted there runs nowhere;
@@ -34,6 +36,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -80,7 +83,7 @@ type Options struct {
 	CardPath     string
 	CardWritable bool
 	// ReadOnlyCardParts are paths below the card kept read-only even when
-	// the card is writable (its .git hooks and config, as in the student's
+	// the card is writable (its .git, a mount point as in the student's
 	// container).
 	ReadOnlyCardParts []string
 	WorkDir           string
@@ -221,6 +224,22 @@ func KeyVars(adapter string) []string {
 		return []string{"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"}
 	case "gemini":
 		return []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_MODEL"}
+	}
+	return nil
+}
+
+// CardGit is what of the card stays read-only when the sandbox may write
+// it: its .git, bind-mounted at its own path as in the student's
+// container (see internal/cardgit), so it can be neither written nor
+// renamed or replaced. Keeping only .git/hooks and .git/config read-only,
+// as sandboxes first did, left `mv .git x && cp -a x .git` and a hook of
+// the sandbox's choosing in the copy, which git on the host then ran; the
+// container can type into the agent's window. A symlink is left out (the
+// instance refuses such a card).
+func CardGit(card string) []string {
+	p := filepath.Join(card, ".git")
+	if fi, err := os.Lstat(p); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+		return []string{p}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +12,7 @@ import (
 
 func TestSpec(t *testing.T) {
 	o := Options{AgentID: "abc123", Instance: "native-amd64-demo-hello-t1", CardPath: "/ws/demo/hello",
-		ReadOnlyCardParts: []string{"/ws/demo/hello/.git/hooks"}, WorkDir: "/ws/demo/hello",
+		ReadOnlyCardParts: []string{"/ws/demo/hello/.git"}, WorkDir: "/ws/demo/hello",
 		HostRunDir: "/rt/agents/abc123/run", HostConfDir: "/rt/agents/abc123/box", HostHome: "/rt/agents/abc123/home",
 		HostMCPBinary: "/usr/bin/stem-mcp", Masked: []string{"/ws/demo/hello/.claude"}, Empty: "/rt/agents/abc123/empty",
 		UID: 1000, GID: 1000, Rootless: true}
@@ -40,13 +42,13 @@ func TestSpec(t *testing.T) {
 			t.Errorf("mount %s: present %v, read-only %v (want %v)", dest, ok, got, want)
 		}
 	}
-	if _, ok := ro["/ws/demo/hello/.git/hooks"]; ok {
+	if _, ok := ro["/ws/demo/hello/.git"]; ok {
 		t.Errorf("git internals mounted over a read-only card")
 	}
 	o.CardWritable = true
 	s, _ = Spec(o)
 	for _, m := range s.Mounts {
-		if m.Dest == "/ws/demo/hello" && m.ReadOnly || m.Dest == "/ws/demo/hello/.git/hooks" && !m.ReadOnly {
+		if m.Dest == "/ws/demo/hello" && m.ReadOnly || m.Dest == "/ws/demo/hello/.git" && !m.ReadOnly {
 			t.Errorf("full: %+v", m)
 		}
 	}
@@ -91,5 +93,35 @@ func TestProxyEnvAndDefaults(t *testing.T) {
 	}
 	if DefaultEgress("custom") != nil {
 		t.Error("a custom provider gets no endpoint by default")
+	}
+}
+
+// CardGit keeps the card's .git itself read-only (a directory, or the
+// gitdir: file of a linked worktree), never a symlink's target.
+func TestCardGit(t *testing.T) {
+	card := t.TempDir()
+	if got := CardGit(card); got != nil {
+		t.Errorf("no .git: %v", got)
+	}
+	git := filepath.Join(card, ".git")
+	if err := os.Mkdir(git, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := CardGit(card); !slices.Equal(got, []string{git}) {
+		t.Errorf("directory: %v", got)
+	}
+	os.Remove(git)
+	if err := os.WriteFile(git, []byte("gitdir: /elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := CardGit(card); !slices.Equal(got, []string{git}) {
+		t.Errorf("gitdir file: %v", got)
+	}
+	os.Remove(git)
+	if err := os.Symlink(t.TempDir(), git); err != nil {
+		t.Fatal(err)
+	}
+	if got := CardGit(card); got != nil {
+		t.Errorf("symlink: %v", got)
 	}
 }

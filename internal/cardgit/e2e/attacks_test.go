@@ -107,6 +107,21 @@ git config --file .git/config.worktree core.pager "$(evil worktree-pager drain)"
 		want: []string{"hook-pre-commit", "fsmonitor", "pager", "editor", "sshCommand", "credential", "textconv", "filter-clean"},
 	},
 	{
+		// A merge driver, an alias that runs a program (git takes an
+		// alias only for a name that is not a command: a student's
+		// "git st"), and configuration in config.worktree (read once
+		// extensions.worktreeConfig is on), each where nothing else of
+		// the config route hides it.
+		name: "drivers",
+		attack: `printf '* merge=m\n' > .gitattributes
+setcfg merge.m.driver "$(evil merge) %O %A %B"
+setcfg alias.st "!$(evil alias)"
+setcfg extensions.worktreeConfig true
+git config --file .git/config.worktree core.pager "$(evil worktree-pager drain)" 2>/dev/null
+`,
+		want: []string{"merge", "alias", "worktree-pager"},
+	},
+	{
 		// diff.external alone (with it set, textconv is not used).
 		name: "extdiff",
 		attack: `setcfg diff.external "$(evil external-diff)"

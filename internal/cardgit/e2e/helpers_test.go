@@ -213,7 +213,8 @@ func (w *world) control(card, script string) string {
 
 // battery is what a student runs on the host in the card: every git
 // command the issue lists, in dir (the card root or a directory below
-// it), whatever fails. EDITOR and PAGER are set the way a student's
+// it), whatever fails, and an alias a student may have the habit of
+// (git st: only the repository's configuration could define it). EDITOR and PAGER are set the way a student's
 // shell sets them; git's own variables are not (they would override the
 // repository's configuration and hide an attack).
 const battery = `
@@ -242,6 +243,7 @@ git rebase -q side || git rebase --abort
 git checkout -q -f main
 git merge --no-edit side || git merge --abort
 git submodule update --init
+git st
 true
 `
 

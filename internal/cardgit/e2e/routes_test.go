@@ -223,7 +223,8 @@ func (w *world) raceRoute() {
 // replacedRoute: a .git that is not the one the instance was created with
 // (here replaced on the host, as a re-clone would) is reported by status,
 // which also sees that the running container has the old one, refused by
-// up (nothing changed) and commit, each naming the path and what to do.
+// up (nothing changed), commit and stem-mcp's effectful calls, each naming
+// the path and what to do.
 func (w *world) replacedRoute() {
 	t := w.t
 	card := w.card("replaced")
@@ -240,10 +241,11 @@ func (w *world) replacedRoute() {
 			t.Errorf("status lacks %q:\n%s", want, text)
 		}
 	}
-	for _, args := range [][]string{{"up", "native-amd64", "g", "replaced", "1"}, {"commit", inst, "-m", "x"}} {
+	for _, args := range [][]string{{"up", "native-amd64", "g", "replaced", "1"}, {"commit", inst, "-m", "x"},
+		{"mcp", "call", "--level", "assist", "--instance", inst, "nvim_hint", "path=t1/hello.c", "line=1", "text=hint"}} {
 		r := w.stemctl(args...)
-		if r.Code == 0 || !strings.Contains(r.Stderr, git+" is another directory") {
-			t.Errorf("stemctl %v with a replaced .git: exit %d\n%s", args, r.Code, r.Stderr)
+		if r.Code == 0 || !strings.Contains(r.Stdout+r.Stderr, git+" is another directory") {
+			t.Errorf("stemctl %v with a replaced .git: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	w.mustSh(card, "rm -rf .git && mv ../replaced-git .git")

@@ -88,11 +88,13 @@ var crashed = regexp.MustCompile(`fatal error|out of memory|goroutine \d+|panic:
 //  1. huge: the server answers `94 01 <id> dd ff ff ff ff`. go-client as
 //     stem used it dies of an out-of-memory fatal error (the control);
 //     stemctl status, list and up and a running stem-mcp session report
-//     this Neovim as broken and go on.
+//     this Neovim as broken and go on, and so do the gate's status, mcp
+//     select, mcp status, mcp call at each level, agent start and debug.
 //  2. text: the server sends a request and a notification named with
 //     escape sequences and answers with an error made of them. go-client
 //     as it comes answers the request and logs the escapes raw (the
-//     control); stem's outputs carry none, and stem answers nothing.
+//     control); stem's outputs carry none (the same entry points), and
+//     stem answers nothing.
 //  3. symlink: n.sock is replaced by a symlink to a host socket (the
 //     canary's listener). `stemctl up`, asked to re-create the instance
 //     (its configuration changed), refuses without connecting there; a
@@ -184,6 +186,41 @@ func TestHostileNeovimInsideTheContainer(t *testing.T) {
 		t.Fatal("nvim_status failed on a healthy instance")
 	}
 
+	// The other host entry points that reach the instance's Neovim (the
+	// ones the hostile tmux test runs too): each may fail, but none may
+	// crash, print the server's escapes, or go quiet about why. The
+	// gate's status names the instance with the server's claim or text.
+	grantID, configDir := grantObserve(t, a)
+	sweep := func(mode, want string) {
+		t.Helper()
+		gate := exec.Command(filepath.Join(a.Bin, "stem-mcp"), "gate", "--grant", grantID, "--config-dir", configDir)
+		gate.Env = append(append(append([]string{}, a.Env...), env...), "SSH_ORIGINAL_COMMAND=status", "SSH_CONNECTION=192.0.2.7 50022 192.0.2.1 22")
+		var gout, gerr bytes.Buffer
+		gate.Stdout, gate.Stderr = &gout, &gerr
+		if err := gate.Run(); err != nil || raw.MatchString(gout.String()+gerr.String()) || crashed.MatchString(gerr.String()) || !strings.Contains(gout.String(), want) {
+			t.Errorf("%s: the gate's status (%v) lacks %q or is not clean:\nstdout: %q\nstderr: %q", mode, err, want, gout.String(), gerr.String())
+		}
+		for _, args := range [][]string{
+			{"mcp", "select", inst},
+			{"mcp", "status"},
+			{"mcp", "call", "--level", "observe", "nvim_status"},
+			{"mcp", "call", "--level", "assist", "nvim_status"},
+			{"mcp", "call", "--level", "full", "nvim_status"},
+			{"agent", "start", "claude", "native-amd64", "demo", "hello", "1"},
+			{"agent", "stop", "--all", "--timeout", "5s"},
+			{"debug", inst},
+		} {
+			r, err := a.Run(append([]string{"PATH=" + fakeAgent(t) + ":" + a.Bin + ":" + os.Getenv("PATH")}, env...), args...)
+			if err != nil {
+				t.Fatalf("%s: stemctl %v: %v", mode, args, err)
+			}
+			t.Logf("%s: stemctl %s: exit %d\n%s%s", mode, strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
+			if raw.MatchString(r.Stdout+r.Stderr) || crashed.MatchString(r.Stderr) {
+				t.Errorf("%s: stemctl %v crashed or printed escape sequences:\nstdout: %q\nstderr: %q", mode, args, r.Stdout, r.Stderr)
+			}
+		}
+	}
+
 	// 1. huge.
 	start(nvimtest.HostileHuge)
 	if out, err := runGoClient(t, nsock); err == nil || !strings.Contains(out, "out of memory") {
@@ -209,6 +246,7 @@ func TestHostileNeovimInsideTheContainer(t *testing.T) {
 	if _, isErr := mcpCall(t, c, "pane_list", nil); isErr {
 		t.Error("pane_list failed while only nvim is broken")
 	}
+	sweep("huge", "array of 4294967295 elements")
 
 	// 2. text.
 	log := start(nvimtest.HostileText)
@@ -232,6 +270,7 @@ func TestHostileNeovimInsideTheContainer(t *testing.T) {
 	if out, isErr := mcpCall(t, c, "nvim_status", nil); !isErr || raw.MatchString(out) || !strings.Contains(out, nvimtest.EvilVisible) {
 		t.Errorf("stem-mcp's nvim_status: %v %q", isErr, out)
 	}
+	sweep("text", nvimtest.EvilVisible)
 	c.Close()
 	waitFor(t, 10*time.Second, "every connection to end", func() bool {
 		l := readFile(log)
@@ -271,7 +310,12 @@ func TestHostileNeovimInsideTheContainer(t *testing.T) {
 	if fi, err := os.Lstat(nsock); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("n.sock is not the planted symlink: %v", err)
 	}
-	if err := os.WriteFile(own, append(mcpData, 0), 0o755); err != nil { // stem-mcp rebuilt: up must re-create
+	// stem-mcp rebuilt: up must re-create. Renamed into place, as an
+	// install does: debug's gdb bridge may still run the old one.
+	if err := os.WriteFile(own+".new", append(mcpData, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(own+".new", own); err != nil {
 		t.Fatal(err)
 	}
 	r = run(1, "up", "native-amd64", "demo", "hello", "1")

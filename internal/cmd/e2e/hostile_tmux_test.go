@@ -21,7 +21,8 @@ import (
 // TestHostileTmuxServerRunsNothingOnTheHost: code in the container stops
 // the student's tmux server and serves t.sock itself, answering every
 // client with the messages that make a tmux client run a program or
-// write a file (the stand-in in internal/tmux/tmuxtest/hostile). First a
+// write a file (the stand-in in internal/tmux/tmuxtest/hostile): MSG_SHELL,
+// MSG_EXEC and MSG_LOCK each on its own, then all of them. For each, a
 // plain host tmux client is shown to obey it (the control); then every
 // host entry point of stem that talks to the instance's tmux must leave
 // no canary on the host.
@@ -49,37 +50,12 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 	// directory (which the host sees at the same path) for MSG_SHELL, the
 	// real server stopped, the stand-in on t.sock.
 	hostile := filepath.Join(testenv.Binary(t, "hostiletmux", "./internal/tmux/tmuxtest/hostile/hostiletmux"), "hostiletmux")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "podman", "cp", hostile, cid+":/tmp/hostiletmux").CombinedOutput(); err != nil {
 		t.Fatalf("podman cp: %v\n%s", err, out)
 	}
 	a.must(0, "exec", inst, "--", "sh", "-c", `printf '#!/bin/sh\ntouch %s\n' "$2" > "$1/shell.sh" && chmod +x "$1/shell.sh" && tmux -S "$1/t.sock" kill-server && while tmux -S "$1/t.sock" has-session 2>/dev/null; do sleep 0.05; done`, "sh", sockDir, canary)
-	if out, err := exec.CommandContext(ctx, "podman", "exec", "-d", cid, "/tmp/hostiletmux", "-socket", sock,
-		"-command", "touch "+canary, "-shell", filepath.Join(sockDir, "shell.sh"), "-write", written).CombinedOutput(); err != nil {
-		t.Fatalf("start the stand-in: %v\n%s", err, out)
-	}
-	waitFor(t, 20*time.Second, "the stand-in listening on t.sock", func() bool {
-		c, err := unixpin.Dial(ctx, sock)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
-
-	// The control: the host's own tmux client runs the stand-in's script.
-	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
-	ctl := exec.CommandContext(cctx, "tmux", "-S", sock, "list-sessions")
-	ctl.Env = append(os.Environ(), "TMUX=")
-	ctl.Run()
-	ccancel()
-	waitFor(t, 10*time.Second, "the control: a host tmux client obeyed the stand-in", func() bool {
-		_, err := os.Stat(canary)
-		return err == nil
-	})
-	os.Remove(canary)
-	os.Remove(written) // the control wrote it too (MSG_WRITE_OPEN comes first)
 
 	noCanary := func(what string) {
 		t.Helper()
@@ -92,13 +68,7 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 		}
 	}
 	grantID, configDir := grantObserve(t, a)
-	gate := exec.CommandContext(ctx, filepath.Join(a.Bin, "stem-mcp"), "gate", "--grant", grantID, "--config-dir", configDir)
-	gate.Env = append(append([]string{}, a.Env...), "SSH_ORIGINAL_COMMAND=status", "SSH_CONNECTION=192.0.2.7 50022 192.0.2.1 22")
-	out, _ := gate.CombinedOutput()
-	t.Logf("gate status:\n%s", out)
-	noCanary("the gate's status")
-
-	for _, args := range [][]string{
+	entryPoints := [][]string{
 		{"list"},
 		{"list", "--json"},
 		{"status", inst},
@@ -110,8 +80,9 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 		{"debug", inst},
 		{"agent", "start", "claude", "native-amd64", "demo", "hello", "1"},
 		{"agent", "stop", "--all", "--timeout", "5s"},
-		{"up", "native-amd64", "demo", "hello", "1"},
-	} {
+	}
+	stemctl := func(args ...string) {
+		t.Helper()
 		r, err := a.Run([]string{"PATH=" + fakeAgent(t) + ":" + a.Bin + ":" + os.Getenv("PATH")}, args...)
 		if err != nil {
 			t.Fatalf("stemctl %v: %v", args, err)
@@ -119,6 +90,67 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 		t.Logf("stemctl %s: exit %d\n%s%s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 		noCanary("stemctl " + strings.Join(args, " "))
 	}
+
+	// Each message on its own (a client that stopped at the first one it
+	// refused would otherwise meet only MSG_WRITE_OPEN), then all of them.
+	// For each, the control: the host's own tmux client, as the issue
+	// tried it, obeys the stand-in (list-sessions for MSG_SHELL and the
+	// whole sequence, a control client for MSG_EXEC and MSG_LOCK).
+	for _, c := range []struct{ sequence, control string }{
+		{"shell", "list-sessions"},
+		{"ready,exec,exited", "-C attach"},
+		{"ready,lock", "-C attach"},
+		{"", "list-sessions"},
+	} {
+		what := c.sequence
+		if what == "" {
+			what = "all"
+		}
+		exec.CommandContext(ctx, "podman", "exec", cid, "pkill", "-x", "hostiletmux").Run()
+		args := []string{"exec", "-d", cid, "/tmp/hostiletmux", "-socket", sock,
+			"-command", "touch " + canary, "-shell", filepath.Join(sockDir, "shell.sh"), "-write", written}
+		if c.sequence != "" {
+			args = append(args, "-sequence", c.sequence)
+		}
+		if out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput(); err != nil {
+			t.Fatalf("start the stand-in (%s): %v\n%s", what, err, out)
+		}
+		waitFor(t, 20*time.Second, "the stand-in listening on t.sock ("+what+")", func() bool {
+			c, err := unixpin.Dial(ctx, sock)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		})
+
+		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+		ctl := exec.CommandContext(cctx, "tmux", append([]string{"-S", sock}, strings.Fields(c.control)...)...)
+		ctl.Env = append(os.Environ(), "TMUX=")
+		ctl.Stdin = strings.NewReader("")
+		if err := ctl.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the control ("+what+"): a host tmux client obeyed the stand-in", func() bool {
+			_, err := os.Stat(canary)
+			return err == nil
+		})
+		ccancel()
+		ctl.Wait()
+		os.Remove(canary)
+		os.Remove(written) // the control wrote it too (MSG_WRITE_OPEN comes first)
+
+		gate := exec.CommandContext(ctx, filepath.Join(a.Bin, "stem-mcp"), "gate", "--grant", grantID, "--config-dir", configDir)
+		gate.Env = append(append([]string{}, a.Env...), "SSH_ORIGINAL_COMMAND=status", "SSH_CONNECTION=192.0.2.7 50022 192.0.2.1 22")
+		out, _ := gate.CombinedOutput()
+		t.Logf("%s: gate status:\n%s", what, out)
+		noCanary("the gate's status (" + what + ")")
+		for _, args := range entryPoints {
+			stemctl(args...)
+		}
+	}
+	// Last, as it re-creates the instance.
+	stemctl("up", "native-amd64", "demo", "hello", "1")
 }
 
 // fakeAgent is a directory with a "claude" that waits: agent start gets
