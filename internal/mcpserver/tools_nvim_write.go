@@ -137,7 +137,7 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if end > bt.Total || start > bt.Total+1 {
 		return nil, badInput("lines %d..%d are outside the buffer (%d lines)", start, end, bt.Total)
 	}
-	ed, err := c.nvim.SetLines(ctx, bt.Buffer, start, end, lines)
+	ed, err := s.recordedEdit(ctx, c, cp, bt.Buffer, tick, start, end, lines)
 	if err != nil {
 		return nil, err
 	}
