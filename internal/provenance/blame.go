@@ -116,7 +116,7 @@ type Summary struct {
 	Unknown int            `json:"unknown,omitempty"`
 	ByWho   map[string]int `json:"by_writer,omitempty"` // Who.Label() -> lines
 	// Last is the newest recorded change (zero without one).
-	Last time.Time `json:"last_change,omitempty"`
+	Last time.Time `json:"last_change,omitzero"`
 }
 
 // Summarize counts the lines of a blame.

@@ -249,11 +249,11 @@ func printSummary(w io.Writer, rel string, h *provenance.History, lines []proven
 		fmt.Fprintf(w, "\nno change by an agent or teacher is recorded for %s: every line is the student's (as far as stem can see: stemctl audit blame --help)\n", termtext.Line(rel, 200))
 		return
 	}
-	fmt.Fprintf(w, "\n%s: %d lines, %d recorded changes (the last %s)", termtext.Line(rel, 200), s.Lines, len(h.Changes), s.Last.Local().Format("2006-01-02 15:04"))
+	fmt.Fprintf(w, "\n%s: %s, %s (the last %s)", termtext.Line(rel, 200), plural(s.Lines, "line"), plural(len(h.Changes), "recorded change"), s.Last.Local().Format("2006-01-02 15:04"))
 	if h.NotApplied > 0 {
 		fmt.Fprintf(w, ", %d not made", h.NotApplied)
 	}
-	fmt.Fprintf(w, "\n  student: %d lines\n", s.Student)
+	fmt.Fprintf(w, "\n  student: %s\n", plural(s.Student, "line"))
 	names := make([]string, 0, len(s.ByWho))
 	for n := range s.ByWho {
 		names = append(names, n)
@@ -262,17 +262,24 @@ func printSummary(w io.Writer, rel string, h *provenance.History, lines []proven
 		return s.ByWho[names[i]] > s.ByWho[names[j]] || s.ByWho[names[i]] == s.ByWho[names[j]] && names[i] < names[j]
 	})
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s: %d lines\n", termtext.Line(n, 200), s.ByWho[n])
+		fmt.Fprintf(w, "  %s: %s\n", termtext.Line(n, 200), plural(s.ByWho[n], "line"))
 	}
 	if s.Unknown > 0 {
-		fmt.Fprintf(w, "  unknown: %d lines (a record without line hashes: the buffer was over %d lines or %d bytes)\n", s.Unknown, provenance.MaxSnapshotLines, provenance.MaxSnapshotBytes)
+		fmt.Fprintf(w, "  unknown: %s (a record without line hashes: the buffer was over %d lines or %d bytes)\n", plural(s.Unknown, "line"), provenance.MaxSnapshotLines, provenance.MaxSnapshotBytes)
 	}
-	if slicesAny(lines) {
+	if anyUnconfirmed(lines) {
 		fmt.Fprintln(w, "  (? after a writer: the change was being made when its stem-mcp ended; it is counted as made)")
 	}
 }
 
-func slicesAny(lines []provenance.Line) bool {
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func anyUnconfirmed(lines []provenance.Line) bool {
 	for _, l := range lines {
 		if l.Change != nil && l.Change.Unconfirmed {
 			return true
