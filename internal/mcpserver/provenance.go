@@ -25,7 +25,7 @@ func (s *Server) provenanceWho() provenance.Who {
 }
 
 // recordChange records a change this session's client made, or is about
-// to make (Pending, then closeChange), to cp in the connected instance:
+// to make (Pending; closeChange if it then is not made), to cp in the connected instance:
 // what an accepted proposal calls with the buffer before it and the hunks
 // the student accepted. Who, card and instance are filled in here.
 func (s *Server) recordChange(ctx context.Context, c *conn, cp cardPath, ch provenance.Change) (int64, error) {
@@ -36,12 +36,13 @@ func (s *Server) recordChange(ctx context.Context, c *conn, cp cardPath, ch prov
 	return s.provenanceLog().Record(actx, ch)
 }
 
-// closeChange records whether a pending change was made.
-func (s *Server) closeChange(ctx context.Context, c *conn, cp cardPath, seq int64, applied bool, detail string) {
+// closeChange records that a pending change was not made, or may not
+// have been (a change that was made needs nothing more).
+func (s *Server) closeChange(ctx context.Context, c *conn, cp cardPath, seq int64, res provenance.Result, detail string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
-	if err := s.provenanceLog().Outcome(actx, c.target.Record.CardPath, cp.Rel, seq, applied, detail); err != nil {
-		// The record stays pending, which blame counts as made.
+	if err := s.provenanceLog().Outcome(actx, c.target.Record.CardPath, cp.Rel, seq, res, detail); err != nil {
+		// The change stays counted as made.
 		s.logf("provenance: %v", err)
 	}
 }
@@ -74,13 +75,12 @@ func (s *Server) recordedEdit(ctx context.Context, c *conn, cp cardPath, buf, wa
 		ed, err := c.nvim.SetLinesAt(ctx, buf, snap.Tick, start, end, lines)
 		switch {
 		case err == nil:
-			s.closeChange(ctx, c, cp, seq, true, "")
 			return ed, nil
 		case maybeMade(err):
-			// No outcome: the record stays pending, counted as made.
+			s.closeChange(ctx, c, cp, seq, provenance.MaybeMade, err.Error())
 			return nil, err
 		}
-		s.closeChange(ctx, c, cp, seq, false, err.Error())
+		s.closeChange(ctx, c, cp, seq, provenance.NotMade, err.Error())
 		if !errors.Is(err, nvim.ErrTickChanged) {
 			return nil, err
 		}

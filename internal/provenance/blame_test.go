@@ -158,7 +158,8 @@ func TestBlameSnapshotLimit(t *testing.T) {
 }
 
 // TestPendingOutcome: a change whose outcome says it was not made is left
-// out; one with no outcome counts as made (it may have been).
+// out; one with no outcome was made; one that may have been made counts as
+// made, marked unconfirmed.
 func TestPendingOutcome(t *testing.T) {
 	ctx := context.Background()
 	s := newStory(t, "a")
@@ -171,22 +172,25 @@ func TestPendingOutcome(t *testing.T) {
 		return seq
 	}
 	seq := rec("b")
-	if err := s.log.Outcome(ctx, testCard, s.path, seq, false, "the buffer changed"); err != nil {
+	if err := s.log.Outcome(ctx, testCard, s.path, seq, NotMade, "the buffer changed"); err != nil {
 		t.Fatal(err)
 	}
 	s.text = append(s.text, "b") // the student typed the same line
 	s.want("ss")
-	seq = rec("c")
-	if err := s.log.Outcome(ctx, testCard, s.path, seq, true, ""); err != nil {
-		t.Fatal(err)
-	}
+	rec("c") // made: no outcome
 	s.text = append(s.text, "c")
 	s.want("ssa")
-	rec("d") // no outcome
+	seq = rec("d")
+	if err := s.log.Outcome(ctx, testCard, s.path, seq, MaybeMade, "timeout"); err != nil {
+		t.Fatal(err)
+	}
 	s.text = append(s.text, "d")
 	lines := s.want("ssaa")
 	if !lines[3].Change.Unconfirmed || lines[2].Change.Unconfirmed {
 		t.Fatalf("unconfirmed: %+v %+v", lines[2].Change, lines[3].Change)
+	}
+	if err := s.log.Outcome(ctx, testCard, s.path, seq, "made", ""); err == nil {
+		t.Fatal("an outcome other than not made or maybe made was written")
 	}
 }
 

@@ -91,8 +91,8 @@ type Change struct {
 	NoSnapshot bool
 	// Hunks are the change, against Before: sorted, not overlapping.
 	Hunks []Hunk
-	// Pending: the change is about to be made, and an Outcome follows.
-	// Without it the record says the change was made.
+	// Pending: the change is about to be made. It counts as made unless
+	// an Outcome follows saying it was not (or may not have been).
 	Pending bool
 }
 
@@ -117,11 +117,11 @@ type record struct {
 	Hunks       []wireHunk `json:"hunks,omitempty"`
 	Pending     bool       `json:"pending,omitempty"`
 	// An outcome names the change (its Seq) and says whether it was made.
-	Change  int64  `json:"change,omitempty"`
-	Applied *bool  `json:"applied,omitempty"`
-	Detail  string `json:"detail,omitempty"`
-	Prev    string `json:"prev"`
-	Hash    string `json:"hash,omitempty"`
+	Change int64  `json:"change,omitempty"`
+	Result Result `json:"result,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Prev   string `json:"prev"`
+	Hash   string `json:"hash,omitempty"`
 }
 
 type wireHunk struct {
@@ -165,6 +165,17 @@ func (e *WriteError) Error() string {
 
 func (e *WriteError) Unwrap() error { return e.Err }
 
+// Result is what became of a pending change that was not simply made.
+type Result string
+
+// Results.
+const (
+	// NotMade: the change was refused before it touched the buffer.
+	NotMade Result = "not_made"
+	// MaybeMade: the editor did not answer; the change may have been made.
+	MaybeMade Result = "maybe_made"
+)
+
 // Record appends c and returns its sequence number (for Outcome).
 func (l *Log) Record(ctx context.Context, c Change) (int64, error) {
 	r, err := c.record()
@@ -174,9 +185,14 @@ func (l *Log) Record(ctx context.Context, c Change) (int64, error) {
 	return l.append(ctx, r)
 }
 
-// Outcome closes a Pending change: applied says whether it was made.
-func (l *Log) Outcome(ctx context.Context, card, path string, change int64, applied bool, detail string) error {
-	r := record{Kind: "outcome", Card: card, Path: path, Change: change, Applied: &applied, Detail: clip(detail)}
+// Outcome records that a Pending change was not made, or may not have
+// been. A change that was made needs none: that costs an edit one fsync'd
+// append rather than two.
+func (l *Log) Outcome(ctx context.Context, card, path string, change int64, res Result, detail string) error {
+	if res != NotMade && res != MaybeMade {
+		return fmt.Errorf("provenance: outcome %q: want %q or %q", res, NotMade, MaybeMade)
+	}
+	r := record{Kind: "outcome", Card: card, Path: path, Change: change, Result: res, Detail: clip(detail)}
 	_, err := l.append(ctx, r)
 	return err
 }

@@ -34,8 +34,8 @@ type History struct {
 	// broken, by line of File. They do not stop the reading.
 	Problems     []Problem
 	ProblemCount int
-	// NotApplied counts pending changes whose outcome says they were not
-	// made (left out of Changes).
+	// NotApplied counts changes whose outcome says they were not made
+	// (left out of Changes).
 	NotApplied int
 	// Older: the file is longer than blame reads; its oldest records were
 	// not read.
@@ -55,8 +55,8 @@ type Recorded struct {
 	Before     []LineHash
 	NoSnapshot bool
 	Hunks      []HashedHunk
-	// Unconfirmed: the change was about to be made and no outcome
-	// follows (stem-mcp ended during it); it is taken as made.
+	// Unconfirmed: the editor did not answer the edit, which may or may
+	// not have been made; it is taken as made.
 	Unconfirmed bool
 }
 
@@ -175,19 +175,20 @@ func (h *History) parse(data []byte, card, path string) {
 				h.problem(n, "%v: skipped", err)
 				continue
 			}
-			if c.Unconfirmed {
+			if r.Pending {
 				pending[c.Seq] = len(h.Changes)
 			}
 			h.Changes = append(h.Changes, c)
 		case "outcome":
 			i, ok := pending[r.Change]
-			if !ok || r.Applied == nil {
-				h.problem(n, "an outcome of change %d, which is not a pending change before it", r.Change)
+			if !ok || (r.Result != NotMade && r.Result != MaybeMade) {
+				h.problem(n, "an outcome (%q) of change %d, which is not a pending change before it", r.Result, r.Change)
 				continue
 			}
 			delete(pending, r.Change)
-			h.Changes[i].Unconfirmed = false
-			if !*r.Applied {
+			if r.Result == MaybeMade {
+				h.Changes[i].Unconfirmed = true
+			} else {
 				h.Changes[i].Seq = -1 // dropped below
 				h.NotApplied++
 			}
@@ -281,7 +282,7 @@ func prevOf(body []byte) string {
 
 func (r record) recorded() (Recorded, error) {
 	c := Recorded{Seq: r.Seq, Time: r.Time, Tool: r.Tool, Proposal: r.Proposal, Instance: r.Instance,
-		ContainerID: r.ContainerID, NoSnapshot: r.NoSnapshot, Unconfirmed: r.Pending}
+		ContainerID: r.ContainerID, NoSnapshot: r.NoSnapshot}
 	if r.Who == nil {
 		return c, errors.New("a change without who made it")
 	}

@@ -268,7 +268,7 @@ func printSummary(w io.Writer, rel string, h *provenance.History, lines []proven
 		fmt.Fprintf(w, "  unknown: %s (a record without line hashes: the buffer was over %d lines or %d bytes)\n", plural(s.Unknown, "line"), provenance.MaxSnapshotLines, provenance.MaxSnapshotBytes)
 	}
 	if anyUnconfirmed(lines) {
-		fmt.Fprintln(w, "  (? after a writer: the change was being made when its stem-mcp ended; it is counted as made)")
+		fmt.Fprintln(w, "  (? after a writer: Neovim did not answer that edit, which may or may not have been made; it is counted as made)")
 	}
 }
 
