@@ -137,3 +137,36 @@ func Summarize(h *History, lines []Line) Summary {
 	}
 	return s
 }
+
+// Diff returns the hunks that turn before into after (a shortest edit on
+// line content): for a caller that has the text before and after a
+// change rather than the change itself, such as an accepted proposal.
+// It is empty when the two are the same.
+func Diff(before, after []string) []Hunk {
+	m := matchIndex(HashLines(before), HashLines(after))
+	var hunks []Hunk
+	i := 0 // next line of before
+	for j := 0; j <= len(after); {
+		if j < len(after) && int(m[j]) == i {
+			i, j = i+1, j+1
+			continue
+		}
+		// A hunk runs to the next matched line (or the end).
+		next := len(before)
+		k := j
+		for ; k < len(after); k++ {
+			if m[k] >= 0 {
+				next = int(m[k])
+				break
+			}
+		}
+		if k > j || next > i {
+			hunks = append(hunks, Hunk{Start: i + 1, End: next, Lines: append([]string(nil), after[j:k]...)})
+		}
+		if k == len(after) {
+			break
+		}
+		i, j = next, k
+	}
+	return hunks
+}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 const testCard = "/home/s/dev/workspace/stem/inf/bss"
@@ -263,6 +261,30 @@ func TestConcurrentRecords(t *testing.T) {
 	if err != nil || len(h.Problems) > 0 || len(h.Changes) != 8 {
 		t.Fatalf("%v %+v", err, h)
 	}
-	_ = filepath.Join
-	_ = time.Now
+}
+
+// TestSplitFile: a file splits into the lines Neovim would hold for it.
+func TestSplitFile(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"\n", []string{""}},
+		{"a\nb", []string{"a", "b"}},
+		{"a\nb\n", []string{"a", "b"}},
+		{"a\n\n", []string{"a", ""}},
+		{"\xef\xbb\xbfbom\n", []string{"bom"}},
+		{"caf\xe9\n", []string{"café"}}, // latin1, as Neovim reads it
+		{"café\n", []string{"café"}},
+		{"dos\r\n", []string{"dos\r"}}, // HashLine drops the '\r'
+	} {
+		got := SplitFile([]byte(c.in))
+		if strings.Join(got, "|") != strings.Join(c.want, "|") || len(got) != len(c.want) {
+			t.Errorf("SplitFile(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if HashLine("dos\r") != HashLine("dos") {
+		t.Error("a DOS line end changes the hash")
+	}
 }

@@ -2,6 +2,7 @@ package provenance
 
 import (
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -109,5 +110,37 @@ func TestMatchIndexBounded(t *testing.T) {
 	checkMatch(t, a, b, m)
 	if m[n] != n || m[n+2] != n+2 {
 		t.Fatalf("the common tail is not matched: %v", m[n:])
+	}
+}
+
+// TestDiffHunks: the hunks Diff gives turn before into after, and are
+// valid for a record.
+func TestDiffHunks(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	words := []string{"a", "b", "}", "", "x = 1;"}
+	for iter := 0; iter < 2000; iter++ {
+		before := make([]string, r.Intn(12))
+		for i := range before {
+			before[i] = words[r.Intn(len(words))]
+		}
+		after := append([]string(nil), before...)
+		for k := r.Intn(4); k > 0; k-- {
+			p := r.Intn(len(after) + 1)
+			switch {
+			case r.Intn(2) == 0 && p < len(after):
+				after = append(after[:p], after[p+1:]...)
+			default:
+				after = append(after[:p], append([]string{words[r.Intn(len(words))]}, after[p:]...)...)
+			}
+		}
+		h := Diff(before, after)
+		if got := Apply(before, h); strings.Join(got, "|") != strings.Join(after, "|") || len(got) != len(after) {
+			t.Fatalf("before %q after %q: hunks %+v give %q", before, after, h, got)
+		}
+		if len(h) > 0 {
+			if _, err := (Change{Card: "/c", Path: "p", Before: before, Hunks: h}).record(); err != nil {
+				t.Fatalf("before %q after %q: hunks %+v: %v", before, after, h, err)
+			}
+		}
 	}
 }
