@@ -2,6 +2,7 @@ package provenance
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,7 +25,16 @@ type Line struct {
 	// After, for a student line, is the recorded change it appeared after
 	// (nil: it was there before the first one).
 	After *Recorded
+	// SameAs, for a student line, is the newest change that wrote a line
+	// of the same text (at least minSameAsBytes of it, spaces aside)
+	// which the walk did not trace to: the line may have been moved or
+	// copied from the agent's, or typed alike. A hint, not an attribution.
+	SameAs *Recorded
 }
+
+// minSameAsBytes: shorter lines ("}", "return 0;") are typed alike too
+// often for SameAs to mean anything.
+const minSameAsBytes = 10
 
 // Blame attributes each line of current (the file as it is now) using
 // the history h.
@@ -78,7 +88,29 @@ func Blame(h *History, current []string) []Line {
 		open = kept
 		ver = c.Before
 	}
+	sameAs(h, current, cur, out)
 	return out
+}
+
+// sameAs fills in Line.SameAs.
+func sameAs(h *History, text []string, cur []LineHash, out []Line) {
+	var wrote map[LineHash]*Recorded
+	for i := range out {
+		if out[i].By != ByStudent || len(strings.TrimSpace(text[i])) < minSameAsBytes {
+			continue
+		}
+		if wrote == nil {
+			wrote = map[LineHash]*Recorded{}
+			for ci := range h.Changes {
+				for _, hk := range h.Changes[ci].Hunks {
+					for _, l := range hk.Lines {
+						wrote[l] = &h.Changes[ci] // the newest wins
+					}
+				}
+			}
+		}
+		out[i].SameAs = wrote[cur[i]]
+	}
 }
 
 // apply returns the line hashes after a change and, for each, its index

@@ -112,6 +112,25 @@ func TestBlameCommonLines(t *testing.T) {
 	s.want("sssaaasss")
 }
 
+// TestSameAs: an agent's line moved elsewhere is the student's (the diff
+// sees it deleted and added), with a hint that an agent wrote that text;
+// short lines get no hint.
+func TestSameAs(t *testing.T) {
+	s := newStory(t, "int a;", "int b;", "int c;")
+	s.agent("a", 4, 3, "    total += weight(i);", "}")
+	s.want("sssaa")
+	// The student moves both lines to the top.
+	s.student(4, 5)
+	s.student(1, 0, "    total += weight(i);", "}")
+	lines := s.want("sssss")
+	if lines[0].SameAs == nil || lines[0].SameAs.Who.Agent != "a" {
+		t.Fatalf("moved line: %+v", lines[0])
+	}
+	if lines[1].SameAs != nil || lines[2].SameAs != nil {
+		t.Fatalf("hints on a short line or a line no agent wrote: %+v %+v", lines[1], lines[2])
+	}
+}
+
 // TestBlameSameLineTwice: two agents write the same text at different
 // places; each keeps its own line.
 func TestBlameSameLineTwice(t *testing.T) {

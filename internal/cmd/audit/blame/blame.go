@@ -54,8 +54,9 @@ changes an agent at the full level makes through a shell, nvim_command,
 nvim_lua or keys sent to a pane; an agent's own file tools writing the card
 directly; text the student copies from an AI elsewhere; a line the student
 types again exactly as the agent wrote it, in the same place (it stays the
-agent's); a line moved to another place (it becomes the student's). A line
-the student changed in any way is the student's.
+agent's); a line moved to another place (it becomes the student's, marked
+"student *" when an agent wrote a line of the same text: moved, copied or
+typed alike). A line the student changed in any way is the student's.
 
 FILE is a path inside a card of the workspace (absolute, or relative to the
 current directory). Warnings about the records (a broken hash chain, records
@@ -155,6 +156,15 @@ type jsonLine struct {
 	// For a student line: the recorded change it appeared after.
 	AfterChange int64      `json:"after_change,omitempty"`
 	AfterTime   *time.Time `json:"after_time,omitempty"`
+	// For a student line: a change that wrote a line of the same text,
+	// which the walk did not trace to (moved, copied or typed alike).
+	SameAs *sameAs `json:"same_text_as,omitempty"`
+}
+
+type sameAs struct {
+	Change int64           `json:"change"`
+	Who    *provenance.Who `json:"who"`
+	Time   time.Time       `json:"time"`
 }
 
 type report struct {
@@ -184,6 +194,9 @@ func jsonReport(card, rel string, h *provenance.History, text []string, lines []
 		if a := l.After; a != nil {
 			t := a.Time
 			j.AfterChange, j.AfterTime = a.Seq, &t
+		}
+		if a := l.SameAs; a != nil {
+			j.SameAs = &sameAs{Change: a.Seq, Who: &a.Who, Time: a.Time}
 		}
 		r.Lines[i] = j
 	}
@@ -221,6 +234,8 @@ func printLines(w io.Writer, text []string, lines []provenance.Line) {
 			if l.Change.Unconfirmed {
 				who[i] += "?"
 			}
+		case l.SameAs != nil:
+			who[i] = l.By + " *"
 		default:
 			who[i] = l.By
 		}
@@ -267,6 +282,13 @@ func printSummary(w io.Writer, rel string, h *provenance.History, lines []proven
 	if s.Unknown > 0 {
 		fmt.Fprintf(w, "  unknown: %s (a record without line hashes: the buffer was over %d lines or %d bytes)\n", plural(s.Unknown, "line"), provenance.MaxSnapshotLines, provenance.MaxSnapshotBytes)
 	}
+	if n := countSameAs(lines); n > 0 {
+		has := fmt.Sprintf("%d student lines have", n)
+		if n == 1 {
+			has = "1 student line has"
+		}
+		fmt.Fprintf(w, "  (* %s the same text as a line an agent or teacher wrote: moved or copied from it, or typed alike; --json names the change)\n", has)
+	}
 	if anyUnconfirmed(lines) {
 		fmt.Fprintln(w, "  (? after a writer: Neovim did not answer that edit, which may or may not have been made; it is counted as made)")
 	}
@@ -277,6 +299,16 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func countSameAs(lines []provenance.Line) int {
+	n := 0
+	for _, l := range lines {
+		if l.SameAs != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func anyUnconfirmed(lines []provenance.Line) bool {

@@ -96,6 +96,15 @@ func TestBlameCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The student moves the agent's line down: it is theirs, marked as the
+	// same text as the agent's.
+	e.agent(t, "t1/moved.c", []string{"int main(void) {", "}"}, provenance.Hunk{Start: 2, End: 1, Lines: []string{"    return 0; /* moved */"}})
+	if err := e.run(t, e.write(t, "t1/moved.c", "int main(void) {\n}\n    return 0; /* moved */\n")); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.out.String(); !strings.Contains(out, "3  student *  ") || !strings.Contains(out, "1 student line has the same text") {
+		t.Errorf("moved line:\n%s", out)
+	}
 	// Relative to the current directory (the card's task directory).
 	t.Chdir(filepath.Join(e.card, "t1"))
 	if err := e.run(t, "main.c", "--json"); err != nil {
