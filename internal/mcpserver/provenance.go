@@ -24,13 +24,18 @@ func (s *Server) provenanceWho() provenance.Who {
 		Level: s.opt.Level.String(), Session: s.session}
 }
 
-// recordChange records a change this session's client made, or is about
-// to make (Pending; closeChange if it then is not made), to cp in the connected instance:
-// what an accepted proposal calls with the buffer before it and the hunks
-// the student accepted. Who, card and instance are filled in here.
+// recordChange records a change made, or about to be made (Pending;
+// closeChange if it then is not), to cp in the connected instance. It is
+// also what an accepted proposal calls, with the buffer before it and the
+// hunks the student accepted (ch.Proposal its id, ch.Who the proposer's
+// identity when another session records it). Card and instance are filled
+// in here, and Who when it is empty: this session's client.
 func (s *Server) recordChange(ctx context.Context, c *conn, cp cardPath, ch provenance.Change) (int64, error) {
-	ch.Card, ch.Path, ch.Who = c.target.Record.CardPath, cp.Rel, s.provenanceWho()
+	ch.Card, ch.Path = c.target.Record.CardPath, cp.Rel
 	ch.Instance, ch.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+	if ch.Who == (provenance.Who{}) {
+		ch.Who = s.provenanceWho()
+	}
 	actx, cancel := context.WithTimeout(ctx, auditTimeout)
 	defer cancel()
 	return s.provenanceLog().Record(actx, ch)
