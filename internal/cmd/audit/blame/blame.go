@@ -50,9 +50,10 @@ This holds across saves, the student's later edits, Neovim restarts and
 re-created containers, because it works on the content, not on the editor.
 
 "student" means "not written by a recorded change". blame cannot see:
-changes an agent at the full level makes through a shell, nvim_command,
-nvim_lua or keys sent to a pane; an agent's own file tools writing the card
-directly; text the student copies from an AI elsewhere; a line the student
+changes an agent at the full level makes through a shell, nvim_command or
+nvim_lua; keys an agent sends to a pane (at assist, one the student marked);
+an agent's own file tools writing the card directly (at full); text the
+student copies from an AI elsewhere; a line the student
 types again exactly as the agent wrote it, in the same place (it stays the
 agent's); a line moved to another place (it becomes the student's, marked
 "student *" when an agent wrote a line of the same text: moved, copied or
@@ -60,7 +61,8 @@ typed alike). A line the student changed in any way is the student's.
 
 FILE is a path inside a card of the workspace (absolute, or relative to the
 current directory). Warnings about the records (a broken hash chain, records
-removed from the end) go to stderr, and into "problems" with --json.`,
+removed from the end) go to stderr, and into "problems" with --json. The
+security guide (docs/security.md) has the details.`,
 		Example: `  stemctl audit blame t1/words.c
   stemctl audit blame ~/dev/workspace/stem/inf/bss/t4/main.S --json`,
 		Args: cmdutil.ExactArgs(1, "FILE"),
