@@ -39,8 +39,8 @@ type Who struct {
 	Account string `json:"account"`
 	// Agent is the id `stemctl agent start` gave the agent (a local label).
 	Agent string `json:"agent,omitempty"`
-	// Grant is the teacher's grant id when the change came through the
-	// SSH gate (Account is then the grant's teacher name).
+	// Grant is the teacher's grant id ("name:g..."), when the change came
+	// through the SSH gate.
 	Grant   string `json:"grant,omitempty"`
 	KeyFP   string `json:"key_fingerprint,omitempty"`
 	Level   string `json:"level"`
@@ -56,11 +56,17 @@ func (w Who) Kind() string {
 }
 
 // Label names the writer for a person: "agent 3f9a1c (assist)",
-// "teacher bob, grant g1 (full)", "MCP client of alice (assist)".
+// "teacher kowalska, grant kowalska:g7d92699ecdb99c92 (full)", "MCP client
+// of alice (assist)". A grant id begins with the teacher's name (Account
+// is the student's local account there).
 func (w Who) Label() string {
 	switch {
 	case w.Grant != "":
-		return fmt.Sprintf("teacher %s, grant %s (%s)", w.Account, w.Grant, w.Level)
+		name, _, ok := strings.Cut(w.Grant, ":")
+		if !ok {
+			name = w.Account
+		}
+		return fmt.Sprintf("teacher %s, grant %s (%s)", name, w.Grant, w.Level)
 	case w.Agent != "":
 		return fmt.Sprintf("agent %s (%s)", w.Agent, w.Level)
 	default:
