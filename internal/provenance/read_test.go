@@ -3,6 +3,7 @@ package provenance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"syscall"
@@ -115,15 +116,9 @@ func TestAppendRefusesBrokenTail(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "move the file aside") {
 		t.Fatalf("append after a broken line: %v", err)
 	}
-	if !asWriteError(err, &we) {
+	if !errors.As(err, &we) {
 		t.Fatalf("%T is not a *WriteError", err)
 	}
-}
-
-func asWriteError(err error, we **WriteError) bool {
-	w, ok := err.(*WriteError)
-	*we = w
-	return ok
 }
 
 // TestRecordFileNotFollowed: a symlink or FIFO in place of the record
