@@ -127,6 +127,10 @@ func (c *Client) setLines(ctx context.Context, buf, start, end int, lines []stri
 	case "buftype":
 		return nil, fmt.Errorf("nvim set lines: %s has buftype %q: %w", ref, res.Buftype, ErrBufType)
 	case "tick":
+		if tick == nil {
+			// Only a server that is not stem's chunk answers so.
+			return nil, fmt.Errorf("nvim set lines: %s: an answer about a changedtick that was not given", ref)
+		}
 		return nil, fmt.Errorf("nvim set lines: %s changed (changedtick %d, not %d): %w", ref, res.Tick, *tick, ErrTickChanged)
 	case "nomodifiable":
 		return nil, fmt.Errorf("nvim set lines: %s is not modifiable ('nomodifiable')", ref)
