@@ -65,3 +65,23 @@ func TestSetLinesAt(t *testing.T) {
 		t.Fatalf("buffer %q", got)
 	}
 }
+
+// TestTickAnswerWithoutTick: the student's Neovim can replace stem's
+// functions; one that answers an edit made without a tick as if a tick
+// had been given is an error, not a crash of stem-mcp.
+func TestTickAnswerWithoutTick(t *testing.T) {
+	n, c := start(t, nvimtest.Options{})
+	ctx := testCtx(t)
+	buf := edit(t, n, writeFile(t, n.Dir, "h.c", "one\n"))
+	if _, err := c.SetLines(ctx, buf, 1, 1, []string{"two"}); err != nil {
+		t.Fatal(err)
+	}
+	n.Lua(t, nil, `for k in pairs(package.loaded._stem_rpc) do package.loaded._stem_rpc[k] = function() return {err = 'tick', tick = 7} end end`)
+	if _, err := c.SetLines(ctx, buf, 1, 1, []string{"three"}); err == nil || !strings.Contains(err.Error(), "changedtick that was not given") {
+		t.Fatalf("a tick answer to an edit without one: %v", err)
+	}
+	// Control: with a tick given, the same answer is a changed buffer.
+	if _, err := c.SetLinesAt(ctx, buf, 3, 1, 1, []string{"three"}); !errors.Is(err, ErrTickChanged) {
+		t.Fatalf("with a tick: %v", err)
+	}
+}
