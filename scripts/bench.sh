@@ -46,6 +46,7 @@ bench ./internal/gate/ 'Poll30$|Poll30Warm' 10
 # loopback (package standin), 30 and 200 students.
 bench ./internal/cmd/class/ 'ClassOverviewOpen' 50
 bench ./internal/cmd/class/ 'ClassOverviewCold' 5
+bench ./internal/cmd/audit/blame/ 'BlameCommand' 50
 
 # The CLI as a user runs it: a private account, the demo card, wall clock.
 say "timing bin/stemctl (wall clock, $ROOT/bin)"
@@ -119,6 +120,7 @@ row "poll 30 students, stem-dial, default kex" BenchmarkPoll30/bashrc-skipped/ke
 row "poll 30 students, stem-dial, curve25519" BenchmarkPoll30/bashrc-skipped/kex-curve25519/dial p50-ms ms "< 2 s" "as above"
 row "poll 30 students, ssh alone, curve25519" BenchmarkPoll30/bashrc-skipped/kex-curve25519 p50-ms ms "" "as above without stem-dial"
 row "poll 30 open sessions" BenchmarkPoll30Warm p50-ms ms "" "one pane_capture in each of 30 MCP sessions already open over SSH"
+row "\`audit blame\`, 1,000 lines, 200 changes" BenchmarkBlameCommand p50-ms ms "< 100 ms" "stemctl audit blame's run, process start aside: find the card, read the file and its 200 records, check their chain, walk them"
 row "\`class_overview\`, 30 students, open sessions" BenchmarkClassOverviewOpen/30 p50-ms ms "< 300 ms" "the teacher's client calling \`stem-mcp class\` to its answer, every row over an open session (gate_status); stand-in gates on loopback"
 row "\`class_overview\`, 200 students, open sessions" BenchmarkClassOverviewOpen/200 p50-ms ms "" "as above, 200 stand-in students"
 row "\`class_overview\`, 30 students, from nothing" BenchmarkClassOverviewCold/30 p50-ms ms "< 3 s" "\`stem-mcp class\` process start to its first class_overview answered, every student over a new SSH connection"

@@ -223,6 +223,23 @@ func TestProposals(t *testing.T) {
 		}
 	})
 
+	// Saved, the file's accepted lines are their proposers' in blame (one
+	// agent's hunk among another's, an insertion at the top); rejected,
+	// stale and open proposals left nothing of theirs.
+	t.Run("blame names the proposers", func(t *testing.T) {
+		student("w")
+		waitUntil(t, 10*time.Second, "words.c saved", func() bool {
+			b, err := os.ReadFile(words)
+			return err == nil && strings.HasPrefix(string(b), "/* c */\n")
+		})
+		checkBlame(t, blameOf(t, in, words), map[string]string{
+			`c == ' ' || c == '\t'`: "a1a1a1",
+			"/* b */":               "b2b2b2",
+			" /* 2 */":              "a1a1a1",
+			"/* c */":               "c3c3c3",
+		})
+	})
+
 	t.Run("a full server capped at assist keeps to the editable files", func(t *testing.T) {
 		f := connect(t, in, "full")
 		f.ok("nvim_open", map[string]any{"path": "t1/hello.c"})

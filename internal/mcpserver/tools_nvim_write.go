@@ -141,7 +141,7 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if s.policyFor(c).Edits == agentpolicy.EditsPropose {
 		return s.propose(ctx, c, cp, bt.Buffer, start, end, lines)
 	}
-	ed, err := c.nvim.SetLines(ctx, bt.Buffer, start, end, lines)
+	ed, err := s.recordedEdit(ctx, c, cp, bt.Buffer, tick, start, end, lines)
 	if err != nil {
 		return nil, err
 	}

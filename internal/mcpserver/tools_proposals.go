@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/nvim"
+	"github.com/stem-edu/stem/internal/provenance"
 )
 
 // Proposals: under a task whose agent policy is edits = "propose",
@@ -364,4 +367,63 @@ func (s *Server) decided(ctx context.Context, c *conn, p *proposal, st *nvim.Pro
 // creation is in the audit log all the same). Provenance of agent edits
 // records these as the proposer's lines.
 func (s *Server) acceptedHook(ctx context.Context, c *conn, p *proposal, changes []AcceptedChange) {
+	if len(changes) == 0 {
+		return
+	}
+	if err := s.recordAccepted(ctx, c, p, changes); err != nil {
+		s.logf("provenance of accepted proposal %s (%s): %v", p.id, p.path, err)
+	}
+}
+
+// replacedLine stands for a line an accepted hunk replaced: the host never
+// kept the student's old text, and blame only needs it not to match.
+const replacedLine = "\x00stem: a line an accepted proposal replaced"
+
+// recordAccepted records the accepted hunks as the proposer's change. The
+// buffer is read now, after the student's decision: each hunk's lines must
+// be where the editor says they went, or that hunk is left out (the
+// student edited it since, and the lines are theirs as far as blame can
+// tell). The buffer before is that snapshot with the hunks taken out.
+func (s *Server) recordAccepted(ctx context.Context, c *conn, p *proposal, changes []AcceptedChange) error {
+	cp, err := resolveCardPath(c.target.Record.CardPath, p.path, false)
+	if err != nil {
+		return err
+	}
+	snap, err := c.nvim.Snapshot(ctx, p.buf, provenance.MaxSnapshotBytes)
+	if err != nil {
+		return err
+	}
+	if snap.TooLarge {
+		return fmt.Errorf("the buffer is too large to record")
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Line < changes[j].Line })
+	var kept []AcceptedChange
+	next := 1 // the first line a hunk may start at, past the one before
+	for _, ch := range changes {
+		at := ch.Line - 1
+		if ch.Line < next || at+len(ch.Lines) > len(snap.Lines) || !slices.Equal(snap.Lines[at:at+len(ch.Lines)], ch.Lines) {
+			s.logf("provenance: accepted hunk at %s:%d is no longer as proposed; not recorded", p.path, ch.Line)
+			continue
+		}
+		kept = append(kept, ch)
+		next = ch.Line + len(ch.Lines)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	var before []string
+	var hunks []provenance.Hunk
+	pos := 0 // next line of the snapshot to copy
+	for _, ch := range kept {
+		before = append(before, snap.Lines[pos:ch.Line-1]...)
+		start := len(before) + 1
+		for range ch.Old {
+			before = append(before, replacedLine)
+		}
+		hunks = append(hunks, provenance.Hunk{Start: start, End: start + ch.Old - 1, Lines: ch.Lines})
+		pos = ch.Line - 1 + len(ch.Lines)
+	}
+	before = append(before, snap.Lines[pos:]...)
+	_, err = s.recordChange(ctx, c, cp, provenance.Change{Tool: "nvim_buffer_edit", Proposal: p.id, Before: before, Hunks: hunks})
+	return err
 }

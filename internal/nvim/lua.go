@@ -252,13 +252,17 @@ local readEvents = 'BufNewFile,BufReadPre,BufReadPost,BufReadCmd,FileReadPre,Fil
   'FilterReadPre,FilterReadPost,SourcePre,SourcePost,SourceCmd,FileType,Syntax,SpellFileMissing,SwapExists'
 `
 
-// luaSetLines(bufnr, first, last, lines): replace lines first..last
-// (1-based, inclusive; last == first-1 inserts before first).
+// luaSetLines(bufnr, first, last, lines, tick): replace lines first..last
+// (1-based, inclusive; last == first-1 inserts before first), only if the
+// buffer's changedtick is still tick when one is given (nil: any).
 const luaSetLines = `
-local buf, first, last, lines = ...
+local buf, first, last, lines, tick = ...
 local api = vim.api
 if not api.nvim_buf_is_valid(buf) then return {err = 'nobuffer'} end
 if not api.nvim_buf_is_loaded(buf) then return {err = 'notloaded'} end
+if tick ~= nil and api.nvim_buf_get_changedtick(buf) ~= tick then
+  return {err = 'tick', tick = api.nvim_buf_get_changedtick(buf)}
+end
 local bt = api.nvim_buf_get_option(buf, 'buftype')
 if bt ~= '' then return {err = 'buftype', buftype = bt} end
 if not api.nvim_buf_get_option(buf, 'modifiable') then return {err = 'nomodifiable'} end

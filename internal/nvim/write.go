@@ -89,6 +89,10 @@ type Edited struct {
 // empty) are edited: terminal, prompt, nofile and other special buffers are
 // refused with ErrBufType. Lines may contain any bytes except newline.
 func (c *Client) SetLines(ctx context.Context, buf, start, end int, lines []string) (*Edited, error) {
+	return c.setLines(ctx, buf, start, end, lines, nil)
+}
+
+func (c *Client) setLines(ctx context.Context, buf, start, end int, lines []string, tick *int) (*Edited, error) {
 	if buf < 1 {
 		return nil, fmt.Errorf("nvim set lines: buffer number %d: must be 1 or more", buf)
 	}
@@ -109,6 +113,9 @@ func (c *Client) SetLines(ctx context.Context, buf, start, end int, lines []stri
 		Tick    int    `msgpack:"tick"`
 	}
 	err := c.call(ctx, "set lines", guardInput, false, func(v *gonvim.Nvim) error {
+		if tick != nil {
+			return execLua(v, fnSetLines, &res, buf, start, end, lines, *tick)
+		}
 		return execLua(v, fnSetLines, &res, buf, start, end, lines)
 	})
 	if err != nil {
@@ -119,6 +126,12 @@ func (c *Client) SetLines(ctx context.Context, buf, start, end int, lines []stri
 	case "":
 	case "buftype":
 		return nil, fmt.Errorf("nvim set lines: %s has buftype %q: %w", ref, res.Buftype, ErrBufType)
+	case "tick":
+		if tick == nil {
+			// Only a server that is not stem's chunk answers so.
+			return nil, fmt.Errorf("nvim set lines: %s: an answer about a changedtick that was not given", ref)
+		}
+		return nil, fmt.Errorf("nvim set lines: %s changed (changedtick %d, not %d): %w", ref, res.Tick, *tick, ErrTickChanged)
 	case "nomodifiable":
 		return nil, fmt.Errorf("nvim set lines: %s is not modifiable ('nomodifiable')", ref)
 	case "range":

@@ -1,9 +1,10 @@
-// Package audit groups `stemctl audit verify|show`.
+// Package audit groups `stemctl audit verify|show|blame`.
 package audit
 
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/stem-edu/stem/internal/cmd/audit/blame"
 	"github.com/stem-edu/stem/internal/cmd/audit/show"
 	"github.com/stem-edu/stem/internal/cmd/audit/verify"
 	"github.com/stem-edu/stem/internal/cmdutil"
@@ -13,8 +14,8 @@ import (
 func NewCmdAudit(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit <command>",
-		Short: "Read and verify the hash-chained audit log of MCP sessions and actions",
+		Short: "Read and verify the hash-chained audit log of MCP sessions and actions, and who wrote a file",
 	}
-	cmd.AddCommand(verify.NewCmdVerify(f, nil), show.NewCmdShow(f, nil))
+	cmd.AddCommand(verify.NewCmdVerify(f, nil), show.NewCmdShow(f, nil), blame.NewCmdBlame(f, nil))
 	return cmd
 }
