@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stem-edu/stem/internal/nvim"
@@ -14,14 +15,21 @@ import (
 
 // conn holds the live connections to one verified instance.
 type conn struct {
-	target verify.Target
-	tmux   *tmux.Client
-	nvim   *nvim.Client
-	gdbl   gdbLink
+	// cur is the instance as last verified; tools read it while another
+	// call's verification may replace it (same container, same sockets).
+	cur  atomic.Pointer[verify.Target]
+	tmux *tmux.Client
+	nvim *nvim.Client
+	gdbl gdbLink
 
 	mu     sync.Mutex
 	closed bool
 }
+
+// target is the instance as last verified.
+func (c *conn) target() *verify.Target { return c.cur.Load() }
+
+func (c *conn) setTarget(t verify.Target) { c.cur.Store(&t) }
 
 // programs names the programs dial may start; the zero value means
 // "podman" from PATH (tests put a stand-in there). On the host no tmux
@@ -50,7 +58,9 @@ func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs
 		tm.Close()
 		return nil, fmt.Errorf("instance %s: nvim does not answer: %w", t.Record.Instance, err)
 	}
-	return &conn{target: t, tmux: tm, nvim: nv}, nil
+	c := &conn{tmux: tm, nvim: nv}
+	c.setTarget(t)
+	return c, nil
 }
 
 // alive reports whether the connections can still be trusted without a

@@ -140,7 +140,7 @@ func (h *eventHub) unexpect(p tmux.PaneID) {
 // attach starts watching a newly verified connection; the watchers end
 // when the connection closes.
 func (h *eventHub) attach(c *conn) {
-	instance := c.target.Record.Instance
+	instance := c.target().Record.Instance
 	c.gdbl.mu.Lock()
 	c.gdbl.publish = func(ev gdbmi.Event) {
 		switch ev.Kind {

@@ -32,7 +32,7 @@ func (c *conn) gdb(ctx context.Context) (*gdbmi.Client, error) {
 			return l.client, nil
 		}
 	}
-	cl, err := gdbmi.Dial(ctx, c.target.Dir.GDB())
+	cl, err := gdbmi.Dial(ctx, c.target().Dir.GDB())
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (e *policyError) Error() string { return e.reason }
 // loosen it. A manifest that cannot be read leaves the recorded policy,
 // or, for an instance recorded without one, observe.
 func (s *Server) policyFor(c *conn) agentpolicy.Policy {
-	r := c.target.Record
+	r := c.target().Record
 	path := filepath.Join(r.CardPath, workspace.ManifestName)
 	key, st := path+"\x00"+r.Task, statStamp(path)
 	pc := &s.pol

@@ -62,7 +62,7 @@ func BenchmarkInProcess(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cp, _ := resolveCardPath(c.target.Record.CardPath, "t1/bench.c", true)
+		cp, _ := resolveCardPath(c.target().Record.CardPath, "t1/bench.c", true)
 		for i := 0; i < b.N; i++ {
 			if _, err := c.nvim.ReadBuffer(context.Background(), nvim.File(cp.Abs), 1, 1000, 262144); err != nil {
 				b.Fatal(err)

@@ -31,8 +31,8 @@ func (s *Server) provenanceWho() provenance.Who {
 // identity when another session records it). Card and instance are filled
 // in here, and Who when it is empty: this session's client.
 func (s *Server) recordChange(ctx context.Context, c *conn, cp cardPath, ch provenance.Change) (int64, error) {
-	ch.Card, ch.Path = c.target.Record.CardPath, cp.Rel
-	ch.Instance, ch.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+	ch.Card, ch.Path = c.target().Record.CardPath, cp.Rel
+	ch.Instance, ch.ContainerID = c.target().Record.Instance, c.target().Record.ContainerID
 	if ch.Who == (provenance.Who{}) {
 		ch.Who = s.provenanceWho()
 	}
@@ -46,7 +46,7 @@ func (s *Server) recordChange(ctx context.Context, c *conn, cp cardPath, ch prov
 func (s *Server) closeChange(ctx context.Context, c *conn, cp cardPath, seq int64, res provenance.Result, detail string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
-	if err := s.provenanceLog().Outcome(actx, c.target.Record.CardPath, cp.Rel, seq, res, detail); err != nil {
+	if err := s.provenanceLog().Outcome(actx, c.target().Record.CardPath, cp.Rel, seq, res, detail); err != nil {
 		// The change stays counted as made.
 		s.logf("provenance: %v", err)
 	}

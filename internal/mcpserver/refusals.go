@@ -76,7 +76,7 @@ func (s *Server) auditRefused(ctx context.Context, req *mcp.CallToolRequest, det
 	e.ArgsDigest = audit.Digest(req.GetRawArguments())
 	e.Result, e.Detail = "refused", detail
 	if c := s.current(); c != nil {
-		e.Instance, e.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+		e.Instance, e.ContainerID = c.target().Record.Instance, c.target().Record.ContainerID
 	}
 	s.appendAudit(context.WithoutCancel(ctx), e)
 }

@@ -280,7 +280,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	end.Result = "ok"
 	end.Detail = fmt.Sprintf("duration %s", time.Since(start).Round(time.Millisecond))
 	if c := s.current(); c != nil {
-		end.Instance, end.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+		end.Instance, end.ContainerID = c.target().Record.Instance, c.target().Record.ContainerID
 	}
 	s.appendAudit(context.WithoutCancel(ctx), end)
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
@@ -348,7 +348,7 @@ func (s *Server) begin() {
 				}
 				s.logf("warning: %v", verr)
 			} else {
-				entry.Instance, entry.ContainerID, entry.Result = target.target.Record.Instance, target.target.Record.ContainerID, "ok"
+				entry.Instance, entry.ContainerID, entry.Result = target.target().Record.Instance, target.target().Record.ContainerID, "ok"
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 			defer cancel()
@@ -452,9 +452,11 @@ func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 		s.dropLocked()
 		return nil, &notGrantedError{instance: t.Record.Instance, allowed: s.opt.AllowedInstances}
 	}
-	// The same container on the same sockets: the connection keeps the
-	// target it was dialed with (its tools read it without this lock).
-	if c == nil || c.target.Record.ContainerID != t.Record.ContainerID || c.target.Dir.Path != t.Dir.Path || !c.alive() {
+	if c != nil && c.target().Record.ContainerID == t.Record.ContainerID && c.target().Dir.Path == t.Dir.Path && c.alive() {
+		// The same container on the same sockets, with the record as it
+		// is now (the policy recorded at up, for one).
+		c.setTarget(t)
+	} else {
 		if c != nil {
 			s.logf("target changed to %s (%.12s)", t.Record.Instance, t.Record.ContainerID)
 			c.close()

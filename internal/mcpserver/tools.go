@@ -178,7 +178,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 		// host, so the intent names it.
 		c, err := s.verifyNow(ctx)
 		if err == nil {
-			err = cardGitGate(ctx, c.target)
+			err = cardGitGate(ctx, *c.target())
 		}
 		if err != nil {
 			if isRefusal(err) {
@@ -237,7 +237,7 @@ func (s *Server) callEntry(event, tool, digest string) audit.Entry {
 	e := s.entry(event)
 	e.Tool, e.ArgsDigest = tool, digest
 	if c := s.current(); c != nil {
-		e.Instance, e.ContainerID = c.target.Record.Instance, c.target.Record.ContainerID
+		e.Instance, e.ContainerID = c.target().Record.Instance, c.target().Record.ContainerID
 	}
 	return e
 }

@@ -34,7 +34,7 @@ func gdbObserveTools() []toolDef {
 				cl, err := c.gdb(ctx)
 				if errors.Is(err, gdbmi.ErrNotRunning) {
 					out := map[string]any{"state": "no-debugger", "message": err.Error()}
-					if sync, serr := gdbmi.ReadSync(c.target.Dir.Path); serr == nil {
+					if sync, serr := gdbmi.ReadSync(c.target().Dir.Path); serr == nil {
 						out["last_sync"] = sync
 					}
 					return out, nil
@@ -156,7 +156,7 @@ func gdbAssistTools() []toolDef {
 				if a, ok := loc.Address(); ok {
 					// A breakpoint is written into memory when the program
 					// resumes: into a peripheral register, that is a write.
-					if err := hardwareAddress(c.target.Record.Profile, "a breakpoint at", a); err != nil {
+					if err := hardwareAddress(c.target().Record.Profile, "a breakpoint at", a); err != nil {
 						return nil, err
 					}
 				}
@@ -221,7 +221,7 @@ func gdbAssistTools() []toolDef {
 					return nil, err
 				}
 				for _, n := range e.Integers() {
-					if err := hardwareAddress(c.target.Record.Profile, "the constant", n); err != nil {
+					if err := hardwareAddress(c.target().Record.Profile, "the constant", n); err != nil {
 						return nil, err
 					}
 				}

@@ -117,7 +117,7 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	ref := nvim.Buf(buf)
 	var cp cardPath
 	if hasPath {
-		cp, err = resolveCardPath(c.target.Record.CardPath, p, true)
+		cp, err = resolveCardPath(c.target().Record.CardPath, p, true)
 		if err != nil {
 			return nil, badInput("%v", err)
 		}
@@ -337,7 +337,7 @@ func (s *Server) cardBuffers(c *conn) *cardBuffers {
 	if s.opt.Level >= Full {
 		return &cardBuffers{all: true}
 	}
-	card := filepath.Clean(c.target.Record.CardPath)
+	card := filepath.Clean(c.target().Record.CardPath)
 	root, err := filepath.EvalSymlinks(card)
 	if err != nil {
 		root = card

@@ -34,7 +34,7 @@ func nvimAssistTools() []toolDef {
 				if err != nil {
 					return nil, err
 				}
-				cp, err := resolveCardPath(c.target.Record.CardPath, p, false)
+				cp, err := resolveCardPath(c.target().Record.CardPath, p, false)
 				if err != nil {
 					return nil, badInput("%v", err)
 				}
@@ -73,7 +73,7 @@ func nvimAssistTools() []toolDef {
 
 // loadedBuffer resolves a card path to the buffer holding it.
 func (s *Server) loadedBuffer(ctx context.Context, c *conn, p string) (cardPath, *nvim.BufferText, error) {
-	cp, err := resolveCardPath(c.target.Record.CardPath, p, true)
+	cp, err := resolveCardPath(c.target().Record.CardPath, p, true)
 	if err != nil {
 		return cp, nil, badInput("%v", err)
 	}

@@ -196,7 +196,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	out := map[string]any{"pane": pane, "notice": untrustedNotice}
 	switch {
 	case hasSince:
-		abs, err := parseCursor(since, c.target.Record.ContainerID, c.tmux.ServerID(), pane)
+		abs, err := parseCursor(since, c.target().Record.ContainerID, c.tmux.ServerID(), pane)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +234,7 @@ func runCapture(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, e
 	}
 	out["truncated"] = res.Truncated
 	if p := res.Position; p != nil {
-		out["cursor"] = makeCursor(c.target.Record.ContainerID, c.tmux.ServerID(), pane, p.HistorySize+p.CursorY)
+		out["cursor"] = makeCursor(c.target().Record.ContainerID, c.tmux.ServerID(), pane, p.HistorySize+p.CursorY)
 	}
 	return bodyResult(out, res.Text), nil
 }

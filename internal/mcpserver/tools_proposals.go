@@ -155,7 +155,7 @@ func (s *Server) propose(ctx context.Context, c *conn, cp cardPath, buf, start, 
 	if err != nil {
 		return nil, err
 	}
-	p := &proposal{id: pr.ID, token: token, instance: c.target.Record.Instance, path: cp.Rel, buf: buf,
+	p := &proposal{id: pr.ID, token: token, instance: c.target().Record.Instance, path: cp.Rel, buf: buf,
 		start: start, end: end, lines: lines, hunks: pr.Hunks}
 	e := s.callEntry(audit.ProposalCreate, "nvim_buffer_edit", linesDigest(lines))
 	e.Result = "pending"
@@ -211,9 +211,9 @@ func runProposalStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) 
 	if err != nil {
 		return nil, err
 	}
-	p := s.props.get(c.target.Record.Instance, id)
+	p := s.props.get(c.target().Record.Instance, id)
 	if p == nil {
-		return nil, badInput("%q is not a proposal this session made in instance %s", oneLine(id), c.target.Record.Instance)
+		return nil, badInput("%q is not a proposal this session made in instance %s", oneLine(id), c.target().Record.Instance)
 	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Millisecond)
 	for {
@@ -299,7 +299,7 @@ func (s *Server) settleAtEnd(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleAtEndTimeout)
 	defer cancel()
-	for _, p := range s.props.open(c.target.Record.Instance) {
+	for _, p := range s.props.open(c.target().Record.Instance) {
 		st, err := s.checkProposal(ctx, c, p)
 		if err == nil && st.Settled() {
 			continue
@@ -385,7 +385,7 @@ const replacedLine = "\x00stem: a line an accepted proposal replaced"
 // student edited it since, and the lines are theirs as far as blame can
 // tell). The buffer before is that snapshot with the hunks taken out.
 func (s *Server) recordAccepted(ctx context.Context, c *conn, p *proposal, changes []AcceptedChange) error {
-	cp, err := resolveCardPath(c.target.Record.CardPath, p.path, false)
+	cp, err := resolveCardPath(c.target().Record.CardPath, p.path, false)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func runSessionStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	r := c.target.Record
+	r := c.target().Record
 	st := map[string]any{
 		"instance":     r.Instance,
 		"profile":      r.Profile,
@@ -78,7 +78,7 @@ func followsText(s *Server) string {
 // taskContext is what an agent needs to know about the task: the body of
 // task_info and of the stem://context resource.
 func (s *Server) taskContext(c *conn) (map[string]any, error) {
-	r := c.target.Record
+	r := c.target().Record
 	ws, err := workspace.Open(r.Workspace)
 	if err != nil {
 		return nil, err
@@ -106,8 +106,8 @@ func (s *Server) taskContext(c *conn) (map[string]any, error) {
 		"editable": res.Editable,
 		"limits":   p.Limits,
 		"sockets": map[string]string{
-			"tmux": c.target.Dir.Tmux(), "nvim": c.target.Dir.Nvim(), "gdb": c.target.Dir.GDB(),
-			"gdb_sync": c.target.Dir.GDBSync(), "selected_dir": s.layout.Selected(),
+			"tmux": c.target().Dir.Tmux(), "nvim": c.target().Dir.Nvim(), "gdb": c.target().Dir.GDB(),
+			"gdb_sync": c.target().Dir.GDBSync(), "selected_dir": s.layout.Selected(),
 		},
 		"level":        s.opt.Level.String(),
 		"tools":        pol.Tools(s.opt.Level),
