@@ -411,7 +411,9 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 	}
 	defer f.Close()
 	screen := record(f)
-	waitFor(t, 10*time.Second, "the initial size 30 100", screen.shows("30 100"))
+	// Bounds for a loaded machine: an exec through the Podman API has
+	// taken over 10 s with the whole suite running on two cores.
+	waitFor(t, time.Minute, "the initial size 30 100", screen.shows("30 100"))
 	if err := pty.Setsize(f, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +421,7 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 	// ask again (Enter runs stty size) until it has arrived, rather than
 	// once after a fixed pause that load can outlast.
 	newSize := screen.shows("41 123")
-	waitFor(t, 10*time.Second, "the new size 41 123", func() bool {
+	waitFor(t, time.Minute, "the new size 41 123", func() bool {
 		if newSize() {
 			return true
 		}

@@ -159,7 +159,10 @@ func TestHostileNeovimInsideTheContainer(t *testing.T) {
 		os.Chmod(dir, 0o777) // the student in the container writes here
 		log, ready := filepath.Join(dir, "log"), filepath.Join(dir, "ready")
 		run(0, "exec", inst, "--", "sh", "-c",
-			`pkill -x nvim; pkill -x hostilenvim; tmux -S "$1" new-window -d "$2 -mode $3 -sock $4 -log $5 -ready $6"`,
+			// Both remove their socket as they end: the hostile server
+			// starts once they are gone, or its n.sock could go with them.
+			`pkill -x nvim; pkill -x hostilenvim; while pgrep -x nvim >/dev/null || pgrep -x hostilenvim >/dev/null; do sleep 0.05; done; `+
+				`tmux -S "$1" new-window -d "$2 -mode $3 -sock $4 -log $5 -ready $6"`,
 			"sh", tsock, hostile, mode, nsock, log, ready)
 		waitFor(t, 20*time.Second, "the hostile server in the container", func() bool { _, err := os.Stat(ready); return err == nil })
 		return log
