@@ -1,0 +1,84 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/testenv/modelserver"
+)
+
+// Session events reach the model of each real CLI without anyone typing:
+// the student's failing build, a crash in their shell and a stop of their
+// gdb each appear, as a line marked [stem event], in the next request the
+// CLI sends the scripted model, typed by the supervisor once the CLI was
+// idle.
+func TestEventsReachTheModel(t *testing.T) {
+	for _, provider := range []string{"claude", "codex", "gemini"} {
+		t.Run(provider, func(t *testing.T) {
+			b := newBoxAccount(t, modelserver.Say("stem-ready"), modelserver.Say("stem-ack-1"),
+				modelserver.Say("stem-ack-2"), modelserver.Say("stem-ack-3"))
+			rec := b.start(provider)
+			st := b.status(nativeInst)
+			b.prompt(st, rec, "hello")
+			b.waitPane(st, rec.Pane, "stem-ready", 60*time.Second)
+			s := b.mcp(nativeInst, "observe")
+			s.call("session_events", nil) // attaches the session: events flow
+
+			words := filepath.Join(st.Record.CardPath, "t1", "words.c")
+			good, err := os.ReadFile(words)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(words, append(append([]byte{}, good...), "\nint broken( {\n"...), 0o644)
+			shell := b.shellWindow(st)
+			b.tmux(st, "select-window", "-t", rec.Window) // the student looks at the agent
+			b.eventReaches(st, rec, s, "build_failed", agent.EventPrefix+" build failed: exit 2", func() {
+				b.tmux(st, "send-keys", "-t", shell, "make", "Enter")
+			})
+			os.WriteFile(words, good, 0o644)
+			b.eventReaches(st, rec, s, "program_crashed", agent.EventPrefix+" program crashed: SIGSEGV exit 139", func() {
+				b.tmux(st, "send-keys", "-t", shell, "sh -c 'kill -SEGV $$'", "Enter")
+			})
+
+			b.must("build", nativeInst)
+			var lay debugLayout
+			b.mustJSON(&lay, "debug", nativeInst, "--no-build")
+			b.waitPane(st, lay.GDBPane, "(gdb)", 30*time.Second)
+			b.tmux(st, "send-keys", "-t", lay.GDBPane, "break count_words", "Enter")
+			b.waitPane(st, lay.GDBPane, "Breakpoint 1 at", 10*time.Second)
+			b.tmux(st, "select-window", "-t", rec.Window)
+			b.eventReaches(st, rec, s, "gdb_stopped", agent.EventPrefix+" gdb stopped: breakpoint-hit in count_words at words.c:", func() {
+				b.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")
+			})
+		})
+	}
+}
+
+// eventReaches runs trigger, waits for the event at an MCP client of its
+// own, then for the next request the CLI sends the model with its tools,
+// which must carry want in its prompt; it logs the time from the event to
+// that request.
+func (b *boxAccount) eventReaches(st instanceInfo, rec agent.Record, s *mcpSession, typ, want string, trigger func()) time.Duration {
+	b.t.Helper()
+	seen := len(b.ms.Requests())
+	s.drain()
+	trigger()
+	ev := s.next(30*time.Second, typ)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	req, err := b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
+	if err != nil {
+		b.t.Fatalf("%s: no request to the model after %s: %v\nits window:\n%s\nsupervisor log:\n%s", rec.Provider, typ, err, b.capture(st, rec.Pane), readFile(rec.Log))
+	}
+	if !strings.Contains(req.Prompt, want) {
+		b.t.Fatalf("%s: the request after %s has the prompt %q, want %q\nits window:\n%s\nsupervisor log:\n%s", rec.Provider, typ, req.Prompt, want, b.capture(st, rec.Pane), readFile(rec.Log))
+	}
+	d := req.Time.Sub(ev.received)
+	b.t.Logf("%s: %s -> in the model's request after %s", rec.Provider, typ, d.Round(time.Millisecond))
+	return d
+}
