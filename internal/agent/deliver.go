@@ -60,6 +60,7 @@ func (d *deliverer) run(ctx context.Context) {
 			if !delivered(ev.Type) {
 				continue
 			}
+			d.lg.Printf("event %d %s", ev.Seq, ev.Type)
 			if strings.HasPrefix(ev.Type, "gdb_") {
 				// A gdb stop during the agent's own turn is most likely
 				// its own gdb tool's doing, whose result it has.

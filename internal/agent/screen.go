@@ -18,8 +18,8 @@ type screenState struct {
 
 // cliScreen is how one adapter's CLI shows its states.
 type cliScreen struct {
-	// ready appear together only when the input is shown and empty.
-	ready []string
+	// ready matches only when the input is shown and empty.
+	ready *regexp.Regexp
 	// busy shows while a turn runs.
 	busy []string
 }
@@ -28,9 +28,10 @@ type cliScreen struct {
 // Gemini CLI 0.61 in the agent's window. A custom CLI has none: nothing
 // is typed into it.
 var screens = map[string]cliScreen{
-	"claude": {ready: []string{"? for shortcuts"}, busy: []string{"esc to interrupt"}},
-	"codex":  {ready: []string{"? for shortcuts"}, busy: []string{"esc to interrupt"}},
-	"gemini": {ready: []string{"Type your message"}, busy: []string{"esc to cancel"}},
+	// Claude Code: an empty "❯" line between two rules.
+	"claude": {ready: regexp.MustCompile(`(?m)^─{8,}[ \t]*\n❯[ \t\x{a0}]*\n─{8,}`), busy: []string{"esc to interrupt"}},
+	"codex":  {ready: regexp.MustCompile(`\? for shortcuts`), busy: []string{"esc to interrupt"}},
+	"gemini": {ready: regexp.MustCompile(`Type your message`), busy: []string{"esc to cancel"}},
 }
 
 // dialogs are the questions the CLIs put to their user: first-run
@@ -65,10 +66,6 @@ func classify(adapter, text string) screenState {
 			st.busy = true
 		}
 	}
-	ready := len(sc.ready) > 0
-	for _, r := range sc.ready {
-		ready = ready && strings.Contains(text, r)
-	}
-	st.idle = ready && !st.busy && st.waiting == ""
+	st.idle = sc.ready.MatchString(text) && !st.busy && st.waiting == ""
 	return st
 }
