@@ -107,8 +107,6 @@ func (b *boxAccount) start(provider string, args ...string) agent.Record {
 // tools.
 func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) modelserver.Request {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	b.waitReady(st, rec)
 	// A CLI may ask the model before its MCP servers are connected; the
 	// model then answers that the tool is not offered yet, and the
@@ -117,8 +115,19 @@ func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) mode
 		seen := len(b.ms.Requests())
 		b.tmux(st, "send-keys", "-t", rec.Pane, "-l", text)
 		b.waitPane(st, rec.Pane, text, 10*time.Second)
-		b.tmux(st, "send-keys", "-t", rec.Pane, "Enter")
-		req, err := b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
+		var req modelserver.Request
+		var err error
+		for tries := 0; tries < 4; tries++ {
+			// Gemini CLI sometimes drops an Enter that comes while it
+			// finishes starting: the line stays in its input.
+			b.tmux(st, "send-keys", "-t", rec.Pane, "Enter")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			req, err = b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
+			cancel()
+			if err == nil {
+				break
+			}
+		}
 		if err != nil {
 			b.t.Fatalf("%s sent the model no request with tools: %v\nits window:\n%s\nsupervisor log:\n%s", rec.Provider, err, b.capture(st, rec.Pane), readFile(rec.Log))
 		}
