@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -41,6 +42,7 @@ type deliverer struct {
 	gate       gate
 	lastShown  string    // the waiting state last reported
 	lastScreen time.Time // when the screen was last read
+	lastErr    string    // the last error reading it, logged once
 }
 
 // run delivers until ctx ends.
@@ -122,7 +124,7 @@ func (d *deliverer) watchWaiting(ctx context.Context) {
 	}
 	d.lastShown = st.waiting
 	if st.waiting != "" {
-		d.lg.Printf("the CLI waits for its user: %s", st.waiting)
+		d.lg.Printf("the CLI waits for its user: %s (%s)", st.waiting, termtext.Line(st.asked, 120))
 	} else {
 		d.lg.Printf("the CLI no longer waits for its user")
 	}
@@ -149,11 +151,16 @@ func (d *deliverer) watchWaiting(ctx context.Context) {
 
 // screen reads and classifies the agent's window.
 func (d *deliverer) screen(ctx context.Context) (screenState, bool) {
-	d.lastScreen = time.Now()
+	t := time.Now()
 	text, err := d.capture(ctx)
 	if err != nil {
+		if msg := err.Error(); msg != d.lastErr {
+			d.lastErr = msg
+			d.lg.Printf("read the agent's window: %v", err)
+		}
 		return screenState{}, false
 	}
+	d.lastScreen, d.lastErr = t, ""
 	return classify(d.adapter, text), true
 }
 

@@ -14,6 +14,8 @@ type screenState struct {
 	// waiting names what the CLI asks its user (a dialog, a permission
 	// prompt), or "".
 	waiting string
+	// asked is the window's line that showed it (for the log).
+	asked string
 }
 
 // cliScreen is how one adapter's CLI shows its states.
@@ -52,8 +54,14 @@ var dialogs = []struct {
 func classify(adapter, text string) screenState {
 	var st screenState
 	for _, d := range dialogs {
-		if d.re.MatchString(text) {
+		if loc := d.re.FindStringIndex(text); loc != nil {
 			st.waiting = d.what
+			start := strings.LastIndexByte(text[:loc[0]], '\n') + 1
+			end := strings.IndexByte(text[loc[0]:], '\n')
+			if end < 0 {
+				end = len(text) - loc[0]
+			}
+			st.asked = strings.TrimSpace(text[start : loc[0]+end])
 			break
 		}
 	}

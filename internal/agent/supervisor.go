@@ -240,6 +240,7 @@ wait:
 			break wait
 		case w := <-waitingCh:
 			waiting = w
+			lg.Printf("state: waiting %q", w)
 			if stopping == "" {
 				saveState()
 			}
