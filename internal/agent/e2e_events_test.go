@@ -41,9 +41,25 @@ func TestEventsReachTheModel(t *testing.T) {
 				b.tmux(st, "send-keys", "-t", shell, "make", "Enter")
 			})
 			os.WriteFile(words, good, 0o644)
+			// The student has begun a question in the agent's window: the
+			// crash waits until their input is empty again, and goes in
+			// alone.
+			half := "why does it crash"
+			b.waitReady(st, rec)
+			b.tmux(st, "send-keys", "-t", rec.Pane, "-l", half)
+			b.waitPane(st, rec.Pane, half, 10*time.Second)
+			var cleared time.Time
 			b.eventReaches(st, rec, s, "program_crashed", agent.EventPrefix+" program crashed: SIGSEGV exit 139", func() {
 				b.tmux(st, "send-keys", "-t", shell, "sh -c 'kill -SEGV $$'", "Enter")
+				b.waitLog(rec, "program_crashed")
+				for range half {
+					b.tmux(st, "send-keys", "-t", rec.Pane, "BSpace")
+				}
+				cleared = time.Now()
 			})
+			if req := b.lastPrompted(); req.Time.Before(cleared) || strings.Contains(req.Prompt, half) {
+				t.Errorf("the event line went in at %s with the student's text (cleared at %s): %q", req.Time, cleared, req.Prompt)
+			}
 
 			b.must("build", nativeInst)
 			var lay debugLayout
@@ -78,7 +94,23 @@ func (b *boxAccount) eventReaches(st instanceInfo, rec agent.Record, s *mcpSessi
 	if !strings.Contains(req.Prompt, want) {
 		b.t.Fatalf("%s: the request after %s has the prompt %q, want %q\nits window:\n%s\nsupervisor log:\n%s", rec.Provider, typ, req.Prompt, want, b.capture(st, rec.Pane), readFile(rec.Log))
 	}
+	b.last = req
 	d := req.Time.Sub(ev.received)
 	b.t.Logf("%s: %s -> in the model's request after %s", rec.Provider, typ, d.Round(time.Millisecond))
 	return d
+}
+
+// lastPrompted is the request eventReaches found last.
+func (b *boxAccount) lastPrompted() modelserver.Request { return b.last }
+
+// waitLog waits until the agent's supervisor log has a line with want.
+func (b *boxAccount) waitLog(rec agent.Record, want string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(readFile(rec.Log), want) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("the supervisor log never said %q:\n%s", want, readFile(rec.Log))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

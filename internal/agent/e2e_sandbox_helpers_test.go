@@ -32,6 +32,8 @@ type boxAccount struct {
 	*account
 	ms  *modelserver.Server
 	env []string // the caller's environment: keys and base URLs
+	// last is the request eventReaches found last.
+	last modelserver.Request
 }
 
 func newBoxAccount(t *testing.T, script ...modelserver.Step) *boxAccount {
