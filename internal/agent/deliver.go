@@ -95,11 +95,11 @@ func (d *deliverer) try(ctx context.Context) {
 	if !ok || !st.idle {
 		return
 	}
-	waited := time.Since(d.pending.since)
 	if err := d.h.inject(ctx, line, func() bool { return d.idle(ctx) }); err != nil {
 		d.lg.Printf("event line not typed: %v", err)
 		return
 	}
+	waited := time.Since(d.pending.since)
 	d.gate.sent(time.Now())
 	d.lg.Printf("typed event line (event %d, waited %s): %s", d.pending.ev.Seq, waited.Round(time.Millisecond), line)
 	d.pending.clear()
