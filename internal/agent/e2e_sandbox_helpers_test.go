@@ -93,8 +93,16 @@ args = ["-m", "gemini-2.5-flash"]
 // hello 1 and returns the record.
 func (b *boxAccount) start(provider string, args ...string) agent.Record {
 	b.t.Helper()
+	return b.startTask(provider, []string{"native-amd64", "demo", "hello", "1"}, args...)
+}
+
+// startTask runs `stemctl agent start` for provider on a task (PROFILE
+// SERIES CARD TASK) and returns the record.
+func (b *boxAccount) startTask(provider string, task []string, args ...string) agent.Record {
+	b.t.Helper()
 	var rec agent.Record
-	r, err := b.runEnv(b.env, append([]string{"agent", "start", provider, "native-amd64", "demo", "hello", "1", "--json"}, args...)...)
+	argv := append(append([]string{"agent", "start", provider}, task...), "--json")
+	r, err := b.runEnv(b.env, append(argv, args...)...)
 	if err != nil || r.Code != 0 {
 		b.t.Fatalf("agent start %s: exit %d %v\n%s\n%s", provider, r.Code, err, r.Stdout, r.Stderr)
 	}
