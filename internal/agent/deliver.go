@@ -43,6 +43,7 @@ type deliverer struct {
 	lastShown  string    // the waiting state last reported
 	lastScreen time.Time // when the screen was last read
 	lastErr    string    // the last error reading it, logged once
+	retryAt    time.Time // no new attempt to read it before this
 }
 
 // run delivers until ctx ends.
@@ -152,12 +153,16 @@ func (d *deliverer) watchWaiting(ctx context.Context) {
 // screen reads and classifies the agent's window.
 func (d *deliverer) screen(ctx context.Context) (screenState, bool) {
 	t := time.Now()
+	if t.Before(d.retryAt) {
+		return screenState{}, false
+	}
 	text, err := d.capture(ctx)
 	if err != nil {
 		if msg := err.Error(); msg != d.lastErr {
 			d.lastErr = msg
 			d.lg.Printf("read the agent's window: %v", err)
 		}
+		d.retryAt = time.Now().Add(time.Second)
 		return screenState{}, false
 	}
 	d.lastScreen, d.lastErr = t, ""

@@ -204,8 +204,9 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 	}
 	saveState()
 	waitingCh := make(chan string, 1)
-	if box != nil {
-		// Session events reach the model as lines typed at idle moments.
+	if _, known := screens[spec.Adapter]; box != nil && known {
+		// Session events reach the model as lines typed at idle moments
+		// (a custom CLI's screen is unknown: it gets none).
 		dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
 		defer dcancel()
 		evs := make(chan SessionEvent, 64)
