@@ -100,3 +100,11 @@ func TestGate(t *testing.T) {
 		t.Fatalf("held after the student's key: %s", why)
 	}
 }
+
+func TestOnlyFocus(t *testing.T) {
+	for in, want := range map[string]bool{"\x1b[I": true, "\x1b[O\x1b[I": true, "": false, "a": false, "\x1b[Ia": false, "\x1b[A": false, "\x1b[": false} {
+		if got := onlyFocus([]byte(in)); got != want {
+			t.Errorf("onlyFocus(%q) = %v", in, got)
+		}
+	}
+}

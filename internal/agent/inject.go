@@ -10,9 +10,11 @@ import (
 // first, so a line being typed (inject holds inMu) is not followed by
 // another while the student types.
 func (h *hub) input(p []byte) {
-	h.mu.Lock()
-	h.lastKey = time.Now()
-	h.mu.Unlock()
+	if !onlyFocus(p) {
+		h.mu.Lock()
+		h.lastKey = time.Now()
+		h.mu.Unlock()
+	}
 	h.inMu.Lock()
 	defer h.inMu.Unlock()
 	h.mu.Lock()
@@ -79,4 +81,20 @@ func (h *hub) inject(ctx context.Context, line string, idle func() bool) error {
 	}
 	_, err := t.Write([]byte("\r"))
 	return err
+}
+
+// onlyFocus reports whether p is nothing but focus reports (ESC [ I and
+// ESC [ O, which tmux sends a CLI that asked for them when the student
+// enters or leaves its window): not keys of the student's.
+func onlyFocus(p []byte) bool {
+	if len(p) == 0 {
+		return false
+	}
+	for len(p) > 0 {
+		if len(p) < 3 || p[0] != 0x1b || p[1] != '[' || (p[2] != 'I' && p[2] != 'O') {
+			return false
+		}
+		p = p[3:]
+	}
+	return true
 }
