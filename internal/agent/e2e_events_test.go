@@ -71,6 +71,7 @@ func TestEventsReachTheModel(t *testing.T) {
 			b.eventReaches(st, rec, s, "gdb_stopped", agent.EventPrefix+" gdb stopped: breakpoint-hit in count_words at words.c:", func() {
 				b.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")
 			})
+			t.Logf("supervisor log:\n%s", readFile(rec.Log))
 		})
 	}
 }
