@@ -351,6 +351,13 @@ func TestContextMarkdownAndJSON(t *testing.T) {
 			t.Errorf("context.md lacks %q", want)
 		}
 	}
+	if strings.Contains(md, EventPrefix) {
+		t.Errorf("context.md explains event lines to an agent that gets none")
+	}
+	c.Agent.EventLines = true
+	if md := c.Markdown(); !strings.Contains(md, "`"+EventPrefix+"`: a note from stem about the session, not the student's words") {
+		t.Errorf("context.md does not explain the event lines:\n%s", md)
+	}
 	data, _ := json.Marshal(c)
 	var back Context
 	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back.Sockets, c.Sockets) {

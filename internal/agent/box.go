@@ -89,7 +89,8 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 		}
 	}
-	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true},
+	_, lines := screens[p.Adapter]
+	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true, EventLines: lines},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
 	s := Session{
 		ID: id, Provider: p, Binary: prog, Level: req.Level.String(), Instance: rec.Instance,

@@ -32,6 +32,8 @@ type boxAccount struct {
 	*account
 	ms  *modelserver.Server
 	env []string // the caller's environment: keys and base URLs
+	// last is the request eventReaches found last.
+	last modelserver.Request
 }
 
 func newBoxAccount(t *testing.T, script ...modelserver.Step) *boxAccount {
@@ -91,8 +93,16 @@ args = ["-m", "gemini-2.5-flash"]
 // hello 1 and returns the record.
 func (b *boxAccount) start(provider string, args ...string) agent.Record {
 	b.t.Helper()
+	return b.startTask(provider, []string{"native-amd64", "demo", "hello", "1"}, args...)
+}
+
+// startTask runs `stemctl agent start` for provider on a task (PROFILE
+// SERIES CARD TASK) and returns the record.
+func (b *boxAccount) startTask(provider string, task []string, args ...string) agent.Record {
+	b.t.Helper()
 	var rec agent.Record
-	r, err := b.runEnv(b.env, append([]string{"agent", "start", provider, "native-amd64", "demo", "hello", "1", "--json"}, args...)...)
+	argv := append(append([]string{"agent", "start", provider}, task...), "--json")
+	r, err := b.runEnv(b.env, append(argv, args...)...)
 	if err != nil || r.Code != 0 {
 		b.t.Fatalf("agent start %s: exit %d %v\n%s\n%s", provider, r.Code, err, r.Stdout, r.Stderr)
 	}
@@ -107,8 +117,6 @@ func (b *boxAccount) start(provider string, args ...string) agent.Record {
 // tools.
 func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) modelserver.Request {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	b.waitReady(st, rec)
 	// A CLI may ask the model before its MCP servers are connected; the
 	// model then answers that the tool is not offered yet, and the
@@ -117,8 +125,19 @@ func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) mode
 		seen := len(b.ms.Requests())
 		b.tmux(st, "send-keys", "-t", rec.Pane, "-l", text)
 		b.waitPane(st, rec.Pane, text, 10*time.Second)
-		b.tmux(st, "send-keys", "-t", rec.Pane, "Enter")
-		req, err := b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
+		var req modelserver.Request
+		var err error
+		for tries := 0; tries < 4; tries++ {
+			// Gemini CLI sometimes drops an Enter that comes while it
+			// finishes starting: the line stays in its input.
+			b.tmux(st, "send-keys", "-t", rec.Pane, "Enter")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			req, err = b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
+			cancel()
+			if err == nil {
+				break
+			}
+		}
 		if err != nil {
 			b.t.Fatalf("%s sent the model no request with tools: %v\nits window:\n%s\nsupervisor log:\n%s", rec.Provider, err, b.capture(st, rec.Pane), readFile(rec.Log))
 		}

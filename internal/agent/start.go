@@ -218,7 +218,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 // in the student's tmux and waits until the provider runs.
 func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), rec registry.Record) (_ Record, err error) {
 	r := p.Record
-	spec := Spec{ID: r.ID, Provider: r.Provider, Instance: r.Instance, Argv: p.Launch.Argv, Env: p.Launch.Env,
+	spec := Spec{ID: r.ID, Provider: r.Provider, Adapter: r.Adapter, Instance: r.Instance, Argv: p.Launch.Argv, Env: p.Launch.Env,
 		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second, Sandbox: p.Box}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {

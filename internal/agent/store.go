@@ -65,6 +65,9 @@ type Status struct {
 	Record
 	Running bool   `json:"running"`
 	Problem string `json:"problem,omitempty"`
+	// Waiting says what the CLI asks its user (a first-run dialog, a
+	// permission prompt), as its supervisor read it from the window.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Store is the set of agent directories of one account.
@@ -237,6 +240,8 @@ func (s Store) List(prune bool) ([]Status, error) {
 					st.Problem = "ending: " + ss.Stopping
 				case ss.Windows == 0:
 					st.Problem = "ending: its window was closed (it gets a few seconds in case one comes back)"
+				default:
+					st.Waiting = ss.Waiting
 				}
 			}
 		}

@@ -29,8 +29,11 @@ import (
 // environment it adds to its own (the caller's, inherited) is listed here;
 // the caller's own variables, credentials included, are never written down.
 type Spec struct {
-	ID       string            `json:"id"`
-	Provider string            `json:"provider"`
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
+	// Adapter is the provider's adapter (claude, codex, gemini, custom):
+	// it says how the CLI's screen shows that it is idle.
+	Adapter  string            `json:"adapter,omitempty"`
 	Instance string            `json:"instance"`
 	Argv     []string          `json:"argv"`
 	Env      map[string]string `json:"env"`
@@ -192,14 +195,26 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 		ready = nil
 	}
 
-	stopping := ""
+	stopping, waiting := "", ""
 	saveState := func() {
-		st := State{Windows: h.count(), Since: time.Now().UTC(), Stopping: stopping}
+		st := State{Windows: h.count(), Since: time.Now().UTC(), Stopping: stopping, Waiting: waiting}
 		if err := writeState(dir, st); err != nil {
 			lg.Printf("write %s: %v", StateFile, err)
 		}
 	}
 	saveState()
+	waitingCh := make(chan string, 1)
+	if _, known := screens[spec.Adapter]; box != nil && known {
+		// Session events reach the model as lines typed at idle moments
+		// (a custom CLI's screen is unknown: it gets none).
+		dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer dcancel()
+		evs := make(chan SessionEvent, 64)
+		go feedEvents(dctx, spec.Sandbox.MCP, os.Environ(), evs, logw, lg)
+		d := &deliverer{h: h, adapter: spec.Adapter, dir: dir, sock: filepath.Join(filepath.Dir(spec.Socket), sockets.TmuxSocket),
+			lg: lg, events: evs, waiting: waitingCh}
+		go d.run(dctx)
+	}
 	var escalate <-chan time.Time
 	var escalations int
 	stop := func(why string) {
@@ -224,6 +239,12 @@ wait:
 		select {
 		case ex = <-exited:
 			break wait
+		case w := <-waitingCh:
+			waiting = w
+			lg.Printf("state: waiting %q", w)
+			if stopping == "" {
+				saveState()
+			}
 		case s := <-sigs:
 			stop(fmt.Sprintf("stemctl agent stop (%v)", s))
 		case <-ctx.Done():
@@ -294,6 +315,9 @@ type State struct {
 	Since   time.Time `json:"since"`
 	// Stopping says why the supervisor is ending the agent.
 	Stopping string `json:"stopping,omitempty"`
+	// Waiting says what the CLI asks its user (a first-run dialog, a
+	// permission prompt), read from its window; "" when it does not.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // StateFile is the supervisor's state in the agent directory.
@@ -333,12 +357,19 @@ type hub struct {
 	first  chan *relayConn
 	change chan struct{}
 
+	// inMu orders writes to the agent's input: the student's keys and
+	// the event lines typed between them (see inject).
+	inMu sync.Mutex
+
 	mu         sync.Mutex
 	relays     map[*relayConn]bool
 	term       terminal
 	rows, cols int
 	started    bool
 	sentFirst  bool
+	// lastKey is when a window last sent keys, lastOutput when the agent
+	// last wrote to its terminal.
+	lastKey, lastOutput time.Time
 }
 
 type relayConn struct {
@@ -438,12 +469,7 @@ func (h *hub) serve(c net.Conn) {
 		}
 		switch typ {
 		case ptyproto.Data:
-			h.mu.Lock()
-			f := h.term
-			h.mu.Unlock()
-			if f != nil {
-				f.Write(p)
-			}
+			h.input(p)
 		case ptyproto.Size:
 			if rows, cols, err := ptyproto.ParseSize(p); err == nil {
 				h.resize(rows, cols, false)
@@ -477,6 +503,7 @@ func (h *hub) pump(ptmx io.Reader) {
 		n, err := ptmx.Read(buf)
 		if n > 0 {
 			h.mu.Lock()
+			h.lastOutput = time.Now()
 			rs := make([]*relayConn, 0, len(h.relays))
 			for r := range h.relays {
 				rs = append(rs, r)

@@ -3,6 +3,7 @@ package modelserver
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -31,6 +32,11 @@ func (s *Server) anthropic(w http.ResponseWriter, req *http.Request, body []byte
 		r.Tools = append(r.Tools, t.Name)
 	}
 	for _, m := range in.Messages {
+		if m.Role == "user" {
+			if t := userText(m.Content); t != "" {
+				r.Prompt = t
+			}
+		}
 		parts, _ := m.Content.([]any)
 		for _, p := range parts {
 			pm, _ := p.(map[string]any)
@@ -84,4 +90,22 @@ func (s *Server) anthropic(w http.ResponseWriter, req *http.Request, body []byte
 	e.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": 5}})
 	e.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// userText is the text of a user message's content: a string, or its
+// text parts (tool results left out).
+func userText(c any) string {
+	if s, ok := c.(string); ok {
+		return s
+	}
+	parts, _ := c.([]any)
+	var out []string
+	for _, p := range parts {
+		if pm, ok := p.(map[string]any); ok && (pm["type"] == "text" || pm["type"] == "input_text") {
+			if t, ok := pm["text"].(string); ok {
+				out = append(out, t)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

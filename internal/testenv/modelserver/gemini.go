@@ -39,6 +39,17 @@ func (s *Server) gemini(w http.ResponseWriter, req *http.Request, body []byte) {
 		}
 	}
 	for _, c := range in.Contents {
+		if c.Role == "user" {
+			var texts []string
+			for _, p := range c.Parts {
+				if t, ok := p["text"].(string); ok {
+					texts = append(texts, t)
+				}
+			}
+			if len(texts) > 0 {
+				r.Prompt = strings.Join(texts, "\n")
+			}
+		}
 		for _, p := range c.Parts {
 			fr, ok := p["functionResponse"].(map[string]any)
 			if !ok {

@@ -79,6 +79,9 @@ type Request struct {
 	Tools []string
 	// System is the system / developer text the request carried.
 	System string
+	// Prompt is the text of the last user message (what the user typed,
+	// or what was typed for them), without tool results.
+	Prompt string
 	// Results are the tool results in the request (the whole history: the
 	// CLIs resend it every turn).
 	Results []ToolResult

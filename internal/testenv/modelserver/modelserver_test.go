@@ -135,3 +135,29 @@ func TestMatchTool(t *testing.T) {
 		}
 	}
 }
+
+// Prompt is the last user message's text in each API, tool results left
+// out.
+func TestPrompt(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	post(t, s, "/v1/messages", `{"model":"m","tools":[{"name":"x"}],"messages":[{"role":"user","content":"first"},
+		{"role":"assistant","content":"ok"},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"R"},{"type":"text","text":"[stem event] one"}]}]}`)
+	post(t, s, "/v1/responses", `{"model":"m","tools":[{"type":"function","name":"x"}],"input":[
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"first"}]},
+		{"type":"function_call_output","call_id":"c","output":"R"},
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"[stem event] two"}]}]}`)
+	post(t, s, "/v1beta/models/g:generateContent", `{"tools":[{"functionDeclarations":[{"name":"x"}]}],"contents":[
+		{"role":"user","parts":[{"text":"first"}]},{"role":"model","parts":[{"text":"ok"}]},
+		{"role":"user","parts":[{"functionResponse":{"name":"x","response":{"output":"R"}}}]},
+		{"role":"user","parts":[{"text":"[stem event] three"}]}]}`)
+	reqs := s.Requests()
+	for i, want := range []string{"[stem event] one", "[stem event] two", "[stem event] three"} {
+		if reqs[i].Prompt != want {
+			t.Errorf("request %d (%s): prompt %q, want %q", i, reqs[i].API, reqs[i].Prompt, want)
+		}
+	}
+}

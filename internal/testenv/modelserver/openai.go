@@ -68,6 +68,11 @@ func (s *Server) openai(w http.ResponseWriter, req *http.Request, body []byte) {
 			if it["role"] == "developer" || it["role"] == "system" {
 				r.System += "\n" + textOf(it["content"])
 			}
+			if it["role"] == "user" {
+				if t := userText(it["content"]); t != "" {
+					r.Prompt = t
+				}
+			}
 		}
 	}
 	step, st, name := s.take(r.Tools)

@@ -33,7 +33,9 @@ per instance: the provider, the access level of its stem-mcp, where its terminal
 (a window of the student's tmux, or the terminal that ran --here), and since when.
 An agent that is ending (its window was closed, its container stopped, removed or
 re-created) says so instead of where it is; agents whose process has ended are
-cleaned up on the way.`,
+cleaned up on the way. An agent whose CLI waits for its user (a first-run dialog,
+a permission prompt, as read from its window) says "WAITS FOR YOU" and what it asks
+("waiting" in --json).`,
 		Example: `  stemctl agent list
   stemctl agent list --instance hazard3-sim-inf-bss-t4 --json`,
 		Args: cobra.NoArgs,
@@ -87,6 +89,8 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		if s.Problem != "" {
 			where = s.Problem
+		} else if s.Waiting != "" {
+			where += ", WAITS FOR YOU: " + s.Waiting
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Instance, s.Provider, s.Level, where, agentutil.Since(s.Started, opts.Now()))
 	}

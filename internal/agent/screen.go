@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"regexp"
+	"strings"
+)
+
+// screenState is what the agent's window shows, read from its text.
+type screenState struct {
+	// idle: the CLI shows its empty input, no turn running, no dialog.
+	idle bool
+	// busy: a turn is running (the CLI offers to interrupt it).
+	busy bool
+	// waiting names what the CLI asks its user (a dialog, a permission
+	// prompt), or "".
+	waiting string
+	// asked is the window's line that showed it (for the log).
+	asked string
+}
+
+// cliScreen is how one adapter's CLI shows its states.
+type cliScreen struct {
+	// ready matches only when the input is shown and empty.
+	ready *regexp.Regexp
+	// busy shows while a turn runs.
+	busy []string
+}
+
+// screens per adapter, as seen with Claude Code 2.1, Codex 0.169 and
+// Gemini CLI 0.61 in the agent's window. A custom CLI has none: nothing
+// is typed into it.
+var screens = map[string]cliScreen{
+	// Claude Code: an empty "❯" line between two rules.
+	"claude": {ready: regexp.MustCompile(`(?m)^─{8,}[ \t]*\n❯[ \t\x{a0}]*\n─{8,}`), busy: []string{"esc to interrupt"}},
+	"codex":  {ready: regexp.MustCompile(`\? for shortcuts`), busy: []string{"esc to interrupt"}},
+	"gemini": {ready: regexp.MustCompile(`Type your message`), busy: []string{"esc to cancel"}},
+}
+
+// dialogs are the questions the CLIs put to their user: first-run
+// dialogs and permission prompts. The first match names the state.
+var dialogs = []struct {
+	re   *regexp.Regexp
+	what string
+}{
+	{regexp.MustCompile(`(?i)do you trust|trust (the files|this folder|the contents)`), "asks whether to trust the folder"},
+	{regexp.MustCompile(`(?i)detected a custom api key|use this api key`), "asks whether to use the API key"},
+	{regexp.MustCompile(`(?i)choose the text style|select login method|sign in with|log ?in with|how would you like to authenticate`), "a first-run dialog (theme, login)"},
+	{regexp.MustCompile(`(?i)do you want to (proceed|make this edit|allow|run|create|use)|would you like to (run|make|apply|allow)|allow execution|apply this change|permission to|approve this|waiting for (user )?(confirmation|approval)`), "asks permission"},
+	{regexp.MustCompile(`(?m)^[\s│|>❯●›]*1\. (Yes|Allow|Trust)`), "a question with choices"},
+	{regexp.MustCompile(`(?i)press enter to (continue|confirm)|enter to confirm`), "a question (Enter to confirm)"},
+}
+
+// classify reads the agent window's text for the adapter's CLI.
+func classify(adapter, text string) screenState {
+	var st screenState
+	for _, d := range dialogs {
+		if loc := d.re.FindStringIndex(text); loc != nil {
+			st.waiting = d.what
+			start := strings.LastIndexByte(text[:loc[0]], '\n') + 1
+			end := strings.IndexByte(text[loc[0]:], '\n')
+			if end < 0 {
+				end = len(text) - loc[0]
+			}
+			st.asked = strings.TrimSpace(text[start : loc[0]+end])
+			break
+		}
+	}
+	sc, ok := screens[adapter]
+	if !ok {
+		return st
+	}
+	for _, b := range sc.busy {
+		if strings.Contains(text, b) {
+			st.busy = true
+		}
+	}
+	st.idle = sc.ready.MatchString(text) && !st.busy && st.waiting == ""
+	return st
+}

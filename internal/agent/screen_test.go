@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+)
+
+// Claude Code 2.1.328's window in the sandbox (captured by the e2e test).
+const claudeIdle = ` ▐▛███▛█   Claude Code v2.1.328
+▝▜██████▀  Opus 5.5 · API Usage Billing
+
+❯ hello
+
+● stem-ready
+
+✻ Crunched for 0s · done 6:36 AM
+
+────────────────────────────────────────────────────────────────────────────────
+❯
+────────────────────────────────────────────────────────────────────────────────
+  ⏵⏵ auto mode on (shift+tab to cycle)`
+
+func TestClassify(t *testing.T) {
+	typed := strings.Replace(claudeIdle, "\n❯\n───", "\n❯ half a sentence\n───", 1)
+	busy := strings.Replace(claudeIdle, "✻ Crunched for 0s · done 6:36 AM", "✻ Thinking… (3s · esc to interrupt)", 1)
+	trust := "Do you trust the files in this folder?\n\n❯ 1. Yes, proceed\n  2. No, exit\n\nEnter to confirm · Esc to exit"
+	perm := claudeIdle + "\n Do you want to proceed?\n ❯ 1. Yes\n   2. No"
+	for _, c := range []struct {
+		name, adapter, text string
+		idle, busy          bool
+		waiting             string
+	}{
+		{"claude idle", "claude", claudeIdle, true, false, ""},
+		{"claude input not empty", "claude", typed, false, false, ""},
+		{"claude turn running", "claude", busy, false, true, ""},
+		{"claude trust dialog", "claude", trust, false, false, "asks whether to trust the folder"},
+		{"claude permission", "claude", perm, false, false, "asks permission"},
+		{"gemini idle", "gemini", "────\n >   Type your message or @path/to/file\n────", true, false, ""},
+		{"gemini busy", "gemini", "⠏ Thinking (esc to cancel, 2s)\n >   Type your message or @path/to/file", false, true, ""},
+		{"gemini asks", "gemini", "Allow execution of MCP tool \"pane_list\" from server \"stem\"?\n● 1. Allow once\n  2. Allow always\n >   Type your message", false, false, "asks permission"},
+		{"codex idle", "codex", "› Ask Codex to do anything\n\n  ? for shortcuts", true, false, ""},
+		{"codex working", "codex", "• Working (2s • esc to interrupt)\n\n  ? for shortcuts", false, true, ""},
+		{"custom never idle", "custom", claudeIdle, false, false, ""},
+	} {
+		st := classify(c.adapter, c.text)
+		if st.idle != c.idle || st.busy != c.busy || st.waiting != c.waiting {
+			t.Errorf("%s: %+v, want idle=%v busy=%v waiting=%q", c.name, st, c.idle, c.busy, c.waiting)
+		}
+	}
+}
