@@ -191,10 +191,10 @@ func codexLaunch(s Session) (Launch, error) {
 		"-c", key+".command="+mcpconfig.TOMLString(s.Server.Command),
 		"-c", key+".args="+mcpconfig.TOMLArray(s.Server.Args),
 		"-c", key+".env="+mcpconfig.TOMLInline(s.Server.Env),
-		// gdb run control waits up to 35 s and task_action builds up to
-		// 120 s; Codex's default tool timeout is shorter.
+		// task_action and pane_run may take up to 10 minutes; Codex's
+		// default tool timeout is much shorter.
 		"-c", key+".startup_timeout_sec=30",
-		"-c", key+".tool_timeout_sec=180",
+		"-c", fmt.Sprintf("%s.tool_timeout_sec=%d", key, int(mcpconfig.ToolTimeout.Seconds())),
 		"-c", "developer_instructions="+mcpconfig.TOMLString(s.Context),
 	)
 	if s.ownEditsOff() {
@@ -286,7 +286,8 @@ func geminiServer(e mcpconfig.Entry, trusted bool) map[string]any {
 	if args == nil {
 		args = []string{}
 	}
-	m := map[string]any{"command": e.Command, "args": args}
+	// Gemini's default tool timeout (10 minutes) is the longest call's.
+	m := map[string]any{"command": e.Command, "args": args, "timeout": mcpconfig.ToolTimeout.Milliseconds()}
 	if trusted {
 		m["trust"] = true
 	}

@@ -101,7 +101,7 @@ func TestCodexCommandLine(t *testing.T) {
 		"-c", `mcp_servers.stem.args=["serve", "--level", "assist", "--instance", "hazard3-sim-inf-bss-t4"]`,
 		"-c", `mcp_servers.stem.env={ HOME = "/home/ala", XDG_RUNTIME_DIR = "/run/user/1000" }`,
 		"-c", "mcp_servers.stem.startup_timeout_sec=30",
-		"-c", "mcp_servers.stem.tool_timeout_sec=180",
+		"-c", "mcp_servers.stem.tool_timeout_sec=660",
 		"-c", `developer_instructions="# stem context\nquote \" backslash \\ tab \t ünïcödé <&> $(echo no) ` + "`no`" + `\n"`,
 		"--model", "m1", "--", "hello there",
 	}
@@ -221,7 +221,8 @@ func TestGeminiCommandLineEnvAndFiles(t *testing.T) {
       "env": {
         "HOME": "/home/ala",
         "XDG_RUNTIME_DIR": "/run/user/1000"
-      }
+      },
+      "timeout": 660000
     }
   }
 }

@@ -260,11 +260,27 @@ func sortedTools(l mcpserver.Level) []string {
 
 func (r *cliRig) contextMark() string { return "(agent " + r.p.Record.ID + ")" }
 
+// Codex at observe (read-only sandbox) and full: `codex mcp list` reads
+// the server from stem's -c options, and the first request offers the
+// model exactly the level's stem tools (none dropped, none rejected).
 func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
-	r := newCLIRig(t, "codex", mcpserver.Observe)
+	for _, level := range []mcpserver.Level{mcpserver.Observe, mcpserver.Full} {
+		t.Run(level.String(), func(t *testing.T) { testCodex(t, level) })
+	}
+}
+
+func testCodex(t *testing.T, level mcpserver.Level) {
+	r := newCLIRig(t, "codex", level)
 	argv := r.p.Launch.Argv
+	if sandboxed := slices.Contains(argv, "--sandbox"); sandboxed != (level == mcpserver.Observe) {
+		t.Fatalf("%s: codex's argv %q (--sandbox read-only only below assist)", level, argv)
+	}
 	// The -c options precede everything else of stem's.
-	opts := argv[1:slices.Index(argv, "--sandbox")]
+	end := 1
+	for end+1 < len(argv) && argv[end] == "-c" {
+		end += 2
+	}
+	opts := argv[1:end]
 	var got []struct {
 		Name      string `json:"name"`
 		Enabled   bool   `json:"enabled"`
@@ -283,11 +299,11 @@ func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
 		t.Fatalf("codex mcp list: %s", out)
 	}
 	srv := r.p.Record.MCP
-	if got[0].Transport.Command != srv.Command || !slices.Equal(got[0].Transport.Args, srv.Args) || got[0].Transport.Env["XDG_RUNTIME_DIR"] != srv.Env["XDG_RUNTIME_DIR"] || got[0].ToolTimeout != 180 {
+	if got[0].Transport.Command != srv.Command || !slices.Equal(got[0].Transport.Args, srv.Args) || got[0].Transport.Env["XDG_RUNTIME_DIR"] != srv.Env["XDG_RUNTIME_DIR"] || got[0].ToolTimeout != 660 {
 		t.Fatalf("codex read %+v, want %v", got[0], srv)
 	}
 	table := r.run(t, append(append([]string{argv[0]}, opts...), "mcp", "list"))
-	if !regexp.MustCompile(`(?m)^stem\s+` + regexp.QuoteMeta(srv.Command) + `\s+serve --level observe --instance hazard3-sim-inf-bss-t4 --agent [0-9a-f]{6}\s`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^stem\s+` + regexp.QuoteMeta(srv.Command) + `\s+serve --level ` + level.String() + ` --instance hazard3-sim-inf-bss-t4 --agent [0-9a-f]{6}\s`).MatchString(table) {
 		t.Fatalf("codex mcp list:\n%s", table)
 	}
 
@@ -318,8 +334,8 @@ func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := sortedTools(mcpserver.Observe); !slices.Equal(names, want) {
-		t.Fatalf("codex offered the model stem tools %v, want the observe set %v", names, want)
+	if want := sortedTools(level); !slices.Equal(names, want) {
+		t.Fatalf("codex offered the model stem tools %v, want the %s set %v", names, level, want)
 	}
 	if !bytes.Contains(body, []byte(r.contextMark())) {
 		t.Fatalf("the developer instructions (stem's context) are not in codex's request")
@@ -337,7 +353,7 @@ func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		level mcpserver.Level
 		mode  string
-	}{{mcpserver.Assist, "default"}, {mcpserver.Observe, "plan"}} {
+	}{{mcpserver.Full, "default"}, {mcpserver.Assist, "default"}, {mcpserver.Observe, "plan"}} {
 		t.Run(tc.level.String(), func(t *testing.T) {
 			r := newCLIRig(t, "claude", tc.level)
 			argv := r.p.Launch.Argv
@@ -387,7 +403,7 @@ func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
 // --approval-mode plan as is: the request is in Plan Mode (no fallback to
 // the default mode) and still offers the observe tools, all read-only.
 func TestGeminiTakesTheAdapterConfiguration(t *testing.T) {
-	for _, level := range []mcpserver.Level{mcpserver.Assist, mcpserver.Observe} {
+	for _, level := range []mcpserver.Level{mcpserver.Full, mcpserver.Assist, mcpserver.Observe} {
 		t.Run(level.String(), func(t *testing.T) { testGemini(t, level) })
 	}
 }

@@ -20,9 +20,16 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/stem-edu/stem/internal/sockets"
 )
+
+// ToolTimeout is how long the entries stem writes ask a CLI to wait for
+// one tool call: the longest call stem-mcp allows (a 10-minute task_action
+// or pane_run, and its grace) with a margin. mcpserver's tests hold every
+// tool to it.
+const ToolTimeout = 11 * time.Minute
 
 // Entry is one MCP server launched over stdio.
 type Entry struct {
