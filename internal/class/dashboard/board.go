@@ -119,3 +119,22 @@ func (b *Board) Since(v int64) ([]Tile, int64, <-chan struct{}) {
 	})
 	return out, b.version, b.changed
 }
+
+// Has says whether student has a tile.
+func (b *Board) Has(student string) bool {
+	_, ok := b.Get(student)
+	return ok
+}
+
+// Get is a copy of the student's tile.
+func (b *Board) Get(student string) (Tile, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.tiles[student]
+	if !ok {
+		return Tile{}, false
+	}
+	c := *t
+	c.Flags = append([]string{}, t.Flags...)
+	return c, true
+}

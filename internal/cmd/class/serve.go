@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,15 +103,23 @@ func RunServe(ctx context.Context, opts *ServeOptions) error {
 	board := dashboard.NewBoard(names)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	live := dashboard.NewLive(r.Students, board, dashboard.LiveOptions{
-		Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}, Every: opts.Every})
+	// One session with each student's gate, as stem-mcp class keeps: the
+	// tiles, the student page and its actions all go through it.
+	hub := class.NewHub(r.Students, class.HubOptions{Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}})
+	live := dashboard.NewLive(names, hub, board, dashboard.LiveOptions{Every: opts.Every, Timeout: opts.Timeout})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		live.Run(ctx)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); hub.Run(ctx) }()
+		go func() { defer wg.Done(); live.Run(ctx) }()
+		wg.Wait()
 	}()
+	handler := dashboard.NewServer(board, token, r.Name)
+	handler.Students = hub
 	// Streams end with ctx: Shutdown does not wait for them.
-	srv := &http.Server{Handler: dashboard.NewServer(board, token, r.Name), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
 	ios := opts.F.IOStreams
