@@ -123,10 +123,10 @@ func studentFake() *fakeSource {
 		{"id":"%0","window_index":0,"window_name":"edit","command":"nvim","active":true,"window_active":false},
 		{"id":"%3","window_index":1,"window_name":"<b>sh</b>","command":"bash","active":true,"window_active":true,"stem_allow":"1","title":"<img src=/canary>"}]}`}
 	f.answers["pane_capture"] = []string{`{"pane":"%3"}`, hostile + "\nPANE-TEXT-42"}
-	f.answers["nvim_status"] = []string{`{"status":{"mode":"n","buffer":2,"line":3,"file":"/card/t1/words.c","buffers":[{"number":2,"name":"/card/t1/words.c","modified":true}]}}`}
+	f.answers["nvim_status"] = []string{`{"status":{"mode":"n","buffer":2,"line":3,"file":{"text":"/card/t1/words.c"},"buffers":[{"number":2,"name":{"text":"/card/t1/words.c"},"modified":true}]}}`}
 	f.answers["nvim_buffer_read"] = []string{`{"buffer":2,"first":1,"count":4,"total":4}`,
 		"1\t#include <stdio.h>\n2\tint words(const char *s) {\n3\t\tfor (i = 0; i <= n; i++) /* <script>fetch('/canary')</script> */\n4\t}\n"}
-	f.answers["nvim_diagnostics"] = []string{`{"diagnostics":{"items":[{"buffer":2,"line":3,"severity":"ERROR","message":"use of undeclared identifier 'i' <img src=/canary>"}],"total":1}}`}
+	f.answers["nvim_diagnostics"] = []string{`{"diagnostics":{"items":[{"buffer":2,"line":3,"severity":"ERROR","message":{"text":"use of undeclared identifier 'i' <img src=/canary>"}}],"total":1}}`}
 	f.answers["gdb_status"] = []string{`{"state":"no-debugger","message":"gdb is not running"}`}
 	f.events = []class.Event{
 		{Seq: 1, Student: "s1", Type: "build_failed", Action: "build", Time: time.Now()},

@@ -231,9 +231,16 @@ type nvimStatus struct {
 	} `json:"status"`
 }
 
-// rawText is a nvim Text value as a string (a JSON string, or whatever
-// else it was, shown as its JSON).
+// rawText is a nvim.Text value ({"text": ..., "raw": ...}) as its
+// readable string; a plain JSON string is taken too, anything else shown
+// as its JSON.
 func rawText(raw json.RawMessage) string {
+	var t struct {
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(raw, &t) == nil && t.Text != nil {
+		return *t.Text
+	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
