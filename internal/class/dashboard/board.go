@@ -1,13 +1,19 @@
 // Package dashboard serves the class's dashboard: a local web page with
 // one tile per student (name, task, state, flags, the active pane's screen
 // with its colours, the last event), the students who need help first,
-// updated as their screens change. It is read-only.
+// updated as their screens change, and each student's page (every pane,
+// the Neovim buffer, the debugger, the events), all over the class hub's
+// forwarded student tools. Its only actions are the student page's hint
+// and keys, when the grant has those tools, confirmed on the page and
+// sent through the hub so the student's gate audits them.
 //
 // Threat model: every string on a tile came from a student's machine and
 // is hostile. The server sends it as JSON text; the page's script puts it
 // into the page only as text nodes (never as HTML), colours are classes
 // the server derives from SGR numbers, and a strict Content-Security-
-// Policy forbids inline script and style as a second line. The page is
+// Policy forbids inline script and style as a second line. An action
+// needs a custom header, JSON and the page's own origin, so another page
+// the teacher's browser opens cannot make it act. The page is
 // the teacher's view of every student's screen: it is served on loopback
 // by default and only to whoever holds the random token.
 package dashboard

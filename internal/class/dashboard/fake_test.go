@@ -38,6 +38,9 @@ func newFake() *fakeSource {
 func (f *fakeSource) Call(ctx context.Context, student, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Every call that reaches the source is recorded, refused or not:
+	// the page's own checks must stop what the grant does not allow.
+	f.calls = append(f.calls, fakeCall{student, tool, args})
 	level, ok := f.levels[student]
 	if !ok {
 		return nil, &class.RefusedError{Msg: tool + " refused: no open session with student " + student}
@@ -45,7 +48,6 @@ func (f *fakeSource) Call(ctx context.Context, student, tool string, args map[st
 	if !slices.Contains(toolsOf(level), tool) {
 		return nil, &class.RefusedError{Msg: fmt.Sprintf("%s refused: level %s", tool, level)}
 	}
-	f.calls = append(f.calls, fakeCall{student, tool, args})
 	texts, ok := f.answers[tool]
 	if !ok {
 		texts = []string{`{"ok":true}`}

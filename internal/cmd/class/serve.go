@@ -35,9 +35,13 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *ServeOptions) e
 		Short: "A live page in the browser with every student's screen, who needs help first",
 		Long: `Serve the class's dashboard: a local web page with one tile per student (name,
 task, state, flags, the active pane's screen with its colours, the last event),
-the students who may need help first, updated as their screens change. It keeps
-one SSH session open with each student's gate, as "stemctl class status" asks
-it, and is read-only: nothing on the page acts on a student's machine.
+the students who may need help first, updated as their screens change. Enter
+or a click on a tile opens the student's page: every pane, the Neovim buffer
+with its diagnostics, the debugger, the events, the agents. It keeps one SSH
+session open with each student's gate, as "stem-mcp class" does. The only
+actions are the student page's hint in Neovim and keys to a pane the student
+allows, when the student's grant has them (assist and up), each confirmed on
+the page and audited by the student's gate.
 
 The page listens on loopback (127.0.0.1, a free port) unless --listen names
 another address, and only answers whoever holds the random token in the
