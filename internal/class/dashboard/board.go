@@ -19,6 +19,7 @@
 package dashboard
 
 import (
+	"slices"
 	"sort"
 	"sync"
 )
@@ -33,9 +34,10 @@ type Tile struct {
 	Need     int      `json:"need"` // higher: sooner; sorts the grid
 	Pane     string   `json:"pane,omitempty"`
 	Screen   [][]Run  `json:"screen"`
-	Event    string   `json:"event,omitempty"` // the last event, one line
-	Error    string   `json:"error,omitempty"` // why the screen is not live
-	Version  int64    `json:"version"`         // the board's, when the tile last changed
+	Event    string   `json:"event,omitempty"`  // the last event, one line
+	Error    string   `json:"error,omitempty"`  // why the screen is not live
+	Agents   []string `json:"agents,omitempty"` // running in the instance, from the last status
+	Version  int64    `json:"version"`          // the board's, when the tile last changed
 }
 
 // Board holds every student's tile; writers Update tiles, the page's
@@ -68,6 +70,7 @@ func (b *Board) Update(student string, f func(*Tile)) {
 	}
 	t := *old
 	t.Flags = append([]string(nil), old.Flags...)
+	t.Agents = append([]string(nil), old.Agents...)
 	f(&t)
 	t.Student, t.Version = old.Student, old.Version
 	if t.Flags == nil {
@@ -85,7 +88,8 @@ func (b *Board) Update(student string, f func(*Tile)) {
 
 func equal(a, b *Tile) bool {
 	if a.Instance != b.Instance || a.Task != b.Task || a.State != b.State || a.Need != b.Need || a.Pane != b.Pane ||
-		a.Event != b.Event || a.Error != b.Error || len(a.Flags) != len(b.Flags) || len(a.Screen) != len(b.Screen) {
+		a.Event != b.Event || a.Error != b.Error || len(a.Flags) != len(b.Flags) || len(a.Screen) != len(b.Screen) ||
+		!slices.Equal(a.Agents, b.Agents) {
 		return false
 	}
 	for i := range a.Flags {
@@ -142,5 +146,6 @@ func (b *Board) Get(student string) (Tile, bool) {
 	}
 	c := *t
 	c.Flags = append([]string{}, t.Flags...)
+	c.Agents = append([]string{}, t.Agents...)
 	return c, true
 }

@@ -43,7 +43,8 @@ func TestBrowserStudentPage(t *testing.T) {
 	f := studentFake()
 	f.levels["s1"], f.levels["s2"] = "observe", "assist"
 	b := NewBoard([]string{"s1", "s2", "s3"})
-	b.Update("s1", func(t *Tile) { t.Screen, t.State = Screen("$ ls", 5, 80), "answers" })
+	row, _ := f.StatusOf(t.Context(), "s1")
+	b.Update("s1", func(t *Tile) { t.Screen, t.State, t.Agents = Screen("$ ls", 5, 80), "answers", agentLines(row) })
 	srv := NewServer(b, token, "lab")
 	srv.Students = f
 	var canary, withCookie atomic.Int32

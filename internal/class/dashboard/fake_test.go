@@ -24,6 +24,7 @@ type fakeSource struct {
 	answers map[string][]string
 	events  []class.Event
 	calls   []fakeCall
+	status  int // StatusOf calls (each a gate_status line in the audit log)
 }
 
 type fakeCall struct {
@@ -83,6 +84,9 @@ func (f *fakeSource) Grant(student string) (string, []string, bool) {
 }
 
 func (f *fakeSource) StatusOf(ctx context.Context, student string) (class.Row, error) {
+	f.mu.Lock()
+	f.status++
+	f.mu.Unlock()
 	return class.Row{Student: student, Reach: class.ReachOK, Flags: []class.Flag{},
 		Instances: []class.Instance{{Instance: "hello-1", State: "answers", Task: "demo/hello/1",
 			Agents: []class.Agent{{Provider: "claude", Level: "assist", Started: time.Now()}}}}}, nil

@@ -133,8 +133,9 @@ func (l *Live) probe(ctx context.Context, student string) {
 	for i, f := range row.Flags {
 		flags[i] = string(f)
 	}
+	agents := agentLines(row)
 	l.board.Update(student, func(t *Tile) {
-		t.State, t.Task, t.Flags, t.Need, t.Instance = state, task, flags, row.Need(), instance
+		t.State, t.Task, t.Flags, t.Need, t.Instance, t.Agents = state, task, flags, row.Need(), instance, agents
 		if row.Reach != class.ReachOK {
 			t.Error = oneLine(row.Why)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stem-edu/stem/internal/class"
 )
 
 // Bounds of the student page: everything on it came from the student's
@@ -123,7 +125,10 @@ func LookStudent(ctx context.Context, src Source, board *Board, student string) 
 	v := StudentView{Student: student, Flags: []string{}, Panes: []PaneView{}, Events: []string{}, Agents: []string{}, Audit: AuditNote,
 		Nvim: NvimView{Lines: []BufLine{}, Diagnostics: []DiagView{}, Buffers: []string{}}}
 	if t, ok := board.Get(student); ok {
-		v.Instance, v.Task, v.State, v.Flags = t.Instance, t.Task, t.State, t.Flags
+		// The agents come from the status Live asks every 15 s: asking
+		// here would write a gate_status line to the student's audit log
+		// at every refresh of the page.
+		v.Instance, v.Task, v.State, v.Flags, v.Agents = t.Instance, t.Task, t.State, t.Flags, t.Agents
 	}
 	v.Events = timeline(src, student)
 	level, tools, ok := src.Grant(student)
@@ -148,7 +153,6 @@ func LookStudent(ctx context.Context, src Source, board *Board, student string) 
 	run(func() { v.Panes, v.PaneError = lookPanes(ctx, src, student, has) })
 	run(func() { v.Nvim = lookNvim(ctx, src, student, has) })
 	run(func() { v.GDB = lookGDB(ctx, src, student, has) })
-	run(func() { v.Agents = lookAgents(ctx, src, student) })
 	wg.Wait()
 	v.Millis = time.Since(start).Milliseconds()
 	return v
@@ -368,13 +372,10 @@ func lookGDB(ctx context.Context, src Source, student string, has func(string) b
 	return v
 }
 
-// lookAgents is the agents the gate's status says run in the instance.
-func lookAgents(ctx context.Context, src Source, student string) []string {
-	out := []string{}
-	row, err := src.StatusOf(ctx, student)
-	if err != nil {
-		return out
-	}
+// agentLines are the agents the gate's status says run in the instances,
+// one line each.
+func agentLines(row class.Row) []string {
+	var out []string
 	for _, in := range row.Instances {
 		for _, a := range in.Agents {
 			line := fmt.Sprintf("%s: %s/%s", in.Instance, a.Provider, a.Level)

@@ -12,6 +12,8 @@ import (
 func newStudentTest(t *testing.T, f *fakeSource) *httptest.Server {
 	t.Helper()
 	b := NewBoard([]string{"s1", "s2", "s3"})
+	row, _ := f.StatusOf(t.Context(), "s1")
+	b.Update("s1", func(t *Tile) { t.Agents = agentLines(row) }) // as Live puts them
 	s := NewServer(b, token, "lab")
 	s.Students = f
 	srv := httptest.NewServer(s)
@@ -39,7 +41,11 @@ func TestStudentPageShowsTheSession(t *testing.T) {
 	f := studentFake()
 	f.levels["s1"] = "observe"
 	srv := newStudentTest(t, f)
+	f.status = 0
 	v := studentView(t, srv, "s1")
+	if f.status != 0 {
+		t.Errorf("reading the page asked for the status %d times (each an audit line on the student's side)", f.status)
+	}
 	if !v.Connected || v.Level != "observe" || v.Actions.Hint || v.Actions.Keys {
 		t.Fatalf("connected %v level %q actions %+v", v.Connected, v.Level, v.Actions)
 	}
