@@ -2,6 +2,7 @@ package class
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -110,4 +111,46 @@ func (h *Hub) probe(ctx context.Context, s Student) Row {
 	h.mu.Unlock()
 	close(c.done)
 	return c.row
+}
+
+// StatusOf is Overview's row for one student: over their open session
+// when there is one, otherwise a new connection (shared with the hub's
+// own probe), with the flags their events add.
+func (h *Hub) StatusOf(ctx context.Context, student string) (Row, error) {
+	var s *Student
+	for i := range h.students {
+		if h.students[i].Name == student {
+			s = &h.students[i]
+		}
+	}
+	if s == nil {
+		return Row{}, fmt.Errorf("no student %q in this class", clean(student))
+	}
+	r, ok := Row{}, false
+	if op := h.session(student); op != nil {
+		r, ok = h.overSession(ctx, *s, op)
+	}
+	if !ok {
+		r = h.probe(ctx, *s)
+	}
+	if r.Reach == ReachOK {
+		now := time.Now()
+		h.mu.Lock()
+		if w := h.work[student]; w != nil {
+			r.Work = w.at(now)
+		}
+		h.mu.Unlock()
+		r.Flags = triage(r, now)
+	}
+	return r, nil
+}
+
+// Grant is what the student's open session allows: the grant's level and
+// the tools its gate offers (sorted). ok is false without an open session.
+func (h *Hub) Grant(student string) (level string, tools []string, ok bool) {
+	op := h.session(student)
+	if op == nil {
+		return "", nil, false
+	}
+	return op.level, op.toolNames(), true
 }

@@ -1,18 +1,25 @@
 // Package dashboard serves the class's dashboard: a local web page with
 // one tile per student (name, task, state, flags, the active pane's screen
 // with its colours, the last event), the students who need help first,
-// updated as their screens change. It is read-only.
+// updated as their screens change, and each student's page (every pane,
+// the Neovim buffer, the debugger, the events), all over the class hub's
+// forwarded student tools. Its only actions are the student page's hint
+// and keys, when the grant has those tools, confirmed on the page and
+// sent through the hub so the student's gate audits them.
 //
 // Threat model: every string on a tile came from a student's machine and
 // is hostile. The server sends it as JSON text; the page's script puts it
 // into the page only as text nodes (never as HTML), colours are classes
 // the server derives from SGR numbers, and a strict Content-Security-
-// Policy forbids inline script and style as a second line. The page is
+// Policy forbids inline script and style as a second line. An action
+// needs a custom header, JSON and the page's own origin, so another page
+// the teacher's browser opens cannot make it act. The page is
 // the teacher's view of every student's screen: it is served on loopback
 // by default and only to whoever holds the random token.
 package dashboard
 
 import (
+	"slices"
 	"sort"
 	"sync"
 )
@@ -27,9 +34,10 @@ type Tile struct {
 	Need     int      `json:"need"` // higher: sooner; sorts the grid
 	Pane     string   `json:"pane,omitempty"`
 	Screen   [][]Run  `json:"screen"`
-	Event    string   `json:"event,omitempty"` // the last event, one line
-	Error    string   `json:"error,omitempty"` // why the screen is not live
-	Version  int64    `json:"version"`         // the board's, when the tile last changed
+	Event    string   `json:"event,omitempty"`  // the last event, one line
+	Error    string   `json:"error,omitempty"`  // why the screen is not live
+	Agents   []string `json:"agents,omitempty"` // running in the instance, from the last status
+	Version  int64    `json:"version"`          // the board's, when the tile last changed
 }
 
 // Board holds every student's tile; writers Update tiles, the page's
@@ -62,6 +70,7 @@ func (b *Board) Update(student string, f func(*Tile)) {
 	}
 	t := *old
 	t.Flags = append([]string(nil), old.Flags...)
+	t.Agents = append([]string(nil), old.Agents...)
 	f(&t)
 	t.Student, t.Version = old.Student, old.Version
 	if t.Flags == nil {
@@ -79,7 +88,8 @@ func (b *Board) Update(student string, f func(*Tile)) {
 
 func equal(a, b *Tile) bool {
 	if a.Instance != b.Instance || a.Task != b.Task || a.State != b.State || a.Need != b.Need || a.Pane != b.Pane ||
-		a.Event != b.Event || a.Error != b.Error || len(a.Flags) != len(b.Flags) || len(a.Screen) != len(b.Screen) {
+		a.Event != b.Event || a.Error != b.Error || len(a.Flags) != len(b.Flags) || len(a.Screen) != len(b.Screen) ||
+		!slices.Equal(a.Agents, b.Agents) {
 		return false
 	}
 	for i := range a.Flags {
@@ -118,4 +128,24 @@ func (b *Board) Since(v int64) ([]Tile, int64, <-chan struct{}) {
 		return out[i].Student < out[j].Student
 	})
 	return out, b.version, b.changed
+}
+
+// Has says whether student has a tile.
+func (b *Board) Has(student string) bool {
+	_, ok := b.Get(student)
+	return ok
+}
+
+// Get is a copy of the student's tile.
+func (b *Board) Get(student string) (Tile, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.tiles[student]
+	if !ok {
+		return Tile{}, false
+	}
+	c := *t
+	c.Flags = append([]string{}, t.Flags...)
+	c.Agents = append([]string{}, t.Agents...)
+	return c, true
 }

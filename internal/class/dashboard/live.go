@@ -2,9 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,42 +15,40 @@ const (
 	MaxCols  = 240
 )
 
+// paneRefresh: the active pane is listed again this often (the student
+// switches windows rarely; a capture is often).
+const paneRefresh = 2 * time.Second
+
 // LiveOptions configure Live.
 type LiveOptions struct {
-	class.Options               // Resolve, SSH, Timeout (per call)
-	Every         time.Duration // between two looks at a student's screen (default 500ms)
-	StatusEvery   time.Duration // between two status probes while connected (default 15s)
-	MinBackoff    time.Duration // after a failed session (default 1s), doubling
-	MaxBackoff    time.Duration // (default 30s)
+	Every       time.Duration // between two looks at a student's screen (default 500ms)
+	StatusEvery time.Duration // between two status probes (default 15s)
+	Timeout     time.Duration // per call (default class.DefaultTimeout)
 }
 
-// Live keeps one MCP session open with each student's gate and puts what
-// it sees on the board: the status probe's task, state and flags, the
-// active pane's screen with colours, the last session event.
+// Live puts what the class's open sessions see on the board: the status
+// probe's task, state and flags, the active pane's screen with colours,
+// the last session event. The sessions are the Source's (a class.Hub,
+// which connects and reconnects); Live only asks over them.
 type Live struct {
-	students []class.Student
+	students []string
+	src      Source
 	board    *Board
 	opt      LiveOptions
 }
 
 // NewLive prepares the feed; Run starts it.
-func NewLive(students []class.Student, board *Board, opt LiveOptions) *Live {
+func NewLive(students []string, src Source, board *Board, opt LiveOptions) *Live {
 	if opt.Every <= 0 {
 		opt.Every = 500 * time.Millisecond
 	}
 	if opt.StatusEvery <= 0 {
 		opt.StatusEvery = 15 * time.Second
 	}
-	if opt.MinBackoff <= 0 {
-		opt.MinBackoff = time.Second
-	}
-	if opt.MaxBackoff < opt.MinBackoff {
-		opt.MaxBackoff = max(30*time.Second, opt.MinBackoff)
-	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = class.DefaultTimeout
 	}
-	return &Live{students: students, board: board, opt: opt}
+	return &Live{students: students, src: src, board: board, opt: opt}
 }
 
 // Run feeds the board until ctx ends.
@@ -66,35 +61,64 @@ func (l *Live) Run(ctx context.Context) {
 			l.keep(ctx, s)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.events(ctx)
+	}()
 	wg.Wait()
 }
 
-// keep opens the student's session again and again, with backoff.
-func (l *Live) keep(ctx context.Context, s class.Student) {
-	backoff := l.opt.MinBackoff
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := l.session(ctx, s)
-		if ctx.Err() != nil {
-			return
+// keep looks at one student's screen every Every while their session is
+// open, and asks for their status every StatusEvery.
+func (l *Live) keep(ctx context.Context, student string) {
+	var lastStatus time.Time
+	var pane string
+	var paneAt time.Time
+	tick := time.NewTicker(l.opt.Every)
+	defer tick.Stop()
+	for {
+		if time.Since(lastStatus) >= l.opt.StatusEvery {
+			l.probe(ctx, student)
+			lastStatus = time.Now()
 		}
-		if time.Since(start) > l.opt.MaxBackoff {
-			backoff = l.opt.MinBackoff
+		if _, _, ok := l.src.Grant(student); ok {
+			cctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
+			if pane == "" || time.Since(paneAt) > paneRefresh {
+				pane, paneAt = l.active(cctx, student), time.Now()
+			}
+			if pane != "" {
+				if err := l.look(cctx, student, pane); err != nil {
+					pane = "" // the pane may be gone: list again
+				}
+			}
+			cancel()
+		} else {
+			why := "not connected yet"
+			for _, k := range l.src.Links() {
+				if k.Student == student && k.Error != "" {
+					why = k.Error
+				}
+			}
+			l.board.Update(student, func(t *Tile) { t.Error = oneLine(why) })
 		}
-		l.board.Update(s.Name, func(t *Tile) { t.Error = oneLine(err.Error()) })
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-tick.C:
 		}
-		backoff = min(2*backoff, l.opt.MaxBackoff)
 	}
 }
 
-// probe asks the student's gate for its status and puts it on the tile;
-// it returns the instance that answers ("" if none).
-func (l *Live) probe(ctx context.Context, s class.Student) (string, error) {
-	row := class.Status(ctx, []class.Student{s}, l.opt.Options)[0]
+// probe asks for the student's status and puts it on the tile.
+func (l *Live) probe(ctx context.Context, student string) {
+	ctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
+	defer cancel()
+	row, err := l.src.StatusOf(ctx, student)
+	if err != nil {
+		l.board.Update(student, func(t *Tile) { t.Error = oneLine(err.Error()) })
+		return
+	}
 	instance, state, task := "", string(row.Reach), ""
 	for _, in := range row.Instances {
 		if instance == "" || in.State == "answers" {
@@ -109,114 +133,51 @@ func (l *Live) probe(ctx context.Context, s class.Student) (string, error) {
 	for i, f := range row.Flags {
 		flags[i] = string(f)
 	}
-	l.board.Update(s.Name, func(t *Tile) {
-		t.State, t.Task, t.Flags, t.Need, t.Instance = state, task, flags, row.Need(), instance
+	agents := agentLines(row)
+	l.board.Update(student, func(t *Tile) {
+		t.State, t.Task, t.Flags, t.Need, t.Instance, t.Agents = state, task, flags, row.Need(), instance, agents
 		if row.Reach != class.ReachOK {
 			t.Error = oneLine(row.Why)
 		}
 	})
-	switch {
-	case row.Reach != class.ReachOK:
-		return "", fmt.Errorf("%s: %s", row.Reach, row.Why)
-	case instance == "":
-		return "", errors.New("no instance of this student answers (none started, or tmux and Neovim are down)")
-	}
-	return instance, nil
 }
 
-// session runs one MCP session: it looks at the active pane every Every
-// and asks for new events, until a call fails.
-func (l *Live) session(ctx context.Context, s class.Student) error {
-	instance, err := l.probe(ctx, s)
-	if err != nil {
-		return err
-	}
-	tg, _, err := l.opt.Resolve(ctx, s)
-	if err != nil {
-		return err
-	}
-	args, err := tg.Command("mcp", instance)
-	if err != nil {
-		return err
-	}
-	ssh := l.opt.SSH
-	if ssh == "" {
-		ssh = "ssh"
-	}
-	sess, err := dial(ctx, ssh, args, l.opt.Timeout)
-	if err != nil {
-		return err
-	}
-	defer sess.close()
-	l.board.Update(s.Name, func(t *Tile) { t.Error = "" })
-	var since int64
-	lastStatus := time.Now()
-	tick := time.NewTicker(l.opt.Every)
-	defer tick.Stop()
-	for {
-		cctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
-		err := l.look(cctx, s.Name, sess, &since)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if time.Since(lastStatus) > l.opt.StatusEvery {
-			if _, err := l.probe(ctx, s); err != nil {
-				return err
-			}
-			lastStatus = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+// active lists the panes and returns the active one ("" on failure, shown
+// on the tile).
+func (l *Live) active(ctx context.Context, student string) string {
+	panes, err := listPanes(ctx, l.src, student)
+	if err == nil {
+		var p string
+		if p, err = activePane(panes); err == nil {
+			return p
 		}
 	}
+	l.board.Update(student, func(t *Tile) { t.Error = oneLine(err.Error()) })
+	return ""
 }
 
-// look captures the active pane's screen and takes the new events.
-func (l *Live) look(ctx context.Context, student string, sess *session, since *int64) error {
-	pane, err := sess.activePane(ctx)
+// look captures the pane's screen.
+func (l *Live) look(ctx context.Context, student, pane string) error {
+	text, err := capture(ctx, l.src, student, pane)
 	if err != nil {
-		return err
-	}
-	text, err := sess.capture(ctx, pane)
-	if err != nil {
-		return err
-	}
-	evs, err := sess.events(ctx, *since)
-	if err != nil {
+		l.board.Update(student, func(t *Tile) { t.Error = oneLine(err.Error()) })
 		return err
 	}
 	screen := Screen(text, MaxLines, MaxCols)
-	var last string
-	for _, ev := range evs {
-		if ev.Seq > *since {
-			*since = ev.Seq
-			last = ev.line()
-		}
-	}
-	l.board.Update(student, func(t *Tile) {
-		t.Pane, t.Screen = oneLine(pane), screen
-		if last != "" {
-			t.Event = last
-		}
-	})
+	l.board.Update(student, func(t *Tile) { t.Pane, t.Screen, t.Error = oneLine(pane), screen, "" })
 	return nil
 }
 
-func oneLine(s string) string { return termtext.Line(s, 200) }
-
-// line is an event as the tile's last line says it.
-func (e event) line() string {
-	parts := []string{e.Time.Local().Format("15:04:05"), e.Type}
-	for _, p := range []string{e.Pane, e.Role, e.Action, e.Signal} {
-		if p != "" {
-			parts = append(parts, p)
+// events puts each student's last event on their tile.
+func (l *Live) events(ctx context.Context) {
+	var seq int64
+	for ctx.Err() == nil {
+		for _, e := range l.src.Since(ctx, seq, 30*time.Second) {
+			seq = max(seq, e.Seq)
+			line := eventLine(e)
+			l.board.Update(e.Student, func(t *Tile) { t.Event = line })
 		}
 	}
-	if e.ExitCode != nil {
-		parts = append(parts, fmt.Sprintf("exit %d", *e.ExitCode))
-	}
-	return oneLine(strings.Join(parts, " "))
 }
+
+func oneLine(s string) string { return termtext.Line(s, 200) }

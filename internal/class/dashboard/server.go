@@ -42,7 +42,10 @@ type Server struct {
 	MinGap time.Duration
 	// Keepalive is how often an idle stream gets a comment (default 15s).
 	Keepalive time.Duration
-	mux       *http.ServeMux
+	// Students are the class's open sessions: the student page and its
+	// actions go through them (nil: no student page).
+	Students Source
+	mux      *http.ServeMux
 }
 
 // NewServer serves board to whoever presents token.
@@ -56,6 +59,9 @@ func NewServer(board *Board, token, class string) *Server {
 	s.mux.HandleFunc("GET /palette.css", palette)
 	s.mux.HandleFunc("GET /events", s.events)
 	s.mux.HandleFunc("GET /tiles", s.tiles)
+	s.mux.HandleFunc("GET /student/{name}", s.studentPage)
+	s.mux.HandleFunc("POST /student/{name}/hint", s.hint)
+	s.mux.HandleFunc("POST /student/{name}/keys", s.keys)
 	return s
 }
 

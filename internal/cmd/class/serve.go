@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,9 +35,13 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *ServeOptions) e
 		Short: "A live page in the browser with every student's screen, who needs help first",
 		Long: `Serve the class's dashboard: a local web page with one tile per student (name,
 task, state, flags, the active pane's screen with its colours, the last event),
-the students who may need help first, updated as their screens change. It keeps
-one SSH session open with each student's gate, as "stemctl class status" asks
-it, and is read-only: nothing on the page acts on a student's machine.
+the students who may need help first, updated as their screens change. Enter
+or a click on a tile opens the student's page: every pane, the Neovim buffer
+with its diagnostics, the debugger, the events, the agents. It keeps one SSH
+session open with each student's gate, as "stem-mcp class" does. The only
+actions are the student page's hint in Neovim and keys to a pane the student
+allows, when the student's grant has them (assist and up), each confirmed on
+the page and audited by the student's gate.
 
 The page listens on loopback (127.0.0.1, a free port) unless --listen names
 another address, and only answers whoever holds the random token in the
@@ -102,15 +107,23 @@ func RunServe(ctx context.Context, opts *ServeOptions) error {
 	board := dashboard.NewBoard(names)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	live := dashboard.NewLive(r.Students, board, dashboard.LiveOptions{
-		Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}, Every: opts.Every})
+	// One session with each student's gate, as stem-mcp class keeps: the
+	// tiles, the student page and its actions all go through it.
+	hub := class.NewHub(r.Students, class.HubOptions{Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}})
+	live := dashboard.NewLive(names, hub, board, dashboard.LiveOptions{Every: opts.Every, Timeout: opts.Timeout})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		live.Run(ctx)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); hub.Run(ctx) }()
+		go func() { defer wg.Done(); live.Run(ctx) }()
+		wg.Wait()
 	}()
+	handler := dashboard.NewServer(board, token, r.Name)
+	handler.Students = hub
 	// Streams end with ctx: Shutdown does not wait for them.
-	srv := &http.Server{Handler: dashboard.NewServer(board, token, r.Name), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
 	ios := opts.F.IOStreams

@@ -3,6 +3,8 @@ package class
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/class/dashboard"
 	"github.com/stem-edu/stem/internal/class/dashboard/browsertest"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
@@ -19,6 +24,78 @@ import (
 	"github.com/stem-edu/stem/internal/testenv/student"
 	"github.com/stem-edu/stem/internal/xdg"
 )
+
+// studentPage opens real students' pages in the browser: s1's (assist)
+// shows its pane text, the debugger's state and its Neovim buffer, and a
+// hint sent from it (confirmed first) is in s1's own audit log; s2's
+// (observe) offers no action and its hint endpoint refuses.
+func studentPage(t *testing.T, br *browsertest.Browser, url string, lab []labStudent) {
+	t.Helper()
+	audit := func(st labStudent) string {
+		t.Helper()
+		r, err := st.a.Run(nil, "audit", "show", "--json")
+		if err != nil || r.Code != 0 {
+			t.Fatalf("audit show as %s: %v %s", st.s.Name, err, r.Stderr)
+		}
+		return r.Stdout
+	}
+	start := time.Now()
+	browsertest.Eval[bool](br, `location.hash = "#student=s1", true`)
+	br.Wait(`!document.getElementById("student").hidden && document.getElementById("spanes").textContent.includes("PANE-s1-42")`, time.Minute)
+	open := time.Since(start)
+	br.Wait(`/no debugger running|debugger: /.test(document.getElementById("sgdb").textContent)`, time.Minute)
+	// up asked the editor to open the task's file; the page shows it.
+	br.Wait(`document.getElementById("hintpath").textContent.endsWith("t1/words.c") && document.querySelector('#snvim .ln[data-n="1"]') != null && !document.getElementById("hintform").hidden`, time.Minute)
+	t.Logf("student page: pane text shown %v after the page was asked for (its fetch took %s ms)", open.Round(time.Millisecond),
+		browsertest.Eval[string](br, `document.getElementById("student").dataset.openMs`))
+	const note = "STEM-PAGE-HINT look at the loop bound"
+	if strings.Contains(audit(lab[0]), note) || strings.Contains(audit(lab[0]), "nvim_hint") {
+		t.Fatal("s1's audit log has a hint before any was sent")
+	}
+	if err := br.Do(30*time.Second, chromedp.Click(chromedp.CSS(`#snvim .ln[data-n="1"]`)), chromedp.SendKeys(chromedp.CSS(`#hinttext`), note),
+		chromedp.Click(chromedp.CSS(`#hintform button`))); err != nil {
+		t.Fatal(err)
+	}
+	br.Wait(`!document.getElementById("confirm").hidden && document.getElementById("confirmtext").textContent.includes("line: 1")`, 10*time.Second)
+	if err := br.Do(10*time.Second, chromedp.Click(chromedp.CSS(`#confirmyes`))); err != nil {
+		t.Fatal(err)
+	}
+	br.Wait(`/nvim_hint (sent|not sent)/.test(document.getElementById("actionresult").textContent)`, time.Minute)
+	if res := browsertest.Eval[string](br, `document.getElementById("actionresult").textContent`); !strings.HasPrefix(res, "nvim_hint sent") {
+		t.Fatalf("the hint: %s", res)
+	}
+	if log := audit(lab[0]); !strings.Contains(log, `"nvim_hint"`) {
+		t.Fatalf("s1's audit log lacks the hint sent from the page:\n%s", log)
+	}
+	if dir := os.Getenv("STEM_ARTIFACTS"); dir != "" {
+		br.Screenshot(filepath.Join(dir, "class-student-page.png"))
+	}
+
+	// s2 (observe): no action on the page, and the endpoint refuses the
+	// page's own kind of request.
+	browsertest.Eval[bool](br, `location.hash = "#student=s2", true`)
+	br.Wait(`document.getElementById("sname").textContent === "s2" && document.getElementById("spanes").textContent.includes("PANE-s2-42") &&
+		document.getElementById("sactions").hidden && document.getElementById("readonly").textContent.includes("observe")`, time.Minute)
+	before := audit(lab[1])
+	req, _ := http.NewRequest("POST", strings.Replace(url, "/?token=", "/student/s2/hint?token=", 1),
+		strings.NewReader(`{"path":"t1/words.c","line":1,"text":"no"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(dashboard.ActionHeader, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "level observe") {
+		t.Fatalf("a hint to observe-level s2: %d %s", resp.StatusCode, body)
+	}
+	if after := audit(lab[1]); strings.Count(after, "nvim_hint") != strings.Count(before, "nvim_hint") {
+		t.Fatalf("the refused hint reached s2's gate:\n%s", after)
+	}
+	browsertest.Eval[bool](br, `location.hash = "", true`)
+	br.Wait(`document.getElementById("student").hidden`, 10*time.Second)
+}
 
 // typist types into a real student's tmux, in a window of its own that it
 // makes the active one (what a student does who opens a shell).
@@ -83,7 +160,8 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	// Three students: the class test runs the issue's five; the page
 	// needs only a few real screens, and each account costs a minute.
 	const n = 3
-	lab := newLab(t, []string{access.Observe, access.Observe, access.Observe}, bin, key.PublicLine)
+	// s1's grant is assist (the student page's actions), the others' observe.
+	lab := newLab(t, []string{access.Assist, access.Observe, access.Observe}, bin, key.PublicLine)
 
 	ios, _, out, errOut := iostreams.Test()
 	cfg := filepath.Join(teacherHome, ".config", "stem")
@@ -166,6 +244,8 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("keys sent -> tile updated in the browser: p50 %v, max %v (5 samples, --every 200ms)", lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+
+	studentPage(t, br, url, lab)
 
 	// The last student's instance stops: its tile goes first, coloured as
 	// needing help.
