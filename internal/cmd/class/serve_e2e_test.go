@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -157,11 +158,10 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Three students: the class test runs the issue's five; the page
-	// needs only a few real screens, and each account costs a minute.
-	const n = 3
-	// s1's grant is assist (the student page's actions), the others' observe.
-	lab := newLab(t, []string{access.Assist, access.Observe, access.Observe}, bin, key.PublicLine)
+	// Five students. s1's grant is assist (the student page's actions),
+	// the others' observe.
+	const n = 5
+	lab := newLab(t, []string{access.Assist, access.Observe, access.Observe, access.Observe, access.Observe}, bin, key.PublicLine)
 
 	ios, _, out, errOut := iostreams.Test()
 	cfg := filepath.Join(teacherHome, ".config", "stem")
@@ -246,6 +246,20 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	t.Logf("keys sent -> tile updated in the browser: p50 %v, max %v (5 samples, --every 200ms)", lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 
 	studentPage(t, br, url, lab)
+
+	// s2's program crashes in a shell of theirs (a login shell, with the
+	// shell integration the typists' plain bash lacks): the session event
+	// reaches the hub, and s2's tile goes first, coloured, flagged crashed.
+	crash := &typist{s: typists[1].s, cid: typists[1].cid}
+	crash.pane = crash.tmux(t, "new-window", "-t", "stem:", "-n", "shell", "-P", "-F", "#{pane_id}", "bash -l")
+	prompt := regexp.MustCompile(`[#$] *$`)
+	for deadline := time.Now().Add(time.Minute); !prompt.MatchString(crash.tmux(t, "capture-pane", "-p", "-t", crash.pane)); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no prompt in s2's login shell:\n%s", crash.tmux(t, "capture-pane", "-p", "-t", crash.pane))
+		}
+	}
+	crash.line(t, `sh -c 'kill -SEGV $$'`)
+	br.Wait(`(function(){ const f = document.querySelector("section.tile"); return f && f.dataset.student === "s2" && f.classList.contains("need-hi") && f.textContent.includes("crashed"); })()`, 2*time.Minute)
 
 	// The last student's instance stops: its tile goes first, coloured as
 	// needing help.
