@@ -47,6 +47,13 @@ bench ./internal/gate/ 'Poll30$|Poll30Warm' 10
 bench ./internal/cmd/class/ 'ClassOverviewOpen' 50
 bench ./internal/cmd/class/ 'ClassOverviewCold' 5
 bench ./internal/cmd/audit/blame/ 'BlameCommand' 50
+# The student in charge: proposals and approvals, through the server.
+bench ./internal/nvim/ 'Propose$' 200
+bench ./internal/mcpserver/ 'ProposalCreate|ApprovalRoundTrip' 200
+# An event reaching an idle real CLI's model (sandboxed, scripted model).
+bench ./internal/agent/ 'EventToModel' 5
+# The dashboard's server: 30 students busy and idle, one student's page.
+bench ./internal/class/dashboard/ 'ThirtyBusy|ThirtyIdle|StudentPage' 500
 
 # The CLI as a user runs it: a private account, the demo card, wall clock.
 say "timing bin/stemctl (wall clock, $ROOT/bin)"
@@ -121,6 +128,15 @@ row "poll 30 students, stem-dial, curve25519" BenchmarkPoll30/bashrc-skipped/kex
 row "poll 30 students, ssh alone, curve25519" BenchmarkPoll30/bashrc-skipped/kex-curve25519 p50-ms ms "" "as above without stem-dial"
 row "poll 30 open sessions" BenchmarkPoll30Warm p50-ms ms "" "one pane_capture in each of 30 MCP sessions already open over SSH"
 row "\`audit blame\`, 1,000 lines, 200 changes" BenchmarkBlameCommand p50-ms ms "< 100 ms" "stemctl audit blame's run, process start aside: find the card, read the file and its 200 records, check their chain, walk them"
+row "proposal created, in Neovim" BenchmarkPropose p50-ms ms "< 5 ms" "internal/nvim's Propose of a 3-line change to a 1,000-line buffer (the plugin diffs, anchors, draws)"
+row "proposal created, through the server" BenchmarkProposalCreate p50-ms ms "< 5 ms" "nvim_buffer_edit under edits = \"propose\" over stdio, audited"
+row "an effectful call (nvim_hint), same run" BenchmarkProposalCreate hint-p50-ms ms "" "the fixed cost every effectful call pays: full verification, fsync'd audit intent and outcome"
+row "approval round trip, stem's share" BenchmarkApprovalRoundTrip approval-p50-ms ms "< 20 ms" "a call needing approval minus the same call without, the student's answer typed at once"
+row "event → the idle CLI's next model request, Claude Code" BenchmarkEventToModel/claude median-ms ms "< 1 s" "a crash in the student's shell to the marked line in the real CLI's next request to the scripted model"
+row "event → model, Codex" BenchmarkEventToModel/codex median-ms ms "< 1 s" "as above"
+row "event → model, Gemini CLI" BenchmarkEventToModel/gemini median-ms ms "< 1 s" "as above"
+row "dashboard round, 30 students changed" BenchmarkThirtyBusy ns/op ns "" "30 tiles updated and sent to one page (server side)"
+row "dashboard round, 30 students idle" BenchmarkThirtyIdle ns/op ns "" "30 screens looked at, none changed"
 row "\`class_overview\`, 30 students, open sessions" BenchmarkClassOverviewOpen/30 p50-ms ms "< 300 ms" "the teacher's client calling \`stem-mcp class\` to its answer, every row over an open session (gate_status); stand-in gates on loopback"
 row "\`class_overview\`, 200 students, open sessions" BenchmarkClassOverviewOpen/200 p50-ms ms "" "as above, 200 stand-in students"
 row "\`class_overview\`, 30 students, from nothing" BenchmarkClassOverviewCold/30 p50-ms ms "< 3 s" "\`stem-mcp class\` process start to its first class_overview answered, every student over a new SSH connection"
