@@ -96,7 +96,7 @@ func (d *deliverer) try(ctx context.Context) {
 	if !ok || !st.idle {
 		return
 	}
-	if err := d.h.inject(ctx, line, func() bool { return d.idle(ctx) }); err != nil {
+	if err := d.h.inject(ctx, line, func() bool { return d.idle(ctx) }, func() bool { return d.held(ctx, line) }); err != nil {
 		d.lg.Printf("event line not typed: %v", err)
 		return
 	}
@@ -110,6 +110,18 @@ func (d *deliverer) try(ctx context.Context) {
 func (d *deliverer) idle(ctx context.Context) bool {
 	st, ok := d.screen(ctx)
 	return ok && st.idle
+}
+
+// held reports whether the agent's input still holds line after Enter:
+// the window shows neither the empty input nor a running turn nor a
+// question, and the line's start is on it.
+func (d *deliverer) held(ctx context.Context, line string) bool {
+	text, err := d.capture(ctx)
+	if err != nil {
+		return false
+	}
+	st := classify(d.adapter, text)
+	return !st.idle && !st.busy && st.waiting == "" && strings.Contains(text, line[:min(len(line), 32)])
 }
 
 // watchWaiting reports a change of what the CLI waits for; the screen is

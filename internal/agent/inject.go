@@ -40,11 +40,18 @@ const (
 	echoMax   = 2 * time.Second
 )
 
+// enterRetries bounds the extra Enters inject sends when the CLI took the
+// first for part of the typing (under load its paste detection can see a
+// burst longer than echoQuiet).
+const enterRetries = 2
+
 // inject types line into the agent's input and sends it with Enter.
 // The student's keys wait meanwhile (they are written after it), and
 // nothing is typed when a key came in the last keyQuiet or idle (a fresh
-// read of the screen) says the CLI is no longer at its empty prompt.
-func (h *hub) inject(ctx context.Context, line string, idle func() bool) error {
+// read of the screen) says the CLI is no longer at its empty prompt. held,
+// asked once the output is quiet after Enter, says the input still holds
+// the line (Enter was taken as typing): Enter is sent again.
+func (h *hub) inject(ctx context.Context, line string, idle, held func() bool) error {
 	h.inMu.Lock()
 	defer h.inMu.Unlock()
 	if lastKey, _ := h.activity(); time.Since(lastKey) < keyQuiet {
@@ -66,12 +73,32 @@ func (h *hub) inject(ctx context.Context, line string, idle func() bool) error {
 	// Enter only once the CLI has drawn the line and gone quiet: the CLIs
 	// take an Enter that arrives within a burst of characters for part
 	// of a paste (a new line in the input), not for "send".
-	deadline := typed.Add(echoMax)
+	for try := 0; ; try++ {
+		if err := h.waitEcho(ctx, typed); err != nil {
+			return err
+		}
+		if try > 0 && (held == nil || !held()) {
+			return nil
+		}
+		if try > enterRetries {
+			return errors.New("the line stays in the CLI's input: Enter was not taken")
+		}
+		typed = time.Now()
+		if _, err := t.Write([]byte("\r")); err != nil {
+			return err
+		}
+	}
+}
+
+// waitEcho waits until the agent has written something since since and
+// then been quiet for echoQuiet, or echoMax has passed.
+func (h *hub) waitEcho(ctx context.Context, since time.Time) error {
+	deadline := since.Add(echoMax)
 	for {
 		_, out := h.activity()
 		now := time.Now()
-		if (out.After(typed) && now.Sub(out) >= echoQuiet) || now.After(deadline) {
-			break
+		if (out.After(since) && now.Sub(out) >= echoQuiet) || now.After(deadline) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -79,8 +106,6 @@ func (h *hub) inject(ctx context.Context, line string, idle func() bool) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	_, err := t.Write([]byte("\r"))
-	return err
 }
 
 // onlyFocus reports whether p is nothing but focus reports (ESC [ I and
