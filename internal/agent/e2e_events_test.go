@@ -67,6 +67,11 @@ func TestEventsReachTheModel(t *testing.T) {
 			b.waitPane(st, lay.GDBPane, "(gdb)", 30*time.Second)
 			b.tmux(st, "send-keys", "-t", lay.GDBPane, "break count_words", "Enter")
 			b.waitPane(st, lay.GDBPane, "Breakpoint 1 at", 10*time.Second)
+			// The supervisor's server sees stops once it has connected to
+			// the new bridge (it looks every 200 ms); the test's client
+			// connects with its own gdb_status.
+			b.waitLog(rec, "connected to the gdb bridge")
+			s.call("gdb_status", nil)
 			b.tmux(st, "select-window", "-t", rec.Window)
 			b.eventReaches(st, rec, s, "gdb_stopped", agent.EventPrefix+" gdb stopped: breakpoint-hit in count_words at words.c:", func() {
 				b.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")

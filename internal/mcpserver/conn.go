@@ -18,6 +18,7 @@ type conn struct {
 	// cur is the instance as last verified; tools read it while another
 	// call's verification may replace it (same container, same sockets).
 	cur  atomic.Pointer[verify.Target]
+	logf func(string, ...any)
 	tmux *tmux.Client
 	nvim *nvim.Client
 	gdbl gdbLink
@@ -58,7 +59,7 @@ func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs
 		tm.Close()
 		return nil, fmt.Errorf("instance %s: nvim does not answer: %w", t.Record.Instance, err)
 	}
-	c := &conn{tmux: tm, nvim: nv}
+	c := &conn{tmux: tm, nvim: nv, logf: logf}
 	c.setTarget(t)
 	return c, nil
 }

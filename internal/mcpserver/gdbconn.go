@@ -38,6 +38,11 @@ func (c *conn) gdb(ctx context.Context) (*gdbmi.Client, error) {
 	}
 	l.client = cl
 	go l.pump(cl)
+	if c.logf != nil {
+		// From here on this server sees gdb's stops (a stop before is
+		// gone for it): tests wait for this line.
+		c.logf("connected to the gdb bridge of %s", c.target().Record.Instance)
+	}
 	return cl, nil
 }
 
