@@ -231,9 +231,7 @@ func TestHardenedSandboxResistsAttacks(t *testing.T) {
 func TestCardGitStaysTheHostsAtFull(t *testing.T) {
 	e := connect(t)
 	uid, gid, _ := sandbox.User(0, 0)
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git on this host")
-	}
+	needs.Program(t, "git", "git")
 	// The control: the sandbox's mounts with the card's .git replaced by
 	// the read-only parts sandboxes had before.
 	before := func(card string, ms []engine.Mount) []engine.Mount {
