@@ -600,6 +600,13 @@ func TestGDBStatusFromSyncFile(t *testing.T) {
 		waitUntil(t, 10*time.Second, "gdb_status from the debugger", func() bool {
 			return str(get(s.ok("gdb_status", nil), "status", "state")) == "stopped"
 		})
+		// The bridge writes its file in the background, after clients
+		// heard of the stop: what the file says is what this test checks
+		// once the bridge is gone.
+		waitUntil(t, 10*time.Second, "gdb-sync.json saying stopped", func() bool {
+			sync, err := gdbmi.ReadSync(in.Dir.Path)
+			return err == nil && sync.State == gdbmi.StateStopped
+		})
 		return gp
 	}
 	noDebugger := func(what string) map[string]any {
