@@ -155,23 +155,26 @@ func (st student) waitPane(pane, re string, timeout time.Duration) string {
 // answers) have been read and run by then, so a check that nothing
 // happened needs no pause. It returns the pane's text before the typed
 // line, trailing blanks trimmed.
-func (st student) barrier(pane, typed, printed string) string {
+//
+// It waits for the prompt after the printed line too: a capture taken
+// before the prompt is drawn would miss a line the next barrier has.
+func (st student) barrier(pane, typed, printed, prompt string) string {
 	st.t.Helper()
 	st.run(pane, typed)
-	text := st.waitPane(pane, `(?m)^`+regexp.QuoteMeta(printed)+`$`, 20*time.Second)
+	text := st.waitPane(pane, `(?m)^`+regexp.QuoteMeta(printed)+`\n`+prompt, 20*time.Second)
 	return strings.TrimRight(text[:strings.LastIndex(text, typed)], " \n")
 }
 
 // shellBarrier is a barrier in a shell pane at its prompt.
 func (st student) shellBarrier(pane string) string {
 	n := barrierNumber()
-	return st.barrier(pane, fmt.Sprintf("echo BARRIER-$((%d+1))", n), fmt.Sprintf("BARRIER-%d", n+1))
+	return st.barrier(pane, fmt.Sprintf("echo BARRIER-$((%d+1))", n), fmt.Sprintf("BARRIER-%d", n+1), `student\$`)
 }
 
 // gdbBarrier is a barrier in the student's gdb at its prompt.
 func (st student) gdbBarrier(pane string) string {
 	n := barrierNumber()
-	return st.barrier(pane, fmt.Sprintf(`printf "BARRIER-%%d\n", %d`, n), fmt.Sprintf("BARRIER-%d", n))
+	return st.barrier(pane, fmt.Sprintf(`printf "BARRIER-%%d\n", %d`, n), fmt.Sprintf("BARRIER-%d", n), `\(gdb\)`)
 }
 
 func barrierNumber() int {
