@@ -63,6 +63,16 @@ func (s *Server) policyFor(c *conn) agentpolicy.Policy {
 	return live
 }
 
+// levelFor is the level this server has for the instance once the task's
+// policy has capped it: what rules by level (buffers outside the card,
+// editable files) go by. A policy of none leaves the lowest.
+func (s *Server) levelFor(c *conn) Level {
+	if eff, ok := s.policyFor(c).Effective(s.opt.Level); ok {
+		return eff
+	}
+	return Observe
+}
+
 func cardPolicy(cardPath, task string) (agentpolicy.Policy, error) {
 	m, err := workspace.LoadManifest(cardPath)
 	if err != nil {

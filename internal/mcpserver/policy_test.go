@@ -5,6 +5,8 @@ package mcpserver_test
 // session runs, and the same calls made with and without it.
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -140,4 +142,27 @@ func TestAgentPolicyCapsTheLocalServer(t *testing.T) {
 		}
 		s.ok("pane_capture", map[string]any{"pane": shell})
 	})
+}
+
+// A full server the task's policy caps at assist reads no buffer outside
+// the card, as an assist server would; without the policy it does (the
+// control).
+func TestPolicyCappedFullKeepsToTheCard(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	s := connect(t, in, "full")
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	if err := os.WriteFile(outside, []byte("OUTSIDE-THE-CARD\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf int
+	st.lua(&buf, `vim.cmd('edit ' .. vim.fn.fnameescape(...)); return vim.api.nvim_get_current_buf()`, outside)
+	read := map[string]any{"buffer": buf}
+	if out := s.ok("nvim_buffer_read", read); !strings.Contains(mustJSON(out), "OUTSIDE-THE-CARD") {
+		t.Fatalf("control: the full server without a policy does not read the buffer: %v", out)
+	}
+	in.SetAgentPolicy(t, "max_level = \"assist\"")
+	if msg := s.refused("nvim_buffer_read", read); !strings.Contains(msg, "outside the card repository") || strings.Contains(msg, "OUTSIDE-THE-CARD") {
+		t.Fatalf("a full server capped at assist read a buffer outside the card: %s", msg)
+	}
 }

@@ -334,7 +334,7 @@ type cardBuffers struct {
 }
 
 func (s *Server) cardBuffers(c *conn) *cardBuffers {
-	if s.opt.Level >= Full {
+	if s.levelFor(c) >= Full {
 		return &cardBuffers{all: true}
 	}
 	card := filepath.Clean(c.target().Record.CardPath)
@@ -390,7 +390,7 @@ func (s *Server) checkBufferInCard(c *conn, buf int, name nvim.Text) error {
 	if s.cardBuffers(c).readable(rawName(name)) {
 		return nil
 	}
-	return badInput("buffer %d is %s, outside the card repository: at the %s level only buffers of files in the card repository (and unnamed buffers) can be read or changed", buf, strconv.Quote(name.S), s.opt.Level)
+	return badInput("buffer %d is %s, outside the card repository: at the %s level only buffers of files in the card repository (and unnamed buffers) can be read or changed", buf, strconv.Quote(name.S), s.levelFor(c))
 }
 
 // statusBuffer is a buffer of nvim_status, marked when its text cannot be
@@ -423,7 +423,7 @@ func (s *Server) statusView(c *conn, st *nvim.Status) statusView {
 // dropOutsideDiagnostics removes the diagnostics of buffers outside the
 // card (their messages quote those files) and returns how many it removed.
 func (s *Server) dropOutsideDiagnostics(c *conn, d *nvim.Diagnostics) int {
-	if s.opt.Level >= Full {
+	if s.levelFor(c) >= Full {
 		return 0
 	}
 	cb := s.cardBuffers(c)
