@@ -333,6 +333,8 @@ type bridge struct {
 	state         SyncState
 	runningFromMI bool   // the program was last resumed by an MI command, not the console
 	resumedBy     string // who sent that command, for the pane's note
+	resumeTok     string // the bridge token of the last command gdb answered ^running
+	abortMsg      string // why gdb aborted that resume, for the pane's note
 	sockFI        os.FileInfo
 
 	syncKick  chan struct{}
@@ -507,7 +509,9 @@ func (b *bridge) handleMI(line string) {
 		p, ok := b.pending[rec.Token]
 		delete(b.pending, rec.Token)
 		stale := b.dropInflight(rec.Token)
+		aborted := !ok && rec.Class == "error" && rec.Token == b.resumeTok
 		if ok && rec.Class == "running" {
+			b.resumeTok = rec.Token
 			b.runningFromMI = true
 			b.resumedBy = "agent"
 			if p.c != nil && p.c.name != "" {
@@ -519,6 +523,9 @@ func (b *bridge) handleMI(line string) {
 			if s.c != nil {
 				s.c.send(s.tok + "^error,msg=" + Quote("bridge: gdb did not answer this command"))
 			}
+		}
+		if aborted {
+			b.onResumeAborted(rec)
 		}
 		if ok && p.c != nil {
 			p.c.send(p.tok + line[len(rec.Token):])
@@ -595,6 +602,8 @@ func (b *bridge) onInterrupt() {
 	b.mu.Unlock()
 	if do {
 		b.logf("Ctrl-C while an MI command had resumed the program: interrupting it")
-		b.goSubmit(pend{op: "-exec-interrupt"}, "-exec-interrupt")
+		// A Ctrl-C that lands while gdb is still resuming aborts the
+		// resume instead; the check after the answer catches that.
+		b.goSubmit(pend{op: "-exec-interrupt", onResult: func(Record) { b.checkStillRunning() }}, "-exec-interrupt")
 	}
 }

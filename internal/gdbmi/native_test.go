@@ -249,9 +249,14 @@ func TestNativeSharedSession(t *testing.T) {
 	// (The program resumes in the loop it was stopped in.)
 	exe(t, a, ExecContinue())
 	waitEvent(t, a, EventRunning, 5*time.Second)
+	// A Ctrl-C that reaches gdb while it is still resuming aborts the
+	// resume (gdb announces no stop then; the bridge does): either way
+	// the clients see the program stop in the loop.
 	p.typeText("\x03")
-	if ev := waitEvent(t, a, EventStopped, 5*time.Second); ev.Signal != "SIGINT" {
+	if ev := waitEvent(t, a, EventStopped, 5*time.Second); (ev.Signal != "SIGINT" && ev.Reason != "") || ev.Frame == nil || ev.Frame.Line != 12 {
 		t.Fatalf("Ctrl-C after a client continue: %+v", ev)
+	} else if ev.Reason == "" {
+		t.Logf("the Ctrl-C aborted the resume: %+v", ev)
 	}
 	// Ctrl-C after the student's own continue goes to gdb as usual, and the
 	// bridge survives it.
@@ -373,4 +378,49 @@ func BenchmarkStopEventLatency(b *testing.B) {
 	b.ReportMetric(med(viaPane), "typed-p50-ms")
 	// Negative: the client heard of the stop before the pane showed it.
 	b.ReportMetric(med(paneToEvent), "after-prompt-p50-ms")
+}
+
+// A resume gdb aborts after answering ^running (here: a breakpoint at an
+// address it cannot write) leaves the program stopped; gdb tells no MI UI,
+// so the bridge does, and says so in the pane.
+func TestNativeAbortedResume(t *testing.T) {
+	work := buildNative(t)
+	dir := sockDir(t)
+	p := startPane(t, dir, work, "gdb", "-q", "-nx", "prog")
+	sock := waitSocket(t, dir, p)
+	p.waitFor(0, `\(gdb\) $`, 10*time.Second)
+	a, b := dial(t, sock), dial(t, sock)
+
+	exe(t, a, BreakInsert(mustLoc(t, "main")))
+	p.typeText("run\r")
+	for _, c := range []*Client{a, b} {
+		checkStop(t, "run", waitEvent(t, c, EventStopped, 15*time.Second), "breakpoint-hit", "main", 8)
+	}
+	m := p.mark()
+	p.typeText("break *0\r")
+	p.waitFor(m, `Breakpoint 2 at 0x0\n\(gdb\) $`, 5*time.Second)
+	drainEvents(a)
+	drainEvents(b)
+
+	m = p.mark()
+	if r := exe(t, a, ExecContinue()); r.Class != "running" {
+		t.Fatalf("continue answered %q, want running (gdb answers before it inserts breakpoints)", r.Class)
+	}
+	for _, c := range []*Client{a, b} {
+		ev := waitEvent(t, c, EventStopped, 5*time.Second)
+		if ev.Reason != "" || ev.Frame == nil || ev.Frame.Func != "main" || ev.Frame.Line != 8 || ev.ThreadID != "1" {
+			t.Fatalf("stop after the aborted resume: %+v frame %+v", ev, ev.Frame)
+		}
+	}
+	waitSync(t, dir, "stopped at main:8 again", func(s SyncState) bool {
+		return s.State == StateStopped && s.Frame != nil && s.Frame.Line == 8
+	})
+	p.waitFor(m, `\[agent resumed the program, but gdb stopped it before it ran: Command aborted\.\]`, 5*time.Second)
+	// The session goes on: without the bad breakpoint the program runs.
+	p.typeText("delete 2\r")
+	exe(t, a, Console("set var spin = 0"))
+	exe(t, b, ExecContinue())
+	if ev := waitEvent(t, a, EventExited, 5*time.Second); ev.ExitCode == nil || *ev.ExitCode != 3 {
+		t.Fatalf("exit after the aborted resume: %+v", ev)
+	}
 }
