@@ -19,6 +19,7 @@ import (
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/tmux"
@@ -252,7 +253,7 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 	}
 	pw.Close()
 	r.PID = cmd.Process.Pid
-	r.PIDStart, _ = ProcStart(r.PID)
+	r.PIDStart, _ = procstat.Start(r.PID)
 	// Reap it if it ends while this process lives; it outlives stemctl
 	// otherwise (its own session, reparented).
 	waited := make(chan struct{})
@@ -380,7 +381,7 @@ func (e *Env) RunHere(p *Prepared, stdin, stdout, stderr *os.File) (int, error) 
 		return -1, fmt.Errorf("start %s: %w", p.Launch.Argv[0], err)
 	}
 	r.PID = os.Getpid()
-	r.PIDStart, _ = ProcStart(r.PID)
+	r.PIDStart, _ = procstat.Start(r.PID)
 	r.ProviderPID = cmd.Process.Pid
 	if err := e.Store.Write(r); err != nil {
 		cmd.Process.Kill()

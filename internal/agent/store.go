@@ -11,12 +11,12 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -282,32 +282,9 @@ func Alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	got, err := ProcStart(pid)
+	got, err := procstat.Start(pid)
 	if err != nil {
 		return false
 	}
 	return start == 0 || got == start
-}
-
-// ProcStart returns a process's start time from /proc/PID/stat.
-func ProcStart(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); start time is field 22.
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	if fields[0] == "Z" {
-		return 0, fmt.Errorf("process %d is a zombie", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -18,7 +19,7 @@ func TestStoreRecordsAndLiveness(t *testing.T) {
 	if st.Root != filepath.Join(rt, "stem", "agents") {
 		t.Fatalf("root %s", st.Root)
 	}
-	self, err := ProcStart(os.Getpid())
+	self, err := procstat.Start(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestSocketPathLimit(t *testing.T) {
 // window; one whose process ended says why.
 func TestStoreListShowsTheSupervisorsState(t *testing.T) {
 	st := NewStore(sockets.Layout{Runtime: t.TempDir()}, t.TempDir())
-	self, err := ProcStart(os.Getpid())
+	self, err := procstat.Start(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/probe"
+	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest"
@@ -43,7 +44,7 @@ func TestStatusActivityAndAgents(t *testing.T) {
 	listen(t, filepath.Join(quiet, "n.sock"))
 
 	store := agent.NewStore(sockets.Layout{Runtime: f.runtime}, f.state)
-	start, err := agent.ProcStart(os.Getpid())
+	start, err := procstat.Start(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

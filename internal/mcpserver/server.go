@@ -168,7 +168,7 @@ func New(opt Options) (*Server, error) {
 	}
 	insp := opt.Inspector
 	if insp == nil {
-		insp = inspect.New(opt.Getenv)
+		insp = inspect.NewCached(inspect.New(opt.Getenv))
 	}
 	var id [6]byte
 	rand.Read(id[:])

@@ -10,7 +10,6 @@ package leftover
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/stem-edu/stem/internal/procstat"
 )
 
 // EnvVar is set in the environment of the host servers a fixture starts.
@@ -39,22 +40,14 @@ func owner(pid int) string {
 	return strconv.Itoa(pid) + ":" + startTime(pid)
 }
 
-// startTime is field 22 of /proc/PID/stat, or "" when pid is gone.
+// startTime is pid's start time, "" when it is gone: a pid reused later
+// differs.
 func startTime(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Start(pid)
 	if err != nil {
 		return ""
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(st, 10)
 }
 
 // alive reports whether the owner a mark names still runs.

@@ -40,6 +40,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/procstat"
 )
 
 // Prefix starts the name of every account this package makes.
@@ -234,19 +236,14 @@ func tag() string {
 	return fmt.Sprintf("stem test pid=%d start=%s", os.Getpid(), startTime(os.Getpid()))
 }
 
-// startTime is field 22 of /proc/PID/stat: a pid reused later differs.
+// startTime is pid's start time, "" when it is gone: a pid reused later
+// differs.
 func startTime(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Start(pid)
 	if err != nil {
 		return ""
 	}
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		if f := strings.Fields(s[i+1:]); len(f) > 19 {
-			return f[19]
-		}
-	}
-	return ""
+	return strconv.FormatUint(st, 10)
 }
 
 // sweep removes accounts of this package whose maker is no longer running.
