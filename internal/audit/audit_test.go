@@ -3,7 +3,9 @@ package audit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -170,5 +172,35 @@ func TestTruncationDetectedByHead(t *testing.T) {
 	appendN(t, l2, 2)
 	if res, err := l2.Verify(); err != nil || !res.OK {
 		t.Fatalf("intact log with head: %+v %v", res, err)
+	}
+}
+
+// The head is rewritten in place at a fixed size; one an older stem wrote
+// (compact JSON, made by rename) is taken over, and either form verifies.
+func TestHeadRewrittenInPlace(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := Open(dir)
+	appendN(t, l, 2)
+	hp := filepath.Join(dir, "audit.head")
+	data, _ := os.ReadFile(hp)
+	var h Head
+	if err := json.Unmarshal(data, &h); err != nil || h.Seq != 2 {
+		t.Fatalf("head %q: %+v %v", data, h, err)
+	}
+	if len(data) != headSize {
+		t.Fatalf("head is %d bytes, want %d", len(data), headSize)
+	}
+	old, _ := json.Marshal(h)
+	os.WriteFile(hp, append(old, '\n'), 0o600)
+	if res, err := l.Verify(); err != nil || !res.OK {
+		t.Fatalf("log with an old-style head: %+v %v", res, err)
+	}
+	appendN(t, l, 1)
+	data, _ = os.ReadFile(hp)
+	if err := json.Unmarshal(data, &h); err != nil || h.Seq != 3 || len(data) != headSize {
+		t.Fatalf("head after an append over an old-style one: %q (%d bytes) %v", data, len(data), err)
+	}
+	if res, err := l.Verify(); err != nil || !res.OK {
+		t.Fatalf("log after the head was taken over: %+v %v", res, err)
 	}
 }

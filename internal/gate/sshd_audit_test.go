@@ -49,13 +49,15 @@ func TestSSHRefusedWhenAuditLogUnwritable(t *testing.T) {
 		t.Errorf("the log changed: %q", strings.TrimPrefix(string(data), string(good)))
 	}
 
-	// The log is whole again but its head cannot be replaced: the gate's
+	// The log is whole again but its head cannot be written: the gate's
 	// check passes, the server's session_start fails, and the server's
 	// refusal reaches the teacher as the gate's one refusal line.
 	if err := os.WriteFile(logPath, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(s.inst.Dirs.State, "audit.head.tmp", "x"), 0o700); err != nil {
+	head := filepath.Join(s.inst.Dirs.State, "audit.head")
+	os.Remove(head)
+	if err := os.MkdirAll(filepath.Join(head, "x"), 0o700); err != nil { // a directory: it cannot be opened for writing
 		t.Fatal(err)
 	}
 	r := s.srv.Run(t, key.Private, nil, "mcp", s.inst.Name)

@@ -339,7 +339,7 @@ func TestSessionRefusedWhenAuditLogUnwritable(t *testing.T) {
 }
 
 // The log passes the check before initialize but the session_start entry
-// itself fails (its head file cannot be replaced): the first call is
+// itself fails (its head file cannot be written): the first call is
 // refused with the reason and the server exits non-zero.
 func TestSessionRefusedWhenSessionStartFails(t *testing.T) {
 	in := fixture(t)
@@ -347,8 +347,9 @@ func TestSessionRefusedWhenSessionStartFails(t *testing.T) {
 	shell := st.pane("shell")
 	st.waitPrompt(shell)
 	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
-	tmp := filepath.Join(in.Dirs.State, "audit.head.tmp")
-	if err := os.MkdirAll(filepath.Join(tmp, "x"), 0o700); err != nil { // not empty: rename cannot replace it
+	head := filepath.Join(in.Dirs.State, "audit.head")
+	os.Remove(head)
+	if err := os.MkdirAll(filepath.Join(head, "x"), 0o700); err != nil { // a directory: it cannot be opened for writing
 		t.Fatal(err)
 	}
 	s := startProc(t, in, "assist")
