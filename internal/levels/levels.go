@@ -60,6 +60,7 @@ var tools = []tool{
 	{"nvim_status", Observe, 0},
 	{"nvim_buffer_read", Observe, 0},
 	{"nvim_diagnostics", Observe, 0},
+	{"file_blame", Observe, 0},
 	{"gdb_status", Observe, 0},
 	{"session_events", Observe, 0},
 

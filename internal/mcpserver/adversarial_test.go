@@ -86,6 +86,7 @@ func baseArgs(shell string) map[string]map[string]any {
 		"nvim_status":      {},
 		"nvim_buffer_read": {"path": "t1/words.c"},
 		"nvim_diagnostics": {},
+		"file_blame":       {"path": "t1/words.c"},
 		"gdb_status":       {},
 		"session_events":   {},
 		"nvim_open":        {"path": "t1/words.c"},

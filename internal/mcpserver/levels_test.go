@@ -17,12 +17,12 @@ import (
 // The exact tool list of each level, written out by hand so that adding a
 // tool to a level is a deliberate change to this test.
 var wantTools = map[string][]string{
-	"observe": {"gdb_status", "nvim_buffer_read", "nvim_diagnostics", "nvim_status", "pane_capture", "pane_list", "pane_wait",
+	"observe": {"file_blame", "gdb_status", "nvim_buffer_read", "nvim_diagnostics", "nvim_status", "pane_capture", "pane_list", "pane_wait",
 		"session_events", "session_status", "task_info"},
-	"assist": {"gdb_break", "gdb_continue", "gdb_finish", "gdb_frame", "gdb_interrupt", "gdb_next", "gdb_print", "gdb_status", "gdb_step",
+	"assist": {"file_blame", "gdb_break", "gdb_continue", "gdb_finish", "gdb_frame", "gdb_interrupt", "gdb_next", "gdb_print", "gdb_status", "gdb_step",
 		"nvim_buffer_edit", "nvim_buffer_read", "nvim_diagnostics", "nvim_hint", "nvim_open", "nvim_status",
 		"pane_capture", "pane_list", "pane_send_keys", "pane_wait", "proposal_status", "session_events", "session_status", "task_action", "task_info"},
-	"full": {"gdb_break", "gdb_command", "gdb_continue", "gdb_finish", "gdb_frame", "gdb_interrupt", "gdb_next", "gdb_print", "gdb_status", "gdb_step",
+	"full": {"file_blame", "gdb_break", "gdb_command", "gdb_continue", "gdb_finish", "gdb_frame", "gdb_interrupt", "gdb_next", "gdb_print", "gdb_status", "gdb_step",
 		"nvim_buffer_edit", "nvim_buffer_read", "nvim_command", "nvim_diagnostics", "nvim_hint", "nvim_lua", "nvim_open", "nvim_status",
 		"pane_capture", "pane_list", "pane_run", "pane_send_keys", "pane_wait", "proposal_status", "session_events", "session_status", "task_action", "task_info"},
 }
@@ -112,6 +112,7 @@ var wantHints = map[string]struct{ readOnly, destructive bool }{
 	"nvim_status":      {true, false},
 	"nvim_buffer_read": {true, false},
 	"nvim_diagnostics": {true, false},
+	"file_blame":       {true, false},
 	"gdb_status":       {true, false},
 	"gdb_print":        {true, false},
 	"nvim_open":        {false, false},

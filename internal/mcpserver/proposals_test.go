@@ -185,13 +185,19 @@ func TestProposals(t *testing.T) {
 		}
 	})
 
-	t.Run("decided without asking: recorded at the session's end", func(t *testing.T) {
+	t.Run("decided without asking: recorded while the session goes on, open ones at its end", func(t *testing.T) {
 		c := connect(t, in, "assist", "--agent", "c3c3c3")
 		p := propose(c, 1, 1, "/* c */", lines[0])
 		propose(c, 12, 12, lines[11]+" /* left open */")
 		student("StemAccept " + p)
 		waitUntil(t, 10*time.Second, "the insertion at the top", func() bool { return text()[0] == "/* c */" })
 		lines = append([]string{"/* c */"}, lines...)
+		waitUntil(t, 10*time.Second, "the decision in the audit log, nobody having asked", func() bool {
+			es, _ := readAudit(t, in.Dirs.State)
+			return slices.ContainsFunc(es, func(e audit.Entry) bool {
+				return e.Event == audit.ProposalDecision && e.Agent == "c3c3c3" && e.Result == "accepted"
+			})
+		})
 		c.c.Close()
 		waitUntil(t, 10*time.Second, "the session's end in the audit log", func() bool {
 			es, _ := readAudit(t, in.Dirs.State)
@@ -238,6 +244,34 @@ func TestProposals(t *testing.T) {
 			" /* 2 */":              "a1a1a1",
 			"/* c */":               "c3c3c3",
 		})
+	})
+
+	// file_blame (for a teacher's agent) agrees with stemctl audit blame,
+	// at observe, and reads nothing outside the card.
+	t.Run("file_blame", func(t *testing.T) {
+		o := connect(t, in, "observe")
+		out := o.ok("file_blame", map[string]any{"path": "t1/words.c"})
+		ranges := out["ranges"].([]any)
+		next := 1
+		for _, l := range blameOf(t, in, words) {
+			var r map[string]any
+			for _, x := range ranges {
+				x := x.(map[string]any)
+				if int(x["from"].(float64)) <= l.N && l.N <= int(x["to"].(float64)) {
+					r = x
+				}
+			}
+			if r == nil || str(r["by"]) != l.By || (l.Who != nil && !strings.Contains(str(r["writer"]), "agent "+l.Who.Agent+" (assist)")) {
+				t.Fatalf("line %d: stemctl says %s %+v, file_blame %v", l.N, l.By, l.Who, r)
+			}
+			next = l.N + 1
+		}
+		if last := ranges[len(ranges)-1].(map[string]any); int(last["to"].(float64)) != next-1 || len(ranges) < 5 {
+			t.Fatalf("ranges %v", ranges)
+		}
+		if msg := o.refused("file_blame", map[string]any{"path": "../../../../../../etc/passwd"}); !strings.Contains(msg, "leaves the card") {
+			t.Fatalf("a path outside the card: %s", msg)
+		}
 	})
 
 	t.Run("a full server capped at assist keeps to the editable files", func(t *testing.T) {

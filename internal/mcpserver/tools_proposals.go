@@ -32,11 +32,12 @@ import (
 // The server keeps what it proposed (the lines, the editor's id and a
 // token only this server knows, so a restarted editor's new p1 is not
 // mistaken for ours) and learns the outcome when proposal_status asks
-// the editor, and by asking once more about open ones when the session
-// ends. The first time it sees a proposal settled it writes the
-// decision to the audit log and calls acceptedHook with the text that
-// went in: the student's decision happens in Neovim, so the host knows it
-// only from then on.
+// the editor, from a watcher that asks about open ones every
+// proposalWatch while the session lasts, and by asking once more when
+// the session ends. The first time it sees a proposal settled it writes
+// the decision to the audit log and calls acceptedHook with the text
+// that went in: the student's decision happens in Neovim, so the host
+// knows it only from then on (within proposalWatch).
 
 const (
 	maxProposals       = 256 // kept per server; settled ones go first
@@ -46,6 +47,9 @@ const (
 	// settleAtEndTimeout bounds asking the editor about open proposals
 	// when the session ends.
 	settleAtEndTimeout = 3 * time.Second
+	// proposalWatch is how often open proposals are asked about without
+	// an agent asking: a decision is on record (and in blame) that soon.
+	proposalWatch = time.Second
 )
 
 type proposal struct {
@@ -286,6 +290,33 @@ func (s *Server) checkProposal(ctx context.Context, c *conn, p *proposal) (*nvim
 		s.decided(ctx, c, p, st)
 	}
 	return st, nil
+}
+
+// watchProposals asks the editor about this server's open proposals
+// every proposalWatch until ctx ends, so a decision is recorded even when
+// the agent never asks and the session goes on.
+func (s *Server) watchProposals(ctx context.Context) {
+	t := time.NewTicker(proposalWatch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c := s.current()
+		if c == nil {
+			continue
+		}
+		for _, p := range s.props.open(c.target().Record.Instance) {
+			pctx, cancel := context.WithTimeout(ctx, proposalWatch)
+			_, err := s.checkProposal(pctx, c, p)
+			cancel()
+			if err != nil && ctx.Err() == nil && !errors.Is(err, nvim.ErrBlocked) {
+				s.logf("proposal %s: the editor could not be asked: %v", p.id, err)
+			}
+		}
+	}
 }
 
 // settleAtEnd asks the editor once about each proposal still open when

@@ -36,6 +36,7 @@ func observeTools() []toolDef {
 	}
 	out = append(out, paneObserveTools()...)
 	out = append(out, nvimObserveTools()...)
+	out = append(out, blameTools()...)
 	out = append(out, gdbObserveTools()...)
 	out = append(out, eventTools()...)
 	return out
