@@ -13,8 +13,11 @@ import (
 
 // From a crash in the student's shell (its notification at an MCP client
 // of the test's) to the event line in the request the real CLI sends its
-// model, with the CLI idle beforehand; "stem-ms" is stem's part (the
-// supervisor's receipt to the line typed with Enter, from its log).
+// model, with the CLI idle beforehand. "stem-ms" is the supervisor's own
+// count from its log: its receipt of the event (earlier than the test's
+// client's) to the line typed and checked submitted, so it includes the
+// 300 ms the CLI's output must have been quiet and the check after Enter,
+// and can exceed the end-to-end median.
 //
 //	go test ./internal/agent -run '^$' -bench EventToModel -benchtime 5x
 func BenchmarkEventToModel(b *testing.B) {
