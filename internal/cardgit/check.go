@@ -47,7 +47,7 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(". Do not run git there: it would run that repository's hooks and configuration as you, outside the container.")
 	if nested {
-		b.WriteString(" A repository inside the card may have been made by code in the container: unless you made it yourself on the host, remove it (rm -rf PATH, without running git in it); move one you made out of the card.")
+		b.WriteString(" A repository inside the card may have been made by code in the container: unless you made it yourself on the host, remove it (rm -rf PATH, without running git in it; if rm is refused, the container made it as its own user: remove it from inside with stemctl exec INSTANCE -- rm -rf PATH); move one you made out of the card.")
 	}
 	if own {
 		inst := "each instance of this card"

@@ -45,6 +45,11 @@ type Spec struct {
 	User string `json:"user,omitempty"`
 	// UserNS is "" (the engine's default) or UserNSKeepID.
 	UserNS string `json:"userns,omitempty"`
+	// IDMap, when set, gives the container a user namespace of its own in
+	// which ids 0 to Size-1 are Base and up as the engine counts ids (the
+	// host's rootful; the account's user namespace rootless). Not with
+	// UserNS.
+	IDMap *IDMap `json:"id_map,omitempty"`
 	// DropAllCaps empties every capability set, the bounding set included.
 	DropAllCaps bool `json:"drop_all_caps,omitempty"`
 	// NoNewPrivileges stops setuid and file capabilities from raising a
@@ -64,6 +69,12 @@ type Spec struct {
 // gid are the same inside as outside, so files the container writes in a
 // bind mount belong to the caller.
 const UserNSKeepID = "keep-id"
+
+// IDMap is a contiguous id mapping, the same for uids and gids.
+type IDMap struct {
+	Base uint32 `json:"base"`
+	Size uint32 `json:"size"`
+}
 
 // Tmpfs is a memory-backed writable directory, nosuid and nodev, and
 // noexec unless Exec.

@@ -347,7 +347,7 @@ func (b *bridge) logf(format string, args ...any) {
 	fmt.Fprintf(b.opt.Log, "%s stem gdb-bridge: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
-// listen binds a temporary name, restricts it to the owner, then renames it
+// listen binds a temporary name, restricts it (0660, see below), then renames it
 // over g.sock, so the socket is never reachable with looser permissions and
 // a stale socket is replaced atomically (rename replaces a path without
 // following it).
@@ -372,7 +372,9 @@ func (b *bridge) listen(path string) (*net.UnixListener, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
+	// 0660: the socket directory's ACL names the student, whose host
+	// clients need write permission, and the group bits are its mask.
+	if err := os.Chmod(tmp, 0o660); err != nil {
 		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
 	}
 	if err := checkSocketPath(path); err != nil {

@@ -66,7 +66,7 @@ func (m *Manager) gitMounted(ctx context.Context, plan *Plan, id string) error {
 	if err := cardgit.Mounted(c.Pid, plan.Resolved.CardPath, plan.Git); err != nil {
 		return fmt.Errorf("%s: %w: the card's .git changed while the container started; check it (hooks/, config) before running git there", plan.Name, err)
 	}
-	return nil
+	return checkMapped(plan, c.Pid)
 }
 
 // gitRecord is the identity a record keeps (none when unknown).

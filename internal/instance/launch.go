@@ -34,6 +34,10 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 	if err != nil {
 		return engine.Container{}, sockets.Dir{}, err
 	}
+	if err := m.grantCard(plan); err != nil {
+		undoGit()
+		return engine.Container{}, sockets.Dir{}, err
+	}
 	m.progress("creating %s from %s", plan.Name, plan.Resolved.Profile.Image)
 	id, err := m.Engine.Create(ctx, spec)
 	if err != nil {
@@ -65,6 +69,9 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 	if err != nil {
 		return fail(err)
 	}
+	if err := m.grantSockets(plan, dir); err != nil {
+		return fail(err)
+	}
 	ctr, err := m.Engine.Inspect(ctx, id)
 	if err != nil {
 		return fail(err)
@@ -89,6 +96,9 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 	}
 	if err := cardgit.Mounted(ctr.Pid, plan.Resolved.CardPath, plan.Git); err != nil {
 		return fail(fmt.Errorf("%s: %w: the card's .git changed while the container was created; check it (hooks/, config) before running git there", plan.Name, err))
+	}
+	if err := checkMapped(plan, ctr.Pid); err != nil {
+		return fail(err)
 	}
 	return ctr, dir, nil
 }

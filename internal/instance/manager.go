@@ -10,6 +10,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cardstate"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -39,6 +40,10 @@ type Manager struct {
 	Progress io.Writer
 	// SocketTimeout bounds the wait for both servers after a start.
 	SocketTimeout time.Duration
+	// IDMap says which host ids new containers get (internal/idmap);
+	// nil keeps the engine's default user namespace (tests of other
+	// parts).
+	IDMap func() (idmap.Map, error)
 }
 
 // Action says what Up did.
@@ -100,6 +105,13 @@ func (m *Manager) Up(ctx context.Context, r *workspace.Resolved, o UpOptions) (U
 		return UpResult{}, fmt.Errorf("image for profile %s: %w", r.Profile.Name, err)
 	}
 	opt := PlanOptions{Layout: m.Layout, ImageID: img.ID, MCPBinary: m.MCPBinary, Devices: o.Devices}
+	if m.IDMap != nil {
+		idm, err := m.IDMap()
+		if err != nil {
+			return UpResult{}, err
+		}
+		opt.IDMap = &idm
+	}
 	if o.Devices == nil {
 		// Without --device, keep the devices the instance was brought up
 		// with: `stemctl build ...` must not re-create an rp2350 instance
@@ -173,6 +185,12 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		if err := m.Layout.Create(dir); err != nil {
 			return UpResult{}, err
 		}
+		if err := m.grantSockets(plan, dir); err != nil {
+			return UpResult{}, err
+		}
+		if err := m.grantCard(plan); err != nil {
+			return UpResult{}, err
+		}
 		if _, err := m.Layout.RemoveStale(plan.ThreadKey, plan.InstanceKey, dir.CID12()); err != nil {
 			return UpResult{}, err
 		}
@@ -192,6 +210,9 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		// Planted from inside: re-creating would end the student's session
 		// on the say-so of whatever ran in it, so stop and say what to do.
 		return UpResult{}, fmt.Errorf("instance %s: %w; stem will not use it: inspect it with `stemctl attach %s`, or start over with `stemctl rm %s` and `stemctl up`", plan.Name, err, plan.Name, plan.Name)
+	}
+	if err := m.grantCard(plan); err != nil {
+		return UpResult{}, err
 	}
 	action, reason := Reused, ""
 	if err := m.probe(ctx, dir, existing.ID); err != nil {

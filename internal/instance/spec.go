@@ -20,6 +20,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -63,6 +64,8 @@ type Plan struct {
 	// Git is the card's .git the container gets read-only, once known
 	// (launch prepares a missing one); it goes into the record.
 	Git cardgit.Identity
+	// IDMap is the container's id mapping; nil: the engine's default.
+	IDMap *idmap.Map
 	// up is what the Up making this plan may do (not part of the hash).
 	up UpOptions
 }
@@ -93,6 +96,9 @@ type PlanOptions struct {
 	// DigestCache caches the binary's digest (binaryIdentity); empty:
 	// the user's DefaultDigestCache().
 	DigestCache string
+	// IDMap gives the container its own host ids (see internal/idmap);
+	// nil keeps the engine's default.
+	IDMap *idmap.Map
 }
 
 // NewPlan builds the container spec and its config hash.
@@ -178,6 +184,10 @@ func NewPlan(r *workspace.Resolved, opt PlanOptions) (*Plan, error) {
 		CPUs:      lim.CPUs,
 		Network:   lim.Network,
 		Init:      true,
+	}
+	if m := mapFor(opt.IDMap, devices); m != nil {
+		p.IDMap = m
+		p.Spec.IDMap = &engine.IDMap{Base: m.EngineBase, Size: m.Size}
 	}
 	// Before anything is created (the runtime directory, the container):
 	// the card must not redirect stem's state writes.

@@ -175,14 +175,15 @@ func TestListenSwapRace(t *testing.T) {
 	if ok == 0 || refused == 0 {
 		t.Errorf("the race did not happen (%d listened, %d refused)", ok, refused)
 	}
-	// Without the race: a socket of mode 0600 in d.
+	// Without the race: a socket of mode 0660 in d (the directory, 0700
+	// or an ACL naming the container, keeps everyone else out).
 	d.Remove(name)
 	ln, err := d.Listen(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if fi, err := os.Lstat(filepath.Join(d.Path, name)); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Lstat(filepath.Join(d.Path, name)); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o660 {
 		t.Fatalf("socket: %v %v", fi, err)
 	}
 	if err := d.RemoveSocket(name); err != nil {

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/posixacl"
 )
 
 // MaxPath is our bound on AF_UNIX socket paths (the kernel's sun_path is 108
@@ -164,11 +165,30 @@ func (e *NotOursError) Error() string {
 // CheckRuntime verifies the runtime directory itself: a real directory (not
 // a symlink) owned by us and not accessible to group or others.
 func CheckRuntime(runtime string) error {
-	err := checkDir(runtime, true)
+	err := checkDir(runtime, false)
+	if err == nil {
+		err = checkRuntimeMode(runtime)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s does not exist: it is XDG_RUNTIME_DIR, which a login session (systemd-logind) creates; log in again, or set XDG_RUNTIME_DIR to a directory of yours with mode 0700: %w", runtime, os.ErrNotExist)
 	}
 	return err
+}
+
+// checkRuntimeMode allows the runtime directory search permission for
+// others (0711) and nothing else: rootless Podman sets it so when a
+// container's root is not the account (internal/idmap), for the OCI
+// runtime to reach the container's files below it. Every level stem makes
+// below is 0700.
+func checkRuntimeMode(runtime string) error {
+	fi, err := os.Lstat(runtime)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o066 != 0 {
+		return &NotOursError{runtime, fmt.Sprintf("its mode is %04o; it must be 0700 (chmod 700 %s)", fi.Mode().Perm(), runtime)}
+	}
+	return nil
 }
 
 // checkDir Lstats path: it must be a directory, not a symlink, owned by the
@@ -191,10 +211,25 @@ func checkDir(path string, strict bool) error {
 	if int(st.Uid) != os.Geteuid() {
 		return &NotOursError{path, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid())}
 	}
-	if strict && fi.Mode().Perm()&0o077 != 0 {
+	if strict && fi.Mode().Perm()&0o077 != 0 && !privateACL(path, fi.Mode().Perm()) {
 		return &NotOursError{path, fmt.Sprintf("its mode is %04o; it must be 0700 (chmod 700 %s)", fi.Mode().Perm(), path)}
 	}
 	return nil
+}
+
+// privateACL reports whether a directory whose group bits are set owes
+// them to an ACL that names only users (stem names a container's root,
+// internal/idmap): the owning group and others still have nothing.
+func privateACL(path string, perm os.FileMode) bool {
+	if perm&0o007 != 0 {
+		return false
+	}
+	acl, err := posixacl.GetPath(path)
+	if err != nil || acl == nil || acl.HasNamedGroups() {
+		return false
+	}
+	g, ok := acl.Find(posixacl.GroupObj, 0)
+	return ok && g.Perm == 0
 }
 
 // mkdirPrivate creates path (0700) if missing and then checks it strictly.
@@ -442,7 +477,9 @@ func WriteJSON(dir, name string, v any) error {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
 	root, rel := beneathDir(dir, name)
-	if err := beneath.WriteFileAtomic(root, rel, append(data, '\n'), 0o600); err != nil {
+	// 0640: the directory (0700, or its ACL naming the container and the
+	// student) decides who reads; the mask must let the other party read.
+	if err := beneath.WriteFileAtomic(root, rel, append(data, '\n'), 0o640); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
@@ -511,7 +548,7 @@ func (d Dir) RemoveSocket(name string) error {
 	return d.Remove(name)
 }
 
-// Listen binds a unix socket at name in d with mode 0600, following
+// Listen binds a unix socket at name in d with mode 0660, following
 // neither d nor name: the bind goes through /proc/self/fd/N/name, N being
 // d opened below its parent (the instance directory), and the chmod
 // through an O_PATH descriptor of the socket node it made. (A bind or
@@ -548,7 +585,10 @@ func (d Dir) Listen(name string) (*net.UnixListener, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return fail(errors.New("the name was replaced by something that is not a socket"))
 	}
-	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o600); err != nil {
+	// 0660: with the directory's ACL (internal/cardaccess) the group bits
+	// are the mask, which the container's root needs to connect; without
+	// one the directory (0700) keeps everyone else out.
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o660); err != nil {
 		return fail(err)
 	}
 	return ln, nil

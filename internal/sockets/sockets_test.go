@@ -195,7 +195,7 @@ func TestAtomicJSON(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 	fi, _ := os.Stat(filepath.Join(dir, ContainerJSON))
-	if fi.Mode().Perm() != 0o600 {
+	if fi.Mode().Perm() != 0o640 {
 		t.Fatalf("mode %o", fi.Mode().Perm())
 	}
 	// Replacing a symlink replaces the link, never writes through it.

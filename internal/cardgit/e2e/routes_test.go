@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +93,14 @@ func (w *world) removeReported(inst, card string) {
 		if !strings.HasPrefix(p.Path, card+"/") {
 			t.Fatalf("stemctl status names a path outside the card: %s", p.Path)
 		}
-		w.mustSh(card, "rm -rf "+q(p.Path))
+		if out, err := w.sh(card, "rm -rf "+q(p.Path)); err != nil {
+			// What the container made with modes that keep the student
+			// out (cp -a of a .git): removed from inside, as it says.
+			if !strings.Contains(r.Stdout+strings.Join(st.Problems, " "), "stemctl exec") {
+				t.Fatalf("rm -rf %s on the host: %v\n%s\nand status does not say what else to do:\n%s", p.Path, err, out, r.Stdout)
+			}
+			w.must("exec", inst, "--", "rm", "-rf", p.Path)
+		}
 	}
 	if st, r := w.status(inst); len(st.Git) > 0 || r.Code != 0 {
 		t.Fatalf("after removing what status named, it still reports:\n%s\n%s", r.Stdout, r.Stderr)
@@ -110,8 +118,9 @@ func (w *world) commit(inst string) {
 // nestedRoute: repositories the container plants below the card root are
 // reported by status, refused by up (nothing changed), commit and
 // stem-mcp's effectful calls, each naming the paths; plain git run inside
-// one on the host does run its hooks (control: stem cannot stop that, only
-// say so); once the student removes them, everything works again.
+// one on the host refuses it (it is not the student's) and runs nothing
+// (control: given to the student, it runs its hooks); once the student
+// removes them, everything works again.
 func (w *world) nestedRoute() {
 	t := w.t
 	card := w.card("nested")
@@ -157,13 +166,30 @@ func (w *world) nestedRoute() {
 	if c := read(canary); c != "" {
 		t.Fatalf("stem ran the container's programs:\n%s", c)
 	}
-	// Control: plain git in each of them, on the host, runs its hooks.
+	// Plain git in each of them, on the host, refuses the repository: the
+	// container made it as its own root, a host uid that is not the
+	// student's (internal/idmap).
 	for _, dir := range []string{"t1/x", "t2/y", "t1/bare"} {
 		os.Remove(canary)
-		w.sh(filepath.Join(card, dir), "git commit -q --allow-empty -m x")
-		if !strings.Contains(read(canary), "hook-pre-commit") {
-			t.Errorf("control: git on the host in %s ran no hook (the route is not live)", dir)
+		out, err := w.sh(filepath.Join(card, dir), "git commit -q --allow-empty -m x; git status")
+		if c := read(canary); c != "" {
+			t.Errorf("git on the host in %s (a repository the container made) ran:\n%s", dir, c)
 		}
+		if err == nil || !strings.Contains(out, "dubious ownership") {
+			t.Errorf("git on the host in %s did not refuse the container's repository: %v\n%s", dir, err, out)
+		}
+	}
+	// Control: the same repositories given to the student (as a container
+	// whose root is the student would have made them) run their hooks.
+	for _, dir := range []string{"t1/x", "t1/bare"} {
+		if err := w.giveStudent(filepath.Join(card, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(canary)
+	w.sh(filepath.Join(card, "t1/x"), "git commit -q --allow-empty -m x")
+	if !strings.Contains(read(canary), "hook-pre-commit") {
+		t.Errorf("control: git on the host in t1/x, owned by the student, ran no hook (the route is not live)")
 	}
 	os.Remove(canary)
 	w.removeReported(inst, card)
@@ -252,4 +278,19 @@ func (w *world) replacedRoute() {
 	if st, r := w.status(inst); len(st.Git) > 0 || r.Code != 0 {
 		t.Fatalf("with the original .git back: %s", r.Stdout)
 	}
+}
+
+// giveStudent makes dir and everything in it the student's (the test runs
+// as root).
+func (w *world) giveStudent(dir string) error {
+	uid, gid := 0, 0
+	if c := w.a.Cred; c != nil {
+		uid, gid = int(c.Uid), int(c.Gid)
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/probe"
@@ -98,7 +99,7 @@ func New() *cmdutil.Factory {
 		return &instance.Manager{
 			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr, Workspace: wsRoot,
 			Servers: servers(e), NvimModified: probe.NvimModified,
-			Progress: f.IOStreams.ErrOut,
+			Progress: f.IOStreams.ErrOut, IDMap: idmap.ForCaller,
 		}, nil
 	}
 	f.Checker = func(ctx context.Context) (*verify.Checker, error) {

@@ -20,6 +20,8 @@ import (
 	"github.com/containers/podman/v5/pkg/errorhandling"
 	"github.com/containers/podman/v5/pkg/specgen"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	"go.podman.io/storage/pkg/idtools"
+	storagetypes "go.podman.io/storage/types"
 
 	"github.com/stem-edu/stem/internal/engine"
 )
@@ -144,6 +146,23 @@ func harden(s *specgen.SpecGenerator, spec engine.Spec) error {
 		s.UserNS = specgen.Namespace{NSMode: specgen.KeepID}
 	default:
 		return fmt.Errorf("user namespace %q is not supported: use %q or the engine default", spec.UserNS, engine.UserNSKeepID)
+	}
+	if m := spec.IDMap; m != nil {
+		if spec.UserNS != "" || m.Size == 0 {
+			return fmt.Errorf("an id map takes a size and no other user namespace setting")
+		}
+		ids := []idtools.IDMap{{ContainerID: 0, HostID: int(m.Base), Size: int(m.Size)}}
+		s.IDMappings = &storagetypes.IDMappingOptions{UIDMap: ids, GIDMap: ids}
+		s.UserNS = specgen.Namespace{NSMode: specgen.Private}
+		// Podman (4.3) mounts the IPC namespace's /dev/shm on the host
+		// (it takes "private" for "shareable"), and for a container with
+		// its own user namespace conmon keeps a copy of that mount in a
+		// namespace of its own: removing the container then fails
+		// (unlinkat .../userdata/shm: busy) while that conmon winds down.
+		// No IPC mount, and a /dev/shm of the container's own instead.
+		s.IpcNS = specgen.Namespace{NSMode: specgen.None}
+		s.Mounts = append(s.Mounts, rspec.Mount{Type: "tmpfs", Source: "shm", Destination: "/dev/shm",
+			Options: []string{"rw", "nosuid", "nodev", "noexec", "mode=1777", "size=65536k"}})
 	}
 	if spec.DropAllCaps {
 		s.CapDrop = []string{"all"}
