@@ -12,6 +12,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/cardaccess"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
@@ -118,9 +120,12 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	if err := writeFiles(home, seeds); err != nil {
 		return nil, err
 	}
-	uid, gid, rootless := sandbox.User(os.Getuid(), os.Getgid())
-	if err := chownTree(home, uid, gid); err != nil {
-		return nil, fmt.Errorf("give the sandbox its home: %w", err)
+	user, err := sandbox.Identify(os.Geteuid(), idmap.ForCaller)
+	if err != nil {
+		return nil, err
+	}
+	if err := giveSandbox(user, home, req.Resolved.CardPath, req.Level >= levels.Full); err != nil {
+		return nil, err
 	}
 	env := map[string]string{"HOME": sandbox.Home, "DISABLE_AUTOUPDATER": "1"}
 	for k, v := range sandbox.ProxyEnv() {
@@ -141,12 +146,12 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: sandbox.CardGit(req.Resolved.CardPath),
 		WorkDir: req.Resolved.CardPath, HostRunDir: run, HostConfDir: conf, HostHome: home,
 		HostMCPBinary: e.MCPBinary, Programs: programs, Masked: projectSettings(req.Resolved.CardPath), Empty: empty,
-		UID: uid, GID: gid, Rootless: rootless,
+		User: user,
 	})
 	if err != nil {
 		return nil, err
 	}
-	box := &BoxSpec{Container: cs, Env: env, KeyVars: sandbox.KeyVars(p.Adapter), RunDir: run,
+	box := &BoxSpec{Container: cs, SocketUID: user.HostUID, Env: env, KeyVars: sandbox.KeyVars(p.Adapter), RunDir: run,
 		MCP: append([]string{hostServer.Command}, hostServer.Args...), Egress: eg}
 	return &Prepared{
 		Session: s, Launch: l, Context: ctx, Box: box,
@@ -225,6 +230,29 @@ func homeSeeds(adapter, card string, getenv func(string) string) (map[string][]b
 		return nil, err
 	}
 	return map[string][]byte{".claude.json": data}, nil
+}
+
+// giveSandbox gives the sandbox user its home and, at full, the card:
+// rootful by owner (the sandbox user is a host uid of its own, and the
+// card stays root's), with ids of its own by ACL (internal/cardaccess),
+// as the student's container gets the card.
+func giveSandbox(u sandbox.Identity, home, card string, full bool) error {
+	if u.IDMap == nil {
+		if err := chownTree(home, u.UID, u.GID); err != nil {
+			return fmt.Errorf("give the sandbox its home: %w", err)
+		}
+		return nil
+	}
+	g := cardaccess.Grant{Container: uint32(u.HostUID), Student: uint32(os.Geteuid())}
+	if _, err := cardaccess.Card(home, g); err != nil {
+		return fmt.Errorf("give the sandbox its home: %w", err)
+	}
+	if full {
+		if _, err := cardaccess.Card(card, g); err != nil {
+			return fmt.Errorf("give the sandbox the card: %w", err)
+		}
+	}
+	return nil
 }
 
 // chownTree gives dir and everything in it to uid:gid (a no-op for the

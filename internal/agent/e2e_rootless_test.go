@@ -3,9 +3,11 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,9 +18,10 @@ import (
 )
 
 // The agent sandbox of a student without root (testenv/student): its own
-// rootless Podman, its images in its own storage, the sandbox in a keep-id
-// user namespace (the CLI runs as the student's uid, not root, with no
-// capability), its sockets under the student's runtime directory.
+// rootless Podman, its images in its own storage, the sandbox in a user
+// namespace of the student's subordinate ids (the CLI runs as AgentUID
+// there, not root and not the student, with no capability), its sockets
+// under the student's runtime directory.
 
 const nativeImage = "localhost/stem-native-amd64:latest"
 
@@ -64,7 +67,7 @@ func TestRootlessSandboxedClaude(t *testing.T) {
 	planted := filepath.Join(b.Base, "CANARY-rootless-planted")
 	b.plantAll(planted)
 
-	rec := b.start("claude")
+	rec := b.start("claude", "--level", "full")
 	if !strings.HasPrefix(rec.Dir, s.Runtime+"/") {
 		t.Errorf("agent directory %s is not under the student's runtime directory", rec.Dir)
 	}
@@ -81,15 +84,18 @@ func TestRootlessSandboxedClaude(t *testing.T) {
 	}
 	b.waitPane(st, rec.Pane, "stem-rootless-done", 30*time.Second)
 
-	// The CLI runs as the student (not root in the sandbox), with nothing
-	// to gain: no capability, no-new-privileges.
+	// The CLI runs as AgentUID (not root in the sandbox, not the student
+	// on the host), with nothing to gain: no capability, no-new-privileges.
 	status := b.cliStatus(rec)
-	for _, want := range []string{fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", s.UID, s.UID, s.UID, s.UID), "NoNewPrivs:\t1",
+	u := sandbox.AgentUID
+	for _, want := range []string{fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", u, u, u, u), "NoNewPrivs:\t1",
 		"CapEff:\t0000000000000000", "CapBnd:\t0000000000000000"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("the CLI's process lacks %q:\n%s", want, status)
 		}
 	}
+
+	b.fullSandboxRepo(st.Record.CardPath, rec, s)
 
 	// Keys typed into the agent's window from inside the container: the
 	// CLI's shell escape runs in the sandbox, not on the host, and cannot
@@ -120,7 +126,9 @@ func TestRootlessSandboxedClaude(t *testing.T) {
 	if out, err := b.podman("exec", rec.Sandbox, "test", "-e", "/usr/local/escaped"); err == nil {
 		t.Errorf("the typed escape wrote the sandbox's image: %s", out)
 	}
-	b.must("agent", "stop", rec.ID)
+	if r, err := b.run("agent", "stop", rec.ID); err != nil || r.Code != 0 {
+		t.Fatalf("agent stop: %v %+v\nlog:\n%s", err, r, readFile(rec.Log))
+	}
 	for _, c := range []string{planted, escaped} {
 		if _, err := os.Stat(c); err == nil {
 			t.Errorf("an attack from the rootless student's container reached the host: %s exists", c)
@@ -132,4 +140,53 @@ func TestRootlessSandboxedClaude(t *testing.T) {
 	if _, err := os.Stat(planted); err != nil {
 		t.Fatalf("control: claude on the host in the card did not run the planted files; the test proves nothing")
 	}
+}
+
+// fullSandboxRepo: at full the sandbox writes the card (through its ACL),
+// and what it writes is neither the student's nor runnable by git on the
+// host: a repository with a hook the sandbox makes in a task directory is
+// refused there ("dubious ownership", the canary stays away), while the
+// student can still edit the sandbox's files. Control: the same
+// repository given to the student runs its hook.
+func (b *boxAccount) fullSandboxRepo(card string, rec agent.Record, s *student.Student) {
+	t := b.t
+	canary := filepath.Join(b.Base, "CANARY-rootless-full-repo")
+	hook := "#!/bin/sh\necho ran >> " + canary + "\n"
+	script := fmt.Sprintf(`set -e; cd %q; echo 'int sandbox;' > t1-sandbox.c; git init -q t1/repo
+printf '%%b' %q > t1/repo/.git/hooks/pre-commit; chmod +x t1/repo/.git/hooks/pre-commit`, card, hook)
+	if out, err := b.podman("exec", rec.Sandbox, "sh", "-c", script); err != nil {
+		t.Fatalf("the sandbox at full could not write the card: %v\n%s", err, out)
+	}
+	var fst syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(card, "t1/repo/.git"), &fst); err != nil || int(fst.Uid) == s.UID {
+		t.Errorf("the sandbox's repository belongs to uid %d (the student is %d): %v", fst.Uid, s.UID, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	edit := b.Command(ctx, "sh", "-c", "echo '// student' >> t1-sandbox.c && git -C t1/repo commit -q --allow-empty -m x")
+	edit.Dir = card
+	out, err := edit.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "dubious ownership") {
+		t.Errorf("the student's edit and git in the sandbox's repository: %v\n%s", err, out)
+	}
+	if data, err := os.ReadFile(filepath.Join(card, "t1-sandbox.c")); err != nil || !strings.Contains(string(data), "// student") {
+		t.Errorf("the student could not edit the sandbox's file: %v %q", err, data)
+	}
+	if _, err := os.Stat(canary); err == nil {
+		t.Fatal("git on the host ran the hook the sandbox planted")
+	}
+	filepath.WalkDir(filepath.Join(card, "t1/repo"), func(p string, _ fs.DirEntry, err error) error {
+		if err == nil {
+			err = os.Lchown(p, s.UID, s.GID)
+		}
+		return err
+	})
+	ctl := b.Command(ctx, "git", "-C", "t1/repo", "commit", "-q", "--allow-empty", "-m", "x")
+	ctl.Dir = card
+	ctl.Run()
+	if _, err := os.Stat(canary); err != nil {
+		t.Error("control: the repository given to the student ran no hook (the route is not live)")
+	}
+	os.RemoveAll(filepath.Join(card, "t1/repo"))
+	os.Remove(filepath.Join(card, "t1-sandbox.c"))
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,14 +19,20 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
+	"github.com/stem-edu/stem/internal/cardaccess"
 	"github.com/stem-edu/stem/internal/egress"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // BoxSpec is the sandbox part of a Spec: the container, and what the
 // supervisor serves it from the host.
 type BoxSpec struct {
 	Container engine.Spec `json:"container"`
+	// SocketUID is the sandbox user's host uid, which the sockets name in
+	// an ACL when the sandbox has ids of its own (Container.IDMap);
+	// otherwise they are given to Container.User.
+	SocketUID int `json:"socket_uid,omitempty"`
 	// Env is the CLI's environment in the sandbox (nothing of the
 	// caller's but the variables named in KeyVars).
 	Env map[string]string `json:"env"`
@@ -50,6 +57,10 @@ type boxRun struct {
 	cancel context.CancelFunc
 	proxy  *egress.Proxy
 	once   sync.Once
+	// ownIDs: the sandbox has ids of its own (Container.IDMap), so what
+	// its CLI made in its home with owner-only modes the student cannot
+	// remove: the sandbox empties its home before it goes.
+	ownIDs bool
 }
 
 // startBox serves the sandbox's sockets and creates and starts its
@@ -72,7 +83,7 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 		return nil, err
 	}
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b := &boxRun{eng: e, lg: lg, cancel: cancel}
+	b := &boxRun{eng: e, lg: lg, cancel: cancel, ownIDs: bs.Container.IDMap != nil}
 	defer func() {
 		if err != nil {
 			b.remove()
@@ -87,7 +98,7 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 		}
 		// Connecting takes write permission on the socket: the sandbox
 		// user's (not root) must have it.
-		if err := chownUser(p, bs.Container.User); err != nil {
+		if err := giveSocket(p, bs); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("sandbox socket: %w", err)
 		}
@@ -130,6 +141,14 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 	lg.Printf("sandbox %s (%.12s) created in %v, started in %v; egress allowed: %s", bs.Container.Name, id,
 		t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond), strings.Join(bs.Egress, ", "))
 	return b, nil
+}
+
+// giveSocket lets the sandbox user connect to the socket at path.
+func giveSocket(path string, bs *BoxSpec) error {
+	if bs.Container.IDMap == nil {
+		return chownUser(path, bs.Container.User)
+	}
+	return cardaccess.Socket(path, uint32(bs.SocketUID))
 }
 
 // chownUser gives path to user ("uid:gid", as engine.Spec.User); nothing
@@ -225,6 +244,11 @@ func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols in
 				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer scancel()
 				if s == syscall.SIGKILL {
+					if b.ownIDs {
+						// remove() empties its home first.
+						b.eng.Stop(sctx, b.id, 0)
+						return
+					}
 					b.eng.Remove(sctx, b.id, true)
 					return
 				}
@@ -249,11 +273,36 @@ func (f *firstRead) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// emptyHome removes what is in the sandbox's home, as the sandbox user
+// (the sandbox is started again for it when the CLI's end stopped it).
+func (b *boxRun) emptyHome(ctx context.Context) {
+	if c, err := b.eng.Inspect(ctx, b.id); err != nil || !c.Running {
+		if err == nil {
+			err = b.eng.Start(ctx, b.id)
+		}
+		if err != nil {
+			b.lg.Printf("empty the sandbox's home: %v", err)
+			return
+		}
+	}
+	var out bytes.Buffer
+	code, err := b.eng.Exec(ctx, b.id, engine.ExecSpec{
+		Cmd:    []string{"find", sandbox.Home, "-mindepth", "1", "-delete"},
+		Stdout: &out, Stderr: &out,
+	})
+	if err != nil || code != 0 {
+		b.lg.Printf("empty the sandbox's home: exit %d %v %s", code, err, termtext.Line(out.String(), 200))
+	}
+}
+
 // remove ends the host services and removes the sandbox container.
 func (b *boxRun) remove() {
 	b.once.Do(func() {
 		if b.id != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			if b.ownIDs {
+				b.emptyHome(ctx)
+			}
 			if err := b.eng.Remove(ctx, b.id, true); err != nil {
 				b.lg.Printf("remove the sandbox %.12s: %v", b.id, err)
 			}

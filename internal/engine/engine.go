@@ -43,12 +43,10 @@ type Spec struct {
 
 	// User is "uid:gid" for the command and every exec ("" = the image's).
 	User string `json:"user,omitempty"`
-	// UserNS is "" (the engine's default) or UserNSKeepID.
-	UserNS string `json:"userns,omitempty"`
 	// IDMap, when set, gives the container a user namespace of its own in
 	// which ids 0 to Size-1 are Base and up as the engine counts ids (the
-	// host's rootful; the account's user namespace rootless). Not with
-	// UserNS.
+	// host's rootful; the account's user namespace rootless); nil is the
+	// engine's default.
 	IDMap *IDMap `json:"id_map,omitempty"`
 	// DropAllCaps empties every capability set, the bounding set included.
 	DropAllCaps bool `json:"drop_all_caps,omitempty"`
@@ -64,11 +62,6 @@ type Spec struct {
 	ReadOnlyRoot bool    `json:"read_only_root,omitempty"`
 	Tmpfs        []Tmpfs `json:"tmpfs,omitempty"`
 }
-
-// UserNSKeepID is a rootless user namespace in which the caller's uid and
-// gid are the same inside as outside, so files the container writes in a
-// bind mount belong to the caller.
-const UserNSKeepID = "keep-id"
 
 // IDMap is a contiguous id mapping, the same for uids and gids.
 type IDMap struct {

@@ -8,6 +8,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stem-edu/stem/internal/posixacl"
 )
 
 const cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -120,6 +124,53 @@ func TestCreateModesAndChecks(t *testing.T) {
 		t.Fatalf("0755 level accepted: %v", err)
 	}
 	os.Chmod(filepath.Dir(d.Path), 0o700)
+}
+
+// TestACLLevels: a level whose group bits come from an ACL naming a user
+// (the container's root, as cardaccess grants it) passes; one that also
+// lets the owning group in, or names a group, does not.
+func TestACLLevels(t *testing.T) {
+	rt := runtimeDir(t)
+	l := Layout{Runtime: rt}
+	d, _ := l.ForContainer(ThreadKey("/w"), InstanceKey("i"), cid)
+	if err := l.Create(d); err != nil {
+		t.Fatal(err)
+	}
+	set := func(a posixacl.ACL) {
+		t.Helper()
+		fd, err := unix.Open(d.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := posixacl.Set(fd, false, a); err != nil {
+			t.Skipf("no ACLs here: %v", err)
+		}
+	}
+	set(posixacl.FromMode(0o700).With(100000, posixacl.RWX))
+	if err := l.Check(d); err != nil {
+		t.Fatalf("a level naming the container's uid: %v", err)
+	}
+	set(posixacl.FromMode(0o750).With(100000, posixacl.RWX))
+	if err := l.Check(d); err == nil {
+		t.Fatal("a level the owning group can read passed")
+	}
+	a := posixacl.FromMode(0o700).With(100000, posixacl.RWX)
+	set(append(a, posixacl.Entry{Tag: posixacl.Group, Perm: posixacl.Read, ID: 100}))
+	if err := l.Check(d); err == nil {
+		t.Fatal("a level naming a group passed")
+	}
+	// Rootless Podman makes the runtime directory 0711 for mapped
+	// containers: passing through is all it allows.
+	os.Chmod(rt, 0o711)
+	if err := CheckRuntime(rt); err != nil {
+		t.Fatalf("0711 runtime: %v", err)
+	}
+	os.Chmod(rt, 0o751)
+	if err := CheckRuntime(rt); err == nil {
+		t.Fatal("0751 runtime passed")
+	}
+	os.Chmod(rt, 0o700)
 }
 
 func TestRuntimeNotOurs(t *testing.T) {

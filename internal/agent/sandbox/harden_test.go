@@ -123,7 +123,7 @@ func boxSpec(t *testing.T, w world, uid, gid int) engine.Spec {
 	t.Helper()
 	s, err := sandbox.Spec(sandbox.Options{AgentID: fmt.Sprintf("hardtest%d", time.Now().UnixNano()%1e9), Instance: "hardening-test",
 		CardPath: w.card, CardWritable: true, WorkDir: w.card, HostRunDir: w.run, HostConfDir: w.conf, HostHome: w.home,
-		HostMCPBinary: "/usr/bin/true", Programs: []string{w.suid}, Masked: nil, Empty: w.empty, UID: uid, GID: gid,
+		HostMCPBinary: "/usr/bin/true", Programs: []string{w.suid}, Masked: nil, Empty: w.empty, User: sandbox.Identity{UID: uid, GID: gid, HostUID: uid},
 		ReadOnlyCardParts: sandbox.CardGit(w.card)})
 	if err != nil {
 		t.Fatal(err)
@@ -167,14 +167,14 @@ func run(t *testing.T, e engine.Engine, spec engine.Spec) func(script string) (i
 
 func TestHardenedSandboxResistsAttacks(t *testing.T) {
 	e := connect(t)
-	uid, gid, _ := sandbox.User(0, 0)
+	uid, gid := sandbox.AgentUID, sandbox.AgentUID
 	w := newWorld(t, uid, gid)
 	hard := boxSpec(t, w, uid, gid)
 	// The sandbox before the hardening: the same spec with the engine's
 	// defaults.
 	old := hard
 	old.Name += "-old"
-	old.User, old.UserNS, old.DropAllCaps, old.NoNewPrivileges, old.NoNewNamespaces, old.ReadOnlyRoot, old.Tmpfs = "", "", false, false, false, false, nil
+	old.User, old.IDMap, old.DropAllCaps, old.NoNewPrivileges, old.NoNewNamespaces, old.ReadOnlyRoot, old.Tmpfs = "", nil, false, false, false, false, nil
 	noNNP := hard
 	noNNP.Name += "-nonnp"
 	noNNP.NoNewPrivileges = false
@@ -230,7 +230,7 @@ func TestHardenedSandboxResistsAttacks(t *testing.T) {
 // host runs it.
 func TestCardGitStaysTheHostsAtFull(t *testing.T) {
 	e := connect(t)
-	uid, gid, _ := sandbox.User(0, 0)
+	uid, gid := sandbox.AgentUID, sandbox.AgentUID
 	needs.Program(t, "git", "git")
 	// The control: the sandbox's mounts with the card's .git replaced by
 	// the read-only parts sandboxes had before.

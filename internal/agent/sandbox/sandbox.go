@@ -25,9 +25,10 @@
 //   - the agent's files (context, the CLIs' configuration) are mounted
 //     read-only; its home directory is its own and the host never reads it;
 //   - the API key is in the CLI's environment in the sandbox only;
-//   - the CLI and everything it starts run as a user that is not root in
-//     the sandbox (the student's own uid in a rootless user namespace;
-//     AgentUID under rootful Podman run by root), with every capability
+//   - the CLI and everything it starts run as AgentUID, not root, in the
+//     sandbox (rootless, in a user namespace of the account's subordinate
+//     ids, so that what it writes in the card is not the student's on the
+//     host, as in the student's container: internal/idmap), with every capability
 //     dropped, no-new-privileges (a setuid program gains nothing), no
 //     namespaces or mounts of its own (seccomp), and the image read-only:
 //     the only writable places are its home, a small /tmp in memory, and
@@ -41,6 +42,7 @@ import (
 	"strconv"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/idmap"
 )
 
 // Paths inside the sandbox.
@@ -63,10 +65,10 @@ const (
 	EgressSocket = "egress.sock"
 )
 
-// AgentUID is the sandbox user under rootful Podman run by root: no
-// account's uid on a usual host (it is "nonroot" in distroless images).
-// Rootless, the sandbox user is the student's own uid (a keep-id user
-// namespace), so what it writes in its home and the card is the student's.
+// AgentUID is the sandbox user inside the sandbox: no account's uid on a
+// usual host (it is "nonroot" in distroless images). Under rootful Podman
+// run by root it is that host uid; rootless, the sandbox has the
+// account's subordinate ids and AgentUID is the one at that offset.
 const AgentUID = 65532
 
 // TmpMiB is the size of the sandbox's /tmp (memory, counted in its limit).
@@ -101,19 +103,38 @@ type Options struct {
 	Programs  []string
 	MemoryMiB int64
 	Pids      int64
-	// UID and GID are the sandbox user's; Rootless puts them in a keep-id
-	// user namespace (the caller's ids, the same inside).
-	UID, GID int
-	Rootless bool
+	// User is who the CLI runs as (Identify).
+	User Identity
 }
 
-// User is the sandbox user for a caller with uid and gid: the caller
-// itself when it is not root (its Podman is rootless), else AgentUID.
-func User(uid, gid int) (u, g int, rootless bool) {
-	if uid != 0 {
-		return uid, gid, true
+// Identity is the sandbox user.
+type Identity struct {
+	// UID and GID are the user's ids inside the sandbox.
+	UID, GID int
+	// HostUID is its uid on the host: what the card's and its home's
+	// ACLs name when the sandbox has ids of its own.
+	HostUID int
+	// IDMap, when set, gives the sandbox a user namespace of its own.
+	IDMap *engine.IDMap
+}
+
+// Identify is the sandbox user for a caller with effective uid euid:
+// rootful, AgentUID itself; any other account runs rootless Podman, and
+// the sandbox gets the account's subordinate ids (ids(), as the student's
+// containers: internal/idmap).
+func Identify(euid int, ids func() (idmap.Map, error)) (Identity, error) {
+	if euid == 0 {
+		return Identity{UID: AgentUID, GID: AgentUID, HostUID: AgentUID}, nil
 	}
-	return AgentUID, AgentUID, false
+	m, err := ids()
+	if err != nil {
+		return Identity{}, err
+	}
+	if m.Size <= AgentUID {
+		return Identity{}, fmt.Errorf("the agent sandbox runs as id %d of your %d subordinate ids: it needs at least %d (usermod --add-subuids, --add-subgids)", AgentUID, m.Size, AgentUID+1)
+	}
+	return Identity{UID: AgentUID, GID: AgentUID, HostUID: int(m.Host) + AgentUID,
+		IDMap: &engine.IDMap{Base: m.EngineBase, Size: m.Size}}, nil
 }
 
 // ContainerName is the sandbox's container name for an agent.
@@ -156,12 +177,8 @@ func Spec(o Options) (engine.Spec, error) {
 	if pids == 0 {
 		pids = 1024
 	}
-	if o.UID == 0 {
+	if o.User.UID == 0 {
 		return engine.Spec{}, fmt.Errorf("sandbox: the agent's user must not be root")
-	}
-	userns := ""
-	if o.Rootless {
-		userns = engine.UserNSKeepID
 	}
 	return engine.Spec{
 		Name:  ContainerName(o.AgentID),
@@ -176,8 +193,8 @@ func Spec(o Options) (engine.Spec, error) {
 		Pids:      pids,
 		Network:   "none",
 		Init:      true,
-		User:      fmt.Sprintf("%d:%d", o.UID, o.GID),
-		UserNS:    userns,
+		User:      fmt.Sprintf("%d:%d", o.User.UID, o.User.GID),
+		IDMap:     o.User.IDMap,
 		// Nothing the CLI runs needs a capability or a setuid program;
 		// its scratch space is its home and /tmp.
 		DropAllCaps:     true,

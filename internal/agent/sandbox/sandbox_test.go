@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/idmap"
 )
 
 func TestSpec(t *testing.T) {
@@ -15,7 +17,7 @@ func TestSpec(t *testing.T) {
 		ReadOnlyCardParts: []string{"/ws/demo/hello/.git"}, WorkDir: "/ws/demo/hello",
 		HostRunDir: "/rt/agents/abc123/run", HostConfDir: "/rt/agents/abc123/box", HostHome: "/rt/agents/abc123/home",
 		HostMCPBinary: "/usr/bin/stem-mcp", Masked: []string{"/ws/demo/hello/.claude"}, Empty: "/rt/agents/abc123/empty",
-		UID: 1000, GID: 1000, Rootless: true}
+		User: Identity{UID: AgentUID, GID: AgentUID, HostUID: 100000 + AgentUID, IDMap: &engine.IDMap{Base: 1, Size: 65536}}}
 	s, err := Spec(o)
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +25,7 @@ func TestSpec(t *testing.T) {
 	if s.Network != "none" || s.Name != "stem-agent-abc123" || s.Labels[Label] != "abc123" || s.Image != Image || s.MemoryMiB == 0 || s.Pids == 0 {
 		t.Fatalf("spec %+v", s)
 	}
-	if s.User != "1000:1000" || s.UserNS != engine.UserNSKeepID || !s.DropAllCaps || !s.NoNewPrivileges || !s.NoNewNamespaces || !s.ReadOnlyRoot ||
+	if s.User != "65532:65532" || s.IDMap == nil || s.IDMap.Base != 1 || !s.DropAllCaps || !s.NoNewPrivileges || !s.NoNewNamespaces || !s.ReadOnlyRoot ||
 		len(s.Tmpfs) != 1 || s.Tmpfs[0].Dest != "/tmp" || s.Tmpfs[0].Exec {
 		t.Fatalf("hardening: %+v", s)
 	}
@@ -52,27 +54,37 @@ func TestSpec(t *testing.T) {
 			t.Errorf("full: %+v", m)
 		}
 	}
-	o.UID, o.GID, o.Rootless = AgentUID, AgentUID, false
-	if s, _ = Spec(o); s.User != "65532:65532" || s.UserNS != "" {
-		t.Errorf("rootful: user %q, userns %q", s.User, s.UserNS)
+	o.User = Identity{UID: AgentUID, GID: AgentUID, HostUID: AgentUID}
+	if s, _ = Spec(o); s.User != "65532:65532" || s.IDMap != nil {
+		t.Errorf("rootful: user %q, id map %+v", s.User, s.IDMap)
 	}
-	o.UID = 0
+	o.User.UID = 0
 	if _, err := Spec(o); err == nil {
 		t.Error("a root sandbox user was accepted")
 	}
-	o.UID = 1000
+	o.User.UID = AgentUID
 	o.CardPath = "relative"
 	if _, err := Spec(o); err == nil {
 		t.Error("a relative card path was accepted")
 	}
 }
 
-func TestUser(t *testing.T) {
-	if u, g, rootless := User(1001, 1002); u != 1001 || g != 1002 || !rootless {
-		t.Errorf("a student: %d:%d rootless %v", u, g, rootless)
+func TestIdentify(t *testing.T) {
+	ids := func(m idmap.Map, err error) func() (idmap.Map, error) {
+		return func() (idmap.Map, error) { return m, err }
 	}
-	if u, g, rootless := User(0, 0); u != AgentUID || g != AgentUID || rootless {
-		t.Errorf("root: %d:%d rootless %v", u, g, rootless)
+	if u, err := Identify(0, nil); err != nil || u != (Identity{UID: AgentUID, GID: AgentUID, HostUID: AgentUID}) {
+		t.Errorf("root: %+v %v", u, err)
+	}
+	u, err := Identify(1001, ids(idmap.Map{EngineBase: 1, Host: 100000, HostGID: 100000, Size: 65536}, nil))
+	if err != nil || u.UID != AgentUID || u.HostUID != 100000+AgentUID || u.IDMap == nil || *u.IDMap != (engine.IDMap{Base: 1, Size: 65536}) {
+		t.Errorf("a student: %+v %v", u, err)
+	}
+	if _, err := Identify(1001, ids(idmap.Map{EngineBase: 1, Host: 100000, Size: 1000}, nil)); err == nil || !strings.Contains(err.Error(), "at least 65533") {
+		t.Errorf("too few subordinate ids: %v", err)
+	}
+	if _, err := Identify(1001, ids(idmap.Map{}, idmap.ErrNoSubordinate)); !errors.Is(err, idmap.ErrNoSubordinate) {
+		t.Errorf("no subordinate ids: %v", err)
 	}
 }
 

@@ -158,9 +158,11 @@ git update-index --add --cacheinfo "160000,$a,sub" || { newgit && git update-ind
 }
 
 // nestedAttack plants repositories git on the host would use below the
-// card root: a .git directory, a .git file naming it, a bare repository
-// with a work tree, one in stem's own state directory.
-const nestedAttack = `git init -q t1/x && hooks t1/x/.git/hooks
+// card root: a .git directory (with an fsmonitor, which git in the card
+// root runs once the repository is staged as an embedded one), a .git
+// file naming it, a bare repository with a work tree, one in stem's own
+// state directory.
+const nestedAttack = `git init -q t1/x && hooks t1/x/.git/hooks && git -C t1/x config core.fsmonitor "$(evil fsmonitor)"
 mkdir -p t2/y && printf 'gitdir: %s\n' "$C/t1/x/.git" > t2/y/.git
 git init -q --bare t1/bare && git -C t1/bare config core.bare false && git -C t1/bare config core.worktree "$C/t1" && hooks t1/bare/hooks
 mkdir -p .stem/instances/zz && git init -q .stem/instances/zz

@@ -179,6 +179,15 @@ func (w *world) nestedRoute() {
 			t.Errorf("git on the host in %s did not refuse the container's repository: %v\n%s", dir, err, out)
 		}
 	}
+	// Nor does the student's battery, in the card root (git add -A stages
+	// t1/x as an embedded repository, whose fsmonitor git status would
+	// run) and below it, with the repositories still there.
+	os.Remove(canary)
+	w.runBattery(card, card)
+	w.runBattery(card, filepath.Join(card, "t1"))
+	if c := read(canary); c != "" {
+		t.Errorf("git on the host in the card ran the container's programs:\n%s", c)
+	}
 	// Control: the same repositories given to the student (as a container
 	// whose root is the student would have made them) run their hooks.
 	for _, dir := range []string{"t1/x", "t1/bare"} {

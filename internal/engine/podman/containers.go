@@ -140,16 +140,9 @@ func specGenerator(spec engine.Spec) (*specgen.SpecGenerator, error) {
 // the engine's defaults.
 func harden(s *specgen.SpecGenerator, spec engine.Spec) error {
 	s.User = spec.User
-	switch spec.UserNS {
-	case "":
-	case engine.UserNSKeepID:
-		s.UserNS = specgen.Namespace{NSMode: specgen.KeepID}
-	default:
-		return fmt.Errorf("user namespace %q is not supported: use %q or the engine default", spec.UserNS, engine.UserNSKeepID)
-	}
 	if m := spec.IDMap; m != nil {
-		if spec.UserNS != "" || m.Size == 0 {
-			return fmt.Errorf("an id map takes a size and no other user namespace setting")
+		if m.Size == 0 {
+			return fmt.Errorf("an id map needs a size")
 		}
 		ids := []idtools.IDMap{{ContainerID: 0, HostID: int(m.Base), Size: int(m.Size)}}
 		s.IDMappings = &storagetypes.IDMappingOptions{UIDMap: ids, GIDMap: ids}

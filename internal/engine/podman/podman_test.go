@@ -570,7 +570,7 @@ func TestCreateRejects(t *testing.T) {
 		"relative mount": func(s *engine.Spec) { s.Mounts = []engine.Mount{{Source: "rel", Dest: "/x"}} },
 		"network":        func(s *engine.Spec) { s.Network = "host" },
 		"no image":       func(s *engine.Spec) { s.Image = "" },
-		"userns":         func(s *engine.Spec) { s.UserNS = "host" },
+		"empty id map":   func(s *engine.Spec) { s.IDMap = &engine.IDMap{Base: 1} },
 		"relative tmpfs": func(s *engine.Spec) { s.Tmpfs = []engine.Tmpfs{{Dest: "tmp", SizeMiB: 1}} },
 		"empty tmpfs":    func(s *engine.Spec) { s.Tmpfs = []engine.Tmpfs{{Dest: "/tmp"}} },
 	} {
