@@ -36,6 +36,7 @@ bench ./internal/cmd/e2e/ 'Attach' 20
 # rootless Podman (the benchmark makes the account: needs root).
 bench ./internal/cmd/e2e/ 'UpNew' 10
 bench ./internal/cardgit/ 'Check' 2000
+bench ./internal/cardaccess/ 'CardUnchanged' 200
 bench ./internal/cmd/debug/ 'StopToSign' 100
 bench ./internal/cmd/debug/ 'DebugReady' 10
 bench ./internal/agent/ 'GDBStopToNotification' 50
@@ -105,6 +106,7 @@ row "\`stemctl up\`, new instance (wall clock)" CLI:up-create-wall "" ms "< 1.5 
 row "\`stemctl up\`, new instance, root's Podman" BenchmarkUpNew/rootful p50-ms ms "< 1.5 s" "bin/stemctl process start to exit, as root with rootful Podman"
 row "\`stemctl up\`, new instance, a student's rootless Podman" BenchmarkUpNew/rootless p50-ms ms "< 1.5 s" "as above, as a non-root account with its own rootless Podman"
 row "card git check" BenchmarkCheck ns/op ns "" "the card's .git identity and the nested-repository scan (inf/bss)"
+row "card ACL walk, nothing to change" BenchmarkCardUnchanged ns/op ns "" "what every \`up\` pays for the container's access to the card: 1,000 files in 50 directories, each ACL read through its descriptor"
 row "\`up\` of a healthy instance (in stemctl)" BenchmarkUpReuse p50-ms ms "< 150 ms" "instance.Manager.Up that reuses: resolve, inspect, probe both servers"
 row "\`stemctl up\`, healthy instance (wall clock)" CLI:up-reuse-wall "" ms "< 150 ms" "bin/stemctl process start to exit"
 row "\`stemctl attach\`" BenchmarkAttach p50-ms ms "< 150 ms" "process start on a real pty to tmux listing its terminal client (the client runs in the container)"

@@ -20,6 +20,7 @@ package cardaccess
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -55,7 +56,7 @@ func Card(dir string, g Grant) (Stats, error) {
 		return Stats{}, fmt.Errorf("stat the card %s: %w", dir, err)
 	}
 	w := &walker{g: g, dev: st.Dev, euid: uint32(os.Geteuid())}
-	err = w.dir(fd, dir, false, 0)
+	err = w.dir(fd, &st, dir, false, 0)
 	return w.stats, err
 }
 
@@ -69,31 +70,49 @@ type walker struct {
 	stats Stats
 }
 
-// dir grants on the directory fd (which it closes) and everything in it.
-func (w *walker) dir(fd int, path string, readOnly bool, depth int) error {
+// notFollowed are the kinds of entry the walk leaves alone.
+const notFollowed = fs.ModeSymlink | fs.ModeDevice | fs.ModeCharDevice | fs.ModeNamedPipe | fs.ModeSocket | fs.ModeIrregular
+
+// dir grants on the directory fd (which it closes; st is its stat) and
+// everything in it. Entries are opened read-only (regular files and
+// directories only, by the type the directory lists, never following a
+// symlink and without blocking), and checked again by fstat.
+func (w *walker) dir(fd int, st *unix.Stat_t, path string, readOnly bool, depth int) error {
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if err := w.apply(fd, path, &st, readOnly, true); err != nil {
+	if err := w.apply(fd, path, st, readOnly, true); err != nil {
 		return err
 	}
 	if depth >= maxDepth {
 		return nil
 	}
-	names, err := readNames(fd)
+	ents, err := readDir(fd)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", path, err)
 	}
-	for _, name := range names {
+	for _, e := range ents {
+		name := e.Name()
+		if e.Type()&notFollowed != 0 {
+			w.stats.Skipped++
+			continue
+		}
 		child := path + "/" + name
 		ro := readOnly || depth == 0 && name == ".git"
-		cfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) {
-			continue // removed meanwhile
+		flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+		if e.IsDir() {
+			flags |= unix.O_DIRECTORY
 		}
-		if err != nil {
+		cfd, err := unix.Openat(fd, name, flags, 0)
+		if errors.Is(err, unix.EACCES) && !e.IsDir() {
+			// A file its owner cannot read: its ACL is still the owner's.
+			cfd, err = unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		switch {
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+			continue // removed or swapped meanwhile: not ours to follow
+		case errors.Is(err, unix.EACCES):
+			w.stats.Skipped++ // a directory we cannot read is not ours
+			continue
+		case err != nil:
 			return fmt.Errorf("open %s: %w", child, err)
 		}
 		var cst unix.Stat_t
@@ -106,19 +125,7 @@ func (w *walker) dir(fd int, path string, readOnly bool, depth int) error {
 			unix.Close(cfd)
 			w.stats.Skipped++
 		case cst.Mode&unix.S_IFMT == unix.S_IFDIR:
-			unix.Close(cfd)
-			dfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-				continue // swapped meanwhile: not ours to follow
-			}
-			if errors.Is(err, unix.EACCES) {
-				w.stats.Skipped++ // a directory we cannot read is not ours
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("open %s: %w", child, err)
-			}
-			if err := w.dir(dfd, child, ro, depth+1); err != nil {
+			if err := w.dir(cfd, &cst, child, ro, depth+1); err != nil {
 				return err
 			}
 		case cst.Mode&unix.S_IFMT == unix.S_IFREG:
@@ -135,7 +142,7 @@ func (w *walker) dir(fd int, path string, readOnly bool, depth int) error {
 	return nil
 }
 
-func readNames(fd int) ([]string, error) {
+func readDir(fd int) ([]fs.DirEntry, error) {
 	// A second descriptor: os.File takes ownership of the one it wraps.
 	dup, err := unix.Dup(fd)
 	if err != nil {
@@ -143,7 +150,7 @@ func readNames(fd int) ([]string, error) {
 	}
 	f := os.NewFile(uintptr(dup), "")
 	defer f.Close()
-	return f.Readdirnames(-1)
+	return f.ReadDir(-1)
 }
 
 // apply gives the container its entry on one file or directory the

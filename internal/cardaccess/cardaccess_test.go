@@ -228,3 +228,34 @@ func acl(t *testing.T, p string) posixacl.ACL {
 	}
 	return a
 }
+
+// TestDevice: a rootful container's root opens a device it is given (a
+// stand-in for a board's serial port: the null device's numbers, mode
+// 0600 as udev leaves a tty to root and its group).
+func TestDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a device node needs root")
+	}
+	dir := openDir(t)
+	node := filepath.Join(dir, "ttyACM-test")
+	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if canWrite(t, container, node) {
+		t.Fatal("control: the container's uid opened the device before the grant")
+	}
+	if err := Device(node, Grant{Container: container}); err != nil {
+		t.Skipf("no ACLs here: %v", err)
+	}
+	if !canWrite(t, container, node) {
+		t.Error("the container's uid cannot open the device it was given")
+	}
+	if canWrite(t, 4444, node) {
+		t.Error("a third uid can open the device")
+	}
+	plain := filepath.Join(dir, "plain")
+	os.WriteFile(plain, nil, 0o600)
+	if err := Device(plain, Grant{Container: container}); err == nil {
+		t.Error("a regular file was taken for a device")
+	}
+}

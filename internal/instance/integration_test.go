@@ -14,6 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/engine/inspect"
 	"github.com/stem-edu/stem/internal/engine/podman"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/probe"
@@ -73,6 +74,7 @@ func newWorld(t testing.TB) *world {
 	w := &world{t: t, ws: ws, bin: bin, m: &instance.Manager{
 		Engine: e, Registry: reg, Layout: sockets.Layout{Runtime: rt}, MCPBinary: bin,
 		Servers: verify.Servers{Tmux: probe.Tmux, Nvim: probe.Nvim, TmuxInside: instance.TmuxInside(e)}, Progress: testWriter{t},
+		IDMap: idmap.ForCaller,
 	}}
 	t.Cleanup(func() {
 		recs, _ := reg.List(context.Background())

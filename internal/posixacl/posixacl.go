@@ -69,7 +69,7 @@ func FromMode(mode uint32) ACL {
 func Get(fd int, def bool) (ACL, error) {
 	buf := make([]byte, 256)
 	for {
-		n, err := unix.Getxattr(procPath(fd), name(def), buf)
+		n, err := getxattr(fd, name(def), buf)
 		if errors.Is(err, unix.ENODATA) {
 			return nil, nil
 		}
@@ -101,7 +101,7 @@ func GetPath(path string) (ACL, error) {
 // kernel also sets the mode's permission bits (the group bits become the
 // mask).
 func Set(fd int, def bool, acl ACL) error {
-	if err := unix.Setxattr(procPath(fd), name(def), acl.encode(), 0); err != nil {
+	if err := setxattr(fd, name(def), acl.encode()); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			return fmt.Errorf("write %s: the file system does not support POSIX ACLs (mount it with the acl option): %w", name(def), err)
 		}
@@ -110,8 +110,25 @@ func Set(fd int, def bool, acl ACL) error {
 	return nil
 }
 
-// procPath names fd's inode itself: the xattr calls on an O_PATH
-// descriptor go through it (fgetxattr refuses O_PATH).
+// getxattr and setxattr act on fd itself; an O_PATH descriptor, which
+// the f* calls refuse (EBADF), through /proc/self/fd/N, which names its
+// inode whatever happens to its path.
+func getxattr(fd int, attr string, buf []byte) (int, error) {
+	n, err := unix.Fgetxattr(fd, attr, buf)
+	if errors.Is(err, unix.EBADF) {
+		n, err = unix.Getxattr(procPath(fd), attr, buf)
+	}
+	return n, err
+}
+
+func setxattr(fd int, attr string, data []byte) error {
+	err := unix.Fsetxattr(fd, attr, data, 0)
+	if errors.Is(err, unix.EBADF) {
+		err = unix.Setxattr(procPath(fd), attr, data, 0)
+	}
+	return err
+}
+
 func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 func name(def bool) string {
