@@ -13,6 +13,7 @@ import (
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/posixacl"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
 )
@@ -53,8 +54,20 @@ func TestDesignSocketsAndSelection(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		if !fi.IsDir() || fi.Mode().Perm() != 0o700 || int(st.Uid) != os.Geteuid() {
+		if !fi.IsDir() || groupMode(p, fi.Mode()).Perm() != 0o700 || int(st.Uid) != os.Geteuid() {
 			t.Errorf("%s: mode %v uid %d, want a 0700 directory of uid %d", p, fi.Mode(), st.Uid, os.Geteuid())
+		}
+		// The instance directory and the container's own name the
+		// container's root (search only, and everything) and no one else.
+		idm, _ := w.m.IDMap()
+		acl, _ := posixacl.GetPath(p)
+		for _, uid := range acl.Named() {
+			if uid != idm.Host {
+				t.Errorf("%s: its ACL names uid %d", p, uid)
+			}
+		}
+		if wantACL := p == want || p == filepath.Dir(want); wantACL != (len(acl.Named()) == 1) || acl.HasNamedGroups() {
+			t.Errorf("%s: ACL %+v", p, acl)
 		}
 		if p == w.m.Layout.Root() {
 			break

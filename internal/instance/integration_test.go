@@ -359,8 +359,10 @@ func TestGitReadOnlyInside(t *testing.T) {
 			t.Errorf("in the container, %q worked", script)
 		}
 	}
-	if !strings.Contains(out.String(), "busy") {
-		t.Errorf("renaming the mount point: %q, want EBUSY", out.String())
+	// EBUSY (a mount point), or EACCES first: moving a directory rewrites
+	// its "..", and the container's root may not write the student's .git.
+	if !strings.Contains(out.String(), "busy") && !strings.Contains(out.String(), "Permission denied") {
+		t.Errorf("renaming the mount point: %q, want EBUSY or EACCES", out.String())
 	}
 	sh("mv t1x t1")
 	if code := sh("git -c user.name=s -c user.email=s@x commit -qam 'from the container'"); code == 0 || !strings.Contains(out.String(), "Read-only file system") {

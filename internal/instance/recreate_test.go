@@ -28,6 +28,7 @@ import (
 	"github.com/stem-edu/stem/internal/engine/podman"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/posixacl"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/selection"
 )
@@ -75,6 +76,20 @@ func brokenEngine(t *testing.T) engine.Engine {
 
 // tree lists every path under root with its kind, mode, size and content
 // digest (sockets and directories by mode only), so any change shows.
+// groupMode is m with the owning group's own permission where an ACL
+// makes the mode's group bits its mask: the container's ACL entry (stem
+// grants it the card on every up) is not a change the tree reports.
+func groupMode(p string, m fs.FileMode) fs.FileMode {
+	acl, err := posixacl.GetPath(p)
+	if err != nil || acl == nil {
+		return m
+	}
+	if g, ok := acl.Find(posixacl.GroupObj, 0); ok {
+		m = m&^0o070 | fs.FileMode(g.Perm)<<3
+	}
+	return m
+}
+
 func tree(t *testing.T, root string) string {
 	t.Helper()
 	var lines []string
@@ -87,7 +102,7 @@ func tree(t *testing.T, root string) string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		e := fmt.Sprintf("%s %v", rel, fi.Mode())
+		e := fmt.Sprintf("%s %v", rel, groupMode(p, fi.Mode()))
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			to, _ := os.Readlink(p)

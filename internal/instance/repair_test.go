@@ -202,7 +202,11 @@ func TestUpRecreatesOnSchemaChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := instance.NewPlan(r, instance.PlanOptions{Layout: w.m.Layout, ImageID: img.ID, MCPBinary: w.bin})
+	idm, err := w.m.IDMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := instance.NewPlan(r, instance.PlanOptions{Layout: w.m.Layout, ImageID: img.ID, MCPBinary: w.bin, IDMap: &idm})
 	if err != nil {
 		t.Fatal(err)
 	}
