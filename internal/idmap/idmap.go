@@ -59,11 +59,14 @@ func ForCaller() (Map, error) {
 	if os.Geteuid() == 0 {
 		return Map{EngineBase: RootfulBase, Host: RootfulBase, HostGID: RootfulBase, Size: Size}, nil
 	}
-	u, err := user.Current()
-	if err != nil {
-		return Map{}, fmt.Errorf("who am I: %w", err)
+	uid := strconv.Itoa(os.Geteuid())
+	name := os.Getenv("USER")
+	// An account only NSS knows (LDAP) is not found without cgo: the uid
+	// and $USER still match its lines.
+	if u, err := user.LookupId(uid); err == nil {
+		name = u.Username
 	}
-	return Rootless(DefaultFiles, u.Username, u.Uid)
+	return Rootless(DefaultFiles, name, uid)
 }
 
 // Rootless is the mapping for an account's rootless containers: their
@@ -108,7 +111,7 @@ func parse(r io.Reader, name, uid string) (start, count uint32, found bool, err 
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Split(strings.TrimSpace(sc.Text()), ":")
-		if len(f) != 3 || (f[0] != name && f[0] != uid) {
+		if len(f) != 3 || f[0] == "" || (f[0] != name && f[0] != uid) {
 			continue
 		}
 		s, err1 := strconv.ParseUint(f[1], 10, 32)

@@ -35,8 +35,8 @@ func TestRootless(t *testing.T) {
 }
 
 func TestRootlessWithoutSubordinateIDs(t *testing.T) {
-	for _, content := range []string{"", "other:100000:65536\n", "student:100000:1\n"} {
-		_, err := Rootless(files(t, content), "student", "1001")
+	for _, content := range []string{"", "other:100000:65536\n", "student:100000:1\n", ":100000:65536\n"} {
+		_, err := Rootless(files(t, content), "", "1001")
 		if !errors.Is(err, ErrNoSubordinate) || !strings.Contains(err.Error(), "usermod --add-subuids") {
 			t.Errorf("%q: %v", content, err)
 		}
