@@ -39,7 +39,13 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 		return engine.Container{}, sockets.Dir{}, err
 	}
 	m.progress("creating %s from %s", plan.Name, plan.Resolved.Profile.Image)
+	slow := time.AfterFunc(3*time.Second, func() {
+		if plan.IDMap != nil {
+			m.progress("still creating %s: the first container of an image on these ids waits for Podman to prepare a copy of the image (once, several seconds)", plan.Name)
+		}
+	})
 	id, err := m.Engine.Create(ctx, spec)
+	slow.Stop()
 	if err != nil {
 		undoGit()
 		return engine.Container{}, sockets.Dir{}, fmt.Errorf("create %s: %w", plan.Name, err)
