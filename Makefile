@@ -74,8 +74,11 @@ test: setup build images check-images agent-clis agent-image lint
 
 # A bounded fuzz run of the decoders of container bytes: the validating
 # reader in front of the Neovim RPC decoder, the GDB/MI parser and tmux's
-# imsg framing.
-FUZZTIME ?= 10s
+# imsg framing. The budget is a count of inputs (about 5-12 s each here):
+# with a duration, Go's fuzzing coordinator can fail a target with
+# "context deadline exceeded" when the deadline fires on a loaded machine,
+# having found nothing.
+FUZZTIME ?= 150000x
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzNext$$' -fuzztime $(FUZZTIME) ./internal/tmux/imsg/
 	go test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/nvim/rpcguard/
