@@ -87,13 +87,22 @@ func TestEventsReachTheModel(t *testing.T) {
 // that request.
 func (b *boxAccount) eventReaches(st instanceInfo, rec agent.Record, s *mcpSession, typ, want string, trigger func()) time.Duration {
 	b.t.Helper()
-	seen := len(b.ms.Requests())
+	before := b.ms.Requests()
+	seen := len(before)
+	asked := map[string]bool{} // prompts the model was sent before
+	for _, r := range before {
+		asked[r.Prompt] = true
+	}
 	s.drain()
 	trigger()
 	ev := s.next(30*time.Second, typ)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	req, err := b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
+	// The next new request: a CLI that lost a response in transit (it
+	// shows "API error · retrying") sends an earlier prompt again first.
+	req, err := b.ms.Wait(ctx, func(r modelserver.Request) bool {
+		return len(r.Tools) > 0 && b.ms.Index(r) >= seen && !asked[r.Prompt]
+	})
 	if err != nil {
 		b.t.Fatalf("%s: no request to the model after %s: %v\nits window:\n%s\nsupervisor log:\n%s", rec.Provider, typ, err, b.capture(st, rec.Pane), readFile(rec.Log))
 	}
