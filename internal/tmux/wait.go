@@ -93,11 +93,20 @@ func (c *Client) Wait(ctx context.Context, pane PaneID, opt WaitOptions) (WaitRe
 	})
 	defer remove()
 
+	timedOut := func() (WaitResult, error) {
+		return WaitResult{Elapsed: time.Since(start)}, fmt.Errorf("%w: waiting on %s after %v", ErrTimeout, pane, time.Since(start).Round(time.Millisecond))
+	}
 	match := func() (WaitResult, bool, error) {
 		if opt.Pattern == nil {
 			return WaitResult{}, false, nil
 		}
 		text, err := c.waitText(ctx, pane, int(min(newlines.Load(), int64(opt.MaxLines))))
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The time ran out during a capture (a busy pane): that is
+			// the wait's timeout, not a failed command.
+			r, err := timedOut()
+			return r, false, err
+		}
 		if err != nil {
 			return WaitResult{}, false, err
 		}
@@ -148,7 +157,7 @@ func (c *Client) Wait(ctx context.Context, pane PaneID, opt WaitOptions) (WaitRe
 			return WaitResult{}, c.Err()
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return WaitResult{Elapsed: time.Since(start)}, fmt.Errorf("%w: waiting on %s after %v", ErrTimeout, pane, time.Since(start).Round(time.Millisecond))
+				return timedOut()
 			}
 			return WaitResult{}, ctx.Err()
 		}
