@@ -45,7 +45,9 @@ func apiCode(err error) int {
 // notFound wraps err with engine.ErrNotFound when the service said 404.
 func notFound(err error, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	if apiCode(err) == http.StatusNotFound {
+	// A container removed while the service looks it up (by name, then in
+	// its database) comes back as a 500 that says so.
+	if apiCode(err) == http.StatusNotFound || strings.Contains(err.Error(), "no such container") {
 		return fmt.Errorf("%s: %w (%w)", msg, engine.ErrNotFound, err)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
