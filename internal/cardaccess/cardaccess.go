@@ -273,6 +273,18 @@ func Traverse(dir string, g Grant) error {
 
 // Device lets the container open the device node path (root's: rootful).
 func Device(path string, g Grant) error {
+	return grantNode(path, unix.S_IFCHR, "a character device", g.Container)
+}
+
+// Socket lets uid connect to the socket at path (the caller's, in a
+// directory of its own).
+func Socket(path string, uid uint32) error {
+	return grantNode(path, unix.S_IFSOCK, "a socket", uid)
+}
+
+// grantNode gives uid read and write on path, which must be of type kind
+// (a symlink is not followed), unless it has them already.
+func grantNode(path string, kind uint32, what string, uid uint32) error {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -282,49 +294,21 @@ func Device(path string, g Grant) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
-		return fmt.Errorf("%s is not a character device", path)
+	if st.Mode&unix.S_IFMT != kind {
+		return fmt.Errorf("%s is not %s", path, what)
 	}
 	acl, err := posixacl.Get(fd, false)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	want := posixacl.Read | posixacl.Write
-	if acl.Effective(g.Container)&want == want {
+	if acl.Effective(uid)&want == want {
 		return nil
 	}
 	if acl == nil {
 		acl = posixacl.FromMode(st.Mode)
 	}
-	if err := posixacl.Set(fd, false, acl.With(g.Container, want)); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// Socket lets uid connect to the socket at path (the caller's, in a
-// directory of its own): an ACL entry with read and write.
-func Socket(path string, uid uint32) error {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return fmt.Errorf("%s is not a socket", path)
-	}
-	acl, err := posixacl.Get(fd, false)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if acl == nil {
-		acl = posixacl.FromMode(st.Mode)
-	}
-	if err := posixacl.Set(fd, false, acl.With(uid, posixacl.Read|posixacl.Write)); err != nil {
+	if err := posixacl.Set(fd, false, acl.With(uid, want)); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package cardaccess
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,5 +258,27 @@ func TestDevice(t *testing.T) {
 	os.WriteFile(plain, nil, 0o600)
 	if err := Device(plain, Grant{Container: container}); err == nil {
 		t.Error("a regular file was taken for a device")
+	}
+}
+
+// TestSocket: a socket gets the entry; anything else is refused.
+func TestSocket(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := Socket(p, container); err != nil {
+		t.Skipf("no ACLs here: %v", err)
+	}
+	if a := acl(t, p); a.Effective(container) != posixacl.Read|posixacl.Write {
+		t.Errorf("the socket's ACL: %+v", a)
+	}
+	plain := filepath.Join(dir, "plain")
+	os.WriteFile(plain, nil, 0o600)
+	if err := Socket(plain, container); err == nil {
+		t.Error("a regular file was taken for a socket")
 	}
 }
