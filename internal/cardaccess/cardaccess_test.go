@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/posixacl"
 )
 
@@ -85,9 +86,7 @@ func canWrite(t *testing.T, uid uint32, path string) bool {
 // student made 0644, an executable, a subdirectory, and a symlink to a
 // file outside the card.
 func card(t *testing.T) (dir, outside string) {
-	if os.Geteuid() != 0 {
-		t.Skip("acting as another uid needs root")
-	}
+	needs.Root(t, "acting as another uid")
 	base := openDir(t)
 	dir = filepath.Join(base, "card")
 	outside = filepath.Join(base, "victim")
@@ -178,9 +177,7 @@ func TestDefaultsNameTheStudent(t *testing.T) {
 }
 
 func TestSocketDirAndTraverse(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("acting as another uid needs root")
-	}
+	needs.Root(t, "acting as another uid")
 	base := openDir(t)
 	inst := filepath.Join(base, "inst")
 	sock := filepath.Join(inst, "cid")
@@ -234,9 +231,7 @@ func acl(t *testing.T, p string) posixacl.ACL {
 // stand-in for a board's serial port: the null device's numbers, mode
 // 0600 as udev leaves a tty to root and its group).
 func TestDevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("making a device node needs root")
-	}
+	needs.Root(t, "making a device node")
 	dir := openDir(t)
 	node := filepath.Join(dir, "ttyACM-test")
 	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {

@@ -6,6 +6,7 @@
 package needs
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -29,4 +30,18 @@ func Program(t testing.TB, program, debianPackage string) string {
 		t.Fatalf("%s not found in PATH: apt-get install %s (or run `make setup`)", program, debianPackage)
 	}
 	return p
+}
+
+// Root is for tests that act as other uids or make device nodes: as
+// another user they skip under -short and fail otherwise (CI runs as
+// root, and `make test` is meant to run everything).
+func Root(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if testing.Short() {
+		t.Skipf("needs root (%s): skipped under -short", why)
+	}
+	t.Fatalf("needs root (%s): run the tests as root, as CI does", why)
 }

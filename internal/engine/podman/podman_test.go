@@ -627,9 +627,7 @@ func BenchmarkCreateStart(b *testing.B) {
 // internal/cardgit/e2e's race route; this smaller setup did not show it.)
 func TestIDMap(t *testing.T) {
 	podmanTest(t)
-	if os.Geteuid() != 0 {
-		t.Skip("the map's base is a host id under rootful Podman")
-	}
+	needs.Root(t, "the map's base is a host id under rootful Podman")
 	const base = 2000000000
 	dir := t.TempDir()
 	mapped := func() engine.Spec {
