@@ -160,8 +160,20 @@ for pid in $(service_pids); do
   fi
   [ -n "$why" ] || continue
   say "restarting the Podman API service on $SOCK (pid $pid): $why"
+  # A service shutting down waits for Podman's storage lock, which another
+  # podman can hold for seconds (the first copy of an image onto mapped ids):
+  # give it 30 s, then kill it (its locks are released when it dies).
   kill "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+  for i in $(seq 300); do
+    alive "$pid" || break
+    [ "$i" = 50 ] && say "waiting for the Podman API service (pid $pid) to finish its work"
+    sleep 0.1
+  done
+  if alive "$pid"; then
+    say "the Podman API service (pid $pid) did not stop in 30 s: killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+  fi
   if alive "$pid"; then
     echo "setup: the Podman API service (pid $pid) did not stop; stop it and run setup again" >&2
     exit 1
