@@ -101,7 +101,7 @@ func (c *Client) Wait(ctx context.Context, pane PaneID, opt WaitOptions) (WaitRe
 			return WaitResult{}, false, nil
 		}
 		text, err := c.waitText(ctx, pane, int(min(newlines.Load(), int64(opt.MaxLines))))
-		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if ranOut(ctx, err) {
 			// The time ran out during a capture (a busy pane): that is
 			// the wait's timeout, not a failed command.
 			r, err := timedOut()
@@ -150,7 +150,9 @@ func (c *Client) Wait(ctx context.Context, pane PaneID, opt WaitOptions) (WaitRe
 			}
 			return WaitResult{Quiet: true, Elapsed: time.Since(start)}, nil
 		case <-structural:
-			if _, err := c.paneState(ctx, pane); err != nil {
+			if _, err := c.paneState(ctx, pane); ranOut(ctx, err) {
+				return timedOut()
+			} else if err != nil {
 				return WaitResult{}, err
 			}
 		case <-c.done:
@@ -162,6 +164,20 @@ func (c *Client) Wait(ctx context.Context, pane PaneID, opt WaitOptions) (WaitRe
 			return WaitResult{}, ctx.Err()
 		}
 	}
+}
+
+// ranOut reports whether err is ctx's deadline passing. A command's write
+// deadline is ctx's and can fire a moment before ctx itself says so, so the
+// clock decides while ctx.Err is still nil.
+func ranOut(ctx context.Context, err error) bool {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if ctx.Err() != nil {
+		return errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // waitText captures the screen plus `extra` lines of history above it.
