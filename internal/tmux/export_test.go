@@ -1,9 +1,33 @@
 package tmux
 
-import "context"
+import (
+	"context"
+	"net"
+	"os"
+
+	"github.com/stem-edu/stem/internal/tmux/imsg"
+)
 
 // CommandForTest runs one raw tmux command line on the connection, for
 // tests that check our quoting against tmux's own parser.
 func (c *Client) CommandForTest(ctx context.Context, cmd string) (string, error) {
 	return c.command(ctx, cmd)
+}
+
+// IdentifyForTest sends on conn what a control client's dial sends to
+// attach to session: with fdsOnly, only its first stage (the messages
+// carrying stdin and stdout).
+func IdentifyForTest(conn *net.UnixConn, session string, stdin, stdout *os.File, fdsOnly bool) error {
+	w := &wireClient{ic: imsg.NewConn(conn)}
+	o := controlOptions("stem-test", session, stdin, stdout)
+	if !fdsOnly {
+		return w.identify(o)
+	}
+	fds, _ := identifyMessages(o)
+	for _, m := range fds {
+		if err := w.ic.Send(m.typ, m.f, m.data); err != nil {
+			return err
+		}
+	}
+	return nil
 }

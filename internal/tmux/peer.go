@@ -91,13 +91,7 @@ func startWire(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	name := "stem-" + newNonce()[5:17]
-	w, err := dialWire(ctx, opts.Socket, wireOptions{
-		name:   name,
-		flags:  imsg.ClientControl | imsg.ClientNoStartServer,
-		argv:   []string{"attach-session", "-t", "=" + opts.Session, "-f", "ignore-size"},
-		stdin:  inR,
-		stdout: outW,
-	})
+	w, err := dialWire(ctx, opts.Socket, controlOptions(name, opts.Session, inR, outW))
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -108,6 +102,17 @@ func startWire(ctx context.Context, opts Options) (*Client, error) {
 	c := newClient(opts, wirePeer{w: w, name: name}, inW)
 	go c.read(outR)
 	return c, nil
+}
+
+// controlOptions identify a control client attaching to session.
+func controlOptions(name, session string, stdin, stdout *os.File) wireOptions {
+	return wireOptions{
+		name:   name,
+		flags:  imsg.ClientControl | imsg.ClientNoStartServer,
+		argv:   []string{"attach-session", "-t", "=" + session, "-f", "ignore-size"},
+		stdin:  stdin,
+		stdout: stdout,
+	}
 }
 
 func newClient(opts Options, p peer, stdin *os.File) *Client {

@@ -98,41 +98,61 @@ func dialWire(ctx context.Context, socket string, o wireOptions) (*wireClient, e
 	return w, nil
 }
 
-// message is one message to send.
+// identifyBatchTimeout bounds the one write that identifies the client; it
+// does not follow the dial's context (see identify).
+const identifyBatchTimeout = 5 * time.Second
+
+// identify hands the server the client's descriptors, then everything else
+// in one write. tmux 3.3a marks a client as a control client when it reads
+// MSG_IDENTIFY_FLAGS and sets up its control state only at
+// MSG_IDENTIFY_DONE; a client that goes away in between crashes the server
+// (a NULL dereference in control_stop), taking the student's session with
+// it. So the flags and MSG_IDENTIFY_DONE arrive together or not at all:
+// they go in one write, and that write is not cut short by the dial's
+// deadline (a cancelled dial closes the connection after it).
+func (w *wireClient) identify(o wireOptions) error {
+	fds, rest := identifyMessages(o)
+	for _, m := range fds {
+		if err := w.ic.Send(m.typ, m.f, m.data); err != nil {
+			return err
+		}
+	}
+	w.ic.SetWriteDeadline(time.Now().Add(identifyBatchTimeout))
+	return w.ic.SendAll(rest)
+}
+
+// message is one message to send with a descriptor.
 type message struct {
 	typ  uint32
 	f    *os.File
 	data []byte
 }
 
-func (w *wireClient) identify(o wireOptions) error {
+// identifyMessages is what identify sends: the messages carrying a
+// descriptor (each a write of its own), then the rest, ending with
+// MSG_IDENTIFY_DONE and the command.
+func identifyMessages(o wireOptions) (fds []message, rest []imsg.Out) {
 	flags := o.flags | imsg.ClientUTF8
 	u32 := func(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
-	msgs := []message{
-		{imsg.MsgIdentifyFlags, nil, u32(uint32(flags))},
-		{imsg.MsgIdentifyLongFlags, nil, binary.NativeEndian.AppendUint64(nil, flags)},
-		{imsg.MsgIdentifyTerm, nil, imsg.CString("screen")},
-		{imsg.MsgIdentifyFeatures, nil, u32(0)},
-		// tmux dereferences the tty name unconditionally: always send one.
-		{imsg.MsgIdentifyTTYName, nil, imsg.CString(o.name)},
-		{imsg.MsgIdentifyCWD, nil, imsg.CString("/")},
-	}
 	if o.stdin != nil {
-		msgs = append(msgs, message{imsg.MsgIdentifyStdin, o.stdin, nil})
+		fds = append(fds, message{imsg.MsgIdentifyStdin, o.stdin, nil})
 	}
 	if o.stdout != nil {
-		msgs = append(msgs, message{imsg.MsgIdentifyStdout, o.stdout, nil})
+		fds = append(fds, message{imsg.MsgIdentifyStdout, o.stdout, nil})
 	}
-	msgs = append(msgs,
-		message{imsg.MsgIdentifyClientPID, nil, u32(uint32(os.Getpid()))},
-		message{imsg.MsgIdentifyDone, nil, nil},
-		message{imsg.MsgCommand, nil, imsg.PackArgv(o.argv)})
-	for _, m := range msgs {
-		if err := w.ic.Send(m.typ, m.f, m.data); err != nil {
-			return err
-		}
+	rest = []imsg.Out{
+		{Type: imsg.MsgIdentifyFlags, Data: u32(uint32(flags))},
+		{Type: imsg.MsgIdentifyLongFlags, Data: binary.NativeEndian.AppendUint64(nil, flags)},
+		{Type: imsg.MsgIdentifyTerm, Data: imsg.CString("screen")},
+		{Type: imsg.MsgIdentifyFeatures, Data: u32(0)},
+		// tmux dereferences the tty name unconditionally: always send one.
+		{Type: imsg.MsgIdentifyTTYName, Data: imsg.CString(o.name)},
+		{Type: imsg.MsgIdentifyCWD, Data: imsg.CString("/")},
+		{Type: imsg.MsgIdentifyClientPID, Data: u32(uint32(os.Getpid()))},
+		{Type: imsg.MsgIdentifyDone},
+		{Type: imsg.MsgCommand, Data: imsg.PackArgv(o.argv)},
 	}
-	return nil
+	return fds, rest
 }
 
 // listen reads the server's messages until the conversation ends.

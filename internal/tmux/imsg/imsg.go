@@ -146,6 +146,34 @@ func (c *Conn) Send(typ uint32, f *os.File, data []byte) error {
 	return nil
 }
 
+// Out is one message for SendAll.
+type Out struct {
+	Type uint32
+	Data []byte
+}
+
+// SendAll writes messages without descriptors in one write: the peer reads
+// all of them, or none when the write fails (a write of a few hundred
+// bytes to a unix socket is never split).
+func (c *Conn) SendAll(msgs []Out) error {
+	var b []byte
+	for _, m := range msgs {
+		f, err := Encode(m.Type, c.PeerID, false, m.Data)
+		if err != nil {
+			return err
+		}
+		b = append(b, f...)
+	}
+	n, err := c.conn.Write(b)
+	if err != nil {
+		return fmt.Errorf("imsg: sending %d messages: %w", len(msgs), err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("imsg: sending %d messages: short write", len(msgs))
+	}
+	return nil
+}
+
 // Close closes the connection.
 func (c *Conn) Close() error { return c.conn.Close() }
 

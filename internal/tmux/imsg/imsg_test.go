@@ -61,6 +61,29 @@ func TestRoundTripAndDescriptors(t *testing.T) {
 	}
 }
 
+// SendAll frames each message as Send would, in order, and sends nothing
+// when one of them is too long.
+func TestSendAll(t *testing.T) {
+	a, b := pair(t)
+	ca, cb := NewConn(a), NewConn(b)
+	if err := ca.SendAll([]Out{{Type: MsgIdentifyFlags, Data: []byte{0, 0x20, 0, 0}}, {Type: MsgIdentifyDone}, {Type: MsgCommand, Data: PackArgv([]string{"ls"})}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint32{MsgIdentifyFlags, MsgIdentifyDone, MsgCommand} {
+		m, err := cb.Next()
+		if err != nil || m.Type != want || m.PeerID != ProtocolVersion {
+			t.Fatalf("message %d: %+v %v, want type %d", i, m, err, want)
+		}
+	}
+	if err := ca.SendAll([]Out{{Type: MsgIdentifyFlags}, {Type: MsgCommand, Data: make([]byte, MaxSize)}}); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("a batch with an oversized message: %v", err)
+	}
+	a.Close()
+	if m, err := cb.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after a refused batch the peer read %+v %v, want nothing", m, err)
+	}
+}
+
 // FuzzNext: whatever bytes a peer sends, Next returns messages within
 // tmux's limits or an error, never panics, and keeps at most two
 // messages' worth of bytes.
