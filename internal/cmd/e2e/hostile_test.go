@@ -161,7 +161,14 @@ func TestHostileNeovimInsideTheContainer(t *testing.T) {
 		run(0, "exec", inst, "--", "sh", "-c",
 			// Both remove their socket as they end: the hostile server
 			// starts once they are gone, or its n.sock could go with them.
-			`pkill -x nvim; pkill -x hostilenvim; while pgrep -x nvim >/dev/null || pgrep -x hostilenvim >/dev/null; do sleep 0.05; done; `+
+			// What SIGTERM has not ended in 5 s (a stopped process does
+			// not act on it) gets SIGKILL and is listed; zombies do not
+			// count. A run once hung here for its whole three minutes.
+			`left() { pgrep -x -r D,R,S,T,t nvim >/dev/null || pgrep -x -r D,R,S,T,t hostilenvim >/dev/null; }; `+
+				`pkill -x nvim; pkill -x hostilenvim; i=0; `+
+				`while left; do i=$((i+1)); `+
+				`if [ $i = 100 ]; then echo "still running after SIGTERM:" >&2; ps -eo pid,ppid,stat,comm,args >&2; pkill -KILL -x nvim; pkill -KILL -x hostilenvim; fi; `+
+				`if [ $i -gt 600 ]; then echo "still running after SIGKILL:" >&2; ps -eo pid,ppid,stat,comm,args >&2; exit 3; fi; sleep 0.05; done; `+
 				`tmux -S "$1" new-window -d "$2 -mode $3 -sock $4 -log $5 -ready $6"`,
 			"sh", tsock, hostile, mode, nsock, log, ready)
 		waitFor(t, 20*time.Second, "the hostile server in the container", func() bool { _, err := os.Stat(ready); return err == nil })
