@@ -24,10 +24,5 @@ func IdentifyForTest(conn *net.UnixConn, session string, stdin, stdout *os.File,
 		return w.identify(o)
 	}
 	fds, _ := identifyMessages(o)
-	for _, m := range fds {
-		if err := w.ic.Send(m.typ, m.f, m.data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.sendDescriptors(fds)
 }

@@ -112,13 +112,22 @@ const identifyBatchTimeout = 5 * time.Second
 // deadline (a cancelled dial closes the connection after it).
 func (w *wireClient) identify(o wireOptions) error {
 	fds, rest := identifyMessages(o)
+	if err := w.sendDescriptors(fds); err != nil {
+		return err
+	}
+	w.ic.SetWriteDeadline(time.Now().Add(identifyBatchTimeout))
+	return w.ic.SendAll(rest)
+}
+
+// sendDescriptors sends each message carrying a descriptor in a write of
+// its own (one descriptor per message, as tmux reads them).
+func (w *wireClient) sendDescriptors(fds []message) error {
 	for _, m := range fds {
 		if err := w.ic.Send(m.typ, m.f, m.data); err != nil {
 			return err
 		}
 	}
-	w.ic.SetWriteDeadline(time.Now().Add(identifyBatchTimeout))
-	return w.ic.SendAll(rest)
+	return nil
 }
 
 // message is one message to send with a descriptor.
