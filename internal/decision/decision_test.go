@@ -150,4 +150,3 @@ func TestOpenRefuses(t *testing.T) {
 		t.Error("a directory others can read was taken")
 	}
 }
-
