@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -352,13 +353,19 @@ func waitGone(t *testing.T, pid int, start uint64, d time.Duration) {
 	}
 }
 
-// A provider that is not installed is named with what to install, before
-// anything starts; an unknown one lists the known providers.
+// A provider that is not installed where it runs is named with what to
+// install, before anything starts (the built-in CLIs run in the agent
+// image, so only --here needs them on the host); an unknown one lists the
+// known providers.
 func TestMissingProviderIsExplained(t *testing.T) {
 	a := newAccount(t)
-	r, err := a.runEnv([]string{"PATH=" + bins(t) + ":/usr/bin:/bin"}, "agent", "start", "codex", "native-amd64", "demo", "hello", "1")
+	noCLIs := []string{"PATH=" + bins(t) + ":/usr/bin:/bin"}
+	r, err := a.runEnv(noCLIs, "agent", "start", "codex", "native-amd64", "demo", "hello", "1", "--here")
 	if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, `program "codex" not found in PATH`) || !strings.Contains(r.Stderr, "npm install -g @openai/codex") {
 		t.Fatalf("missing codex: %d %v\n%s", r.Code, err, r.Stderr)
+	}
+	if r, err := a.runEnv(noCLIs, "agent", "providers"); err != nil || r.Code != 0 || !regexp.MustCompile(`codex +codex +in the sandbox image localhost/stem-agent:latest\n`).MatchString(r.Stdout) {
+		t.Fatalf("agent providers without the CLIs on the host's PATH: %d %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	r, _ = a.run("agent", "start", "aider", "native-amd64", "demo", "hello", "1")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "codex, claude, gemini, custom, helper") {

@@ -123,15 +123,19 @@ func SocketPath(dir sockets.Dir, id string) (string, error) {
 // directory agents' files go to, a custom command's placeholders). Callers
 // run it before they start a container, so that a refusal leaves nothing
 // behind; the agent socket's length is covered by sockets.CheckLengths,
-// which `up` runs. It returns the provider and its program's path.
-func (e *Env) Check(name string) (Provider, string, error) {
+// which `up` runs. It returns the provider and its program's path on the
+// host: none for a CLI the agent image carries when it runs in its
+// sandbox (mode ModeWindow), which needs nothing installed on the host.
+func (e *Env) Check(name, mode string) (Provider, string, error) {
 	p, err := e.Providers.Get(name)
 	if err != nil {
 		return Provider{}, "", err
 	}
-	bin, err := p.Binary(e.getenv("PATH"))
-	if err != nil {
-		return Provider{}, "", err
+	bin := ""
+	if mode != ModeWindow || !p.InImage() {
+		if bin, err = p.Binary(e.getenv("PATH")); err != nil {
+			return Provider{}, "", err
+		}
 	}
 	if err := Precheck(p, e.Store.Root); err != nil {
 		return Provider{}, "", err
@@ -142,7 +146,7 @@ func (e *Env) Check(name string) (Provider, string, error) {
 // Prepare creates the agent's directory and files. mode is ModeWindow or
 // ModeHere. On error nothing is left behind.
 func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
-	p, bin, err := e.Check(req.Provider)
+	p, bin, err := e.Check(req.Provider, mode)
 	if err != nil {
 		return nil, err
 	}

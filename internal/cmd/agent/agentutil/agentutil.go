@@ -86,7 +86,11 @@ func CheckProvider(f *cmdutil.Factory, name string, here bool) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := env.Check(name); err != nil {
+	mode := agent.ModeWindow
+	if here {
+		mode = agent.ModeHere
+	}
+	if _, _, err := env.Check(name, mode); err != nil {
 		return err
 	}
 	if here {
