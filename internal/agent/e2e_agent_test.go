@@ -410,6 +410,22 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 	}
 	a.must("up", "native-amd64", "demo", "hello", "1")
 	st := a.status(nativeInst)
+	// Without a key each CLI would stop at its own sign-in screen in the
+	// sandbox, where a browser sign-in cannot work: stem says what to set
+	// before any window opens.
+	before := a.tmux(st, "list-windows", "-F", "#{window_id}")
+	noKeys := []string{"ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "OPENAI_API_KEY=", "CODEX_API_KEY=", "GEMINI_API_KEY=", "GOOGLE_API_KEY="}
+	for p, want := range map[string]string{"codex": "export OPENAI_API_KEY=", "claude": "export ANTHROPIC_API_KEY=", "gemini": "export GEMINI_API_KEY="} {
+		r, err := a.runEnv(noKeys, "agent", "start", p, "native-amd64", "demo", "hello", "1", "--background")
+		if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, "needs an API key in its sandbox") || !strings.Contains(r.Stderr, want) {
+			t.Fatalf("%s without a key: %d %v\n%s", p, r.Code, err, r.Stderr)
+		}
+	}
+	if after := a.tmux(st, "list-windows", "-F", "#{window_id}"); after != before {
+		t.Fatalf("an agent without a key opened a window:\n%s", after)
+	}
+	// Keys the model would refuse: the CLIs get past stem's check.
+	a.Env = append(a.Env, "ANTHROPIC_API_KEY=sk-ant-test-0000000000000000000000", "OPENAI_API_KEY=sk-test-000000000000", "GEMINI_API_KEY=test-0000000000")
 	for _, c := range []struct{ provider, shows string }{
 		{"codex", "Welcome to Codex"},
 		// In the sandbox Claude's first-run dialogs are answered, and

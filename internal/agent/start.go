@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
@@ -143,6 +144,21 @@ func (e *Env) Check(name, mode string) (Provider, string, error) {
 	return p, bin, nil
 }
 
+// checkKey refuses a CLI that would stop at its own sign-in screen in the
+// sandbox: none of the credentials it takes there is set.
+func (e *Env) checkKey(p Provider) error {
+	vars := sandbox.Credentials(p.Adapter)
+	for _, v := range vars {
+		if e.getenv(v) != "" {
+			return nil
+		}
+	}
+	if len(vars) == 0 {
+		return nil
+	}
+	return &NoKeyError{Provider: p.Name, Vars: vars, Where: keyPages[p.Adapter]}
+}
+
 // Prepare creates the agent's directory and files. mode is ModeWindow or
 // ModeHere. On error nothing is left behind.
 func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
@@ -153,6 +169,11 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	pol, err := checkPolicy(req)
 	if err != nil {
 		return nil, err
+	}
+	if mode == ModeWindow && p.InImage() {
+		if err := e.checkKey(p); err != nil {
+			return nil, err
+		}
 	}
 	rec := req.Target.Record
 	id, dir, err := e.Store.Create()
