@@ -78,8 +78,13 @@ func partOf(rec registry.Record, err error) *partDownError {
 			reason: fmt.Sprintf("Neovim in instance %s does not answer (exiting, restarting, or hung)", rec.Instance),
 			fix:    fmt.Sprintf("try again in a moment; if it stays so, %s restarts it", up)}
 	case errors.Is(err, gdbmi.ErrNotRunning):
+		why := ""
+		var nr *gdbmi.NotRunningError
+		if errors.As(err, &nr) && nr.Reason != "" {
+			why = " (" + nr.Reason + ")" // gdbmi's words, no path
+		}
 		return &partDownError{part: partDebugger, state: partDown, err: err,
-			reason: fmt.Sprintf("the debugger is not running in instance %s", rec.Instance),
+			reason: fmt.Sprintf("the debugger is not running in instance %s%s", rec.Instance, why),
 			fix:    fmt.Sprintf("the student starts it (the task's debug command), or `stemctl debug %s`", rec.Instance)}
 	}
 	return nil
