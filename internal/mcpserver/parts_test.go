@@ -164,3 +164,19 @@ func TestPartsNoDebugger(t *testing.T) {
 		}
 	}
 }
+
+// TestPartsIdentityStillChecked: with the editor gone the instance's
+// identity is still verified for every call: a removed container refuses
+// the terminal tools that work while it is there.
+func TestPartsIdentityStillChecked(t *testing.T) {
+	in := fixture(t)
+	in.KillNvim(t)
+	s := connect(t, in, "observe")
+	s.ok("pane_list", nil)
+	in.RemoveContainer()
+	msg, after := refusedWithin(t, s, 10*time.Second, "pane_list", nil)
+	t.Logf("container removed with the editor gone: refused after %v: %s", after.Round(time.Millisecond), msg)
+	if !strings.Contains(msg, "container") || !strings.Contains(msg, "stemctl up") {
+		t.Errorf("pane_list after the container was removed: %s", msg)
+	}
+}
