@@ -10,6 +10,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,27 @@ func TestPartsIdentityStillChecked(t *testing.T) {
 	if !strings.Contains(msg, "container") || !strings.Contains(msg, "stemctl up") {
 		t.Errorf("pane_list after the container was removed: %s", msg)
 	}
+}
+
+// TestPartsEditorReconnect: after Neovim is restarted, an agent's next
+// editor call reaches it (no reconnect step, no retry). The time of that
+// call, from the moment the new Neovim answers, is logged for
+// docs/benchmarks.md; it has no limit here.
+func TestPartsEditorReconnect(t *testing.T) {
+	in := fixture(t)
+	s := connect(t, in, "observe")
+	s.ok("nvim_status", nil)
+	var took []time.Duration
+	for range 10 {
+		in.KillNvim(t)
+		if msg := s.refused("nvim_status", nil); !strings.Contains(msg, "Neovim is not running") {
+			t.Fatalf("nvim_status with Neovim killed: %s", msg)
+		}
+		in.StartNvim(t) // returns once the new Neovim answers
+		t0 := time.Now()
+		s.ok("nvim_status", nil)
+		took = append(took, time.Since(t0))
+	}
+	slices.Sort(took)
+	t.Logf("first editor call after a restart, %d restarts: median %v, max %v", len(took), took[len(took)/2].Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond))
 }
