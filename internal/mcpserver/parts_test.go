@@ -77,6 +77,14 @@ func TestPartsEditorQuit(t *testing.T) {
 		}
 		noSocketPath(t, in, tool, msg)
 	}
+	if text, err := s.readResource("stem://pane/" + strings.TrimPrefix(shell, "%")); err != nil || !strings.Contains(text, "STUDENT-AT-WORK") {
+		t.Errorf("the pane resource with the editor quit: %v %q", err, clip(text, 300))
+	}
+	if _, err := s.readResource("stem://buffer/1"); err == nil || !strings.Contains(err.Error(), "Neovim is not running") {
+		t.Errorf("the buffer resource with the editor quit: %v", err)
+	} else {
+		noSocketPath(t, in, "the buffer resource", err.Error())
+	}
 	status := s.ok("session_status", nil)
 	if state, _ := partState(t, status, "tmux"); state != "up" {
 		t.Errorf("tmux: %s", state)
