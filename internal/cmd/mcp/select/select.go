@@ -69,7 +69,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(opts.F.IOStreams.Out, "selected %s (container %.12s)\n  %s -> %s\n", t.Record.Instance, t.Record.ContainerID, c.Layout.Selected(), t.Dir.Path)
 	if t.Editor != nil {
-		fmt.Fprintf(opts.F.IOStreams.ErrOut, "note: nvim in %s does not answer (%s); the editor's tools fail until `%s` restarts it\n", t.Record.Instance, termtext.Line(t.Editor.Error(), 300), t.Record.UpCommand())
+		fmt.Fprintf(opts.F.IOStreams.ErrOut, "note: nvim in %s does not answer (%s); the editor's tools fail until it is repaired: `stemctl status %s` says how\n", t.Record.Instance, termtext.Line(t.Editor.Error(), 300), t.Record.Instance)
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func Run(ctx context.Context, opts *Options) error {
 		case !res.Selected:
 			fmt.Fprintf(out, "nothing selected: %s\n", termtext.Line(cerr.Error(), 1000))
 		case res.OK && res.Editor != "":
-			fmt.Fprintf(out, "selected   %s\ncontainer  %s\nsockets    %s\nhealth     tmux answers; nvim does not (%s): `stemctl up` restarts it\n", res.Instance, res.ContainerID, res.Target, res.Editor)
+			fmt.Fprintf(out, "selected   %s\ncontainer  %s\nsockets    %s\nhealth     tmux answers; nvim does not (%s): `stemctl status %s` says how to repair it\n", res.Instance, res.ContainerID, res.Target, res.Editor, res.Instance)
 		case res.OK:
 			fmt.Fprintf(out, "selected   %s\ncontainer  %s\nsockets    %s\nhealth     tmux and nvim answer\n", res.Instance, res.ContainerID, res.Target)
 		default:
