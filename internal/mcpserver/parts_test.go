@@ -212,3 +212,26 @@ func TestPartsEditorReconnect(t *testing.T) {
 	slices.Sort(took)
 	t.Logf("first editor call after a restart, %d restarts: median %v, max %v", len(took), took[len(took)/2].Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond))
 }
+
+// TestPartsDebuggerWithoutEditor: with the editor gone the debugger's
+// tools drive the student's gdb.
+func TestPartsDebuggerWithoutEditor(t *testing.T) {
+	testenv.Require(t, "gdb")
+	in := fixture(t)
+	makeTask(t, in)
+	in.KillNvim(t)
+	s := connect(t, in, "assist")
+	startBridge(t, in, "./hello")
+	waitUntil(t, 10*time.Second, "gdb_status to see the debugger", func() bool {
+		return str(get(s.ok("gdb_status", nil), "status", "state")) == "not-started"
+	})
+	if br := s.ok("gdb_break", map[string]any{"location": "count_words"}); !strings.Contains(mustJSON(br["result"]), `"func":"count_words"`) {
+		t.Fatalf("gdb_break with the editor gone: %v", br)
+	}
+	status := s.ok("session_status", nil)
+	for part, want := range map[string]string{"tmux": "up", "editor": "down", "debugger": "up"} {
+		if state, why := partState(t, status, part); state != want {
+			t.Errorf("%s: %s %s, want %s", part, state, why, want)
+		}
+	}
+}
