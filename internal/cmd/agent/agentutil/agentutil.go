@@ -174,7 +174,8 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 		return err
 	}
 	// The full check: registry record, full container id, instance label,
-	// tmux and nvim answering in this container's socket directory.
+	// tmux answering in this container's socket directory (a Neovim that
+	// does not answer fails only the agent's editor tools).
 	target, err := checker.Instance(ctx, o.Instance)
 	if err != nil {
 		return err
