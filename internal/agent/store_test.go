@@ -36,7 +36,7 @@ func TestStoreRecordsAndLiveness(t *testing.T) {
 	}
 	// A record whose process ended, and one whose pid was reused by
 	// another process (same pid, other start time).
-	dead := exec.Command("true")
+	dead := exec.Command(os.Args[0], "-test.run=^$") // a process that ends at once, with nothing but Go
 	dead.Run()
 	id2, _, _ := st.Create()
 	sock := filepath.Join(rt, "a-"+id2+".sock") // left by a killed supervisor
@@ -152,7 +152,7 @@ func TestStoreListShowsTheSupervisorsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := exec.Command("true")
+	dead := exec.Command(os.Args[0], "-test.run=^$") // a process that ends at once, with nothing but Go
 	dead.Run()
 	cases := []struct {
 		pid   int

@@ -31,6 +31,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stem-edu/stem/internal/filelock"
 )
 
 // Choice is an answer's value.
@@ -178,9 +180,16 @@ func (s *Spool) Ask(ctx context.Context, q Question) (Answer, error) {
 		}
 		select {
 		case <-ctx.Done():
-			// The answer may have come with the deadline.
+			// Withdraw the question under the lock an answer is made
+			// under: an answer is either seen here or never made.
+			unlock, lerr := s.lock()
+			if lerr != nil {
+				return Answer{}, lerr
+			}
 			os.Remove(s.qpath(q.ID))
-			if a, err := s.readAnswer(q); err == nil {
+			a, err := s.readAnswer(q)
+			unlock()
+			if err == nil {
 				return a, nil
 			}
 			return Answer{}, ctx.Err()
@@ -290,18 +299,34 @@ func (s *Spool) Answer(a Answer) error {
 		return fmt.Errorf("decisions: answer: %w", err)
 	}
 	defer os.Remove(tmp)
+	// Under the lock the asker withdraws a question under: while the
+	// question is still there, the answer made here is the one it reads.
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Lstat(s.qpath(a.ID)); err != nil {
+		return ErrNotPending
+	}
 	if err := os.Link(tmp, s.apath(a.ID)); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return ErrNotPending
 		}
 		return fmt.Errorf("decisions: answer: %w", err)
 	}
-	// The asker may have given up between the check and the link.
-	if _, err := os.Lstat(s.qpath(a.ID)); err != nil {
-		os.Remove(s.apath(a.ID))
-		return ErrNotPending
-	}
 	return nil
+}
+
+// lock serializes making an answer with withdrawing its question.
+func (s *Spool) lock() (func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	unlock, err := filelock.Lock(ctx, filepath.Join(s.dir, ".lock"), filelock.Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("decisions: %w", err)
+	}
+	return unlock, nil
 }
 
 // Watch sends the pending list each time it changes (and once at the

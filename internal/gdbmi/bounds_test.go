@@ -65,7 +65,7 @@ func TestHostileBridgeBounded(t *testing.T) {
 		}
 		w.WriteString(tok + "^done\n")
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Dial(ctx, sock)
 	if err != nil {

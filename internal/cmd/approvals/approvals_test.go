@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,14 +103,29 @@ func TestWatchAsksTwiceForAWhile(t *testing.T) {
 	state := t.TempDir()
 	q, res := asking(t, state, decision.Yes, decision.No, decision.While)
 	in, w := io.Pipe()
-	f, out, _ := factory(state, in)
+	f, _, _ := factory(state, in)
+	out := &syncBuffer{}
+	f.IOStreams.Out = out
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- approvals.Run(ctx, &approvals.Options{F: f, Verb: "watch", Instance: inst}) }()
-	// "a" alone is not an answer; "a" again confirms it.
+	shown := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(out.String(), "agent codex wants task_action") < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the question was not shown %d time(s): %q", n, out.String())
+			}
+			time.Sleep(time.Millisecond) // polling a condition
+		}
+	}
+	// "a" alone is not an answer; anything else goes back to the
+	// question; "a" twice answers.
+	shown(1)
 	io.WriteString(w, "a\n")
-	io.WriteString(w, "x\n") // goes back to the question
+	io.WriteString(w, "x\n")
+	shown(2)
 	io.WriteString(w, "a\n")
 	io.WriteString(w, "a\n")
 	a := <-res
@@ -119,7 +135,22 @@ func TestWatchAsksTwiceForAWhile(t *testing.T) {
 	cancel()
 	w.Close()
 	<-done
-	if got := out.String(); strings.Count(got, "agent codex wants task_action") < 2 {
-		t.Fatalf("the question was not shown again after going back: %q", got)
-	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

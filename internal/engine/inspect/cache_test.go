@@ -3,9 +3,11 @@ package inspect
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
 )
@@ -21,10 +23,23 @@ func (f *countingInspector) Inspect(ctx context.Context, id string) (engine.Cont
 	return f.ctr, f.err
 }
 
+// sleeperEnv makes the test binary stand in for a long-running process,
+// so the test needs nothing but Go.
+const sleeperEnv = "STEM_TEST_SLEEPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(sleeperEnv) == "1" {
+		time.Sleep(time.Hour)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 // Podman is asked once while the container's first process runs, and
 // again as soon as that process is gone.
 func TestCachedFollowsTheFirstProcess(t *testing.T) {
-	sleep := exec.Command("sleep", "600")
+	sleep := exec.Command(os.Args[0])
+	sleep.Env = append(os.Environ(), sleeperEnv+"=1")
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
