@@ -47,9 +47,15 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) run(t *testing.T, disallow bool, args ...string) error {
 	t.Helper()
-	cmd := allow.NewCmdAllow(w.f, func(ctx context.Context, o *allow.Options) error { o.By = "stemctl allow on /dev/pts/7"; return allow.Run(ctx, o) })
+	cmd := allow.NewCmdAllow(w.f, func(ctx context.Context, o *allow.Options) error {
+		o.By = "stemctl allow on /dev/pts/7"
+		return allow.Run(ctx, o)
+	})
 	if disallow {
-		cmd = allow.NewCmdDisallow(w.f, func(ctx context.Context, o *allow.Options) error { o.By = "stemctl disallow on /dev/pts/7"; return allow.Run(ctx, o) })
+		cmd = allow.NewCmdDisallow(w.f, func(ctx context.Context, o *allow.Options) error {
+			o.By = "stemctl disallow on /dev/pts/7"
+			return allow.Run(ctx, o)
+		})
 	}
 	cmd.SetArgs(args)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
