@@ -1,0 +1,193 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
+)
+
+// TestConsentOnTheHost runs the student's side with the stemctl binary,
+// as root with root's Podman and as a non-root student with rootless
+// Podman. Code in the container loosens stem.toml, marks every pane
+// @stem_allow and makes the container exit; the student's next `up`, and
+// `down` + `up`, keep the policy floor (a full nvim_command stays refused,
+// a canary on the host unwritten) and an assist agent gets no keys. The
+// controls: `stemctl allow` opens the pane, `stemctl policy --loosen
+// --yes` the policy, and both are in the audit log with their input.
+func TestConsentOnTheHost(t *testing.T) {
+	bin := bins(t)
+	for _, mode := range []string{"rootful", "rootless"} {
+		t.Run(mode, func(t *testing.T) {
+			var a *testenv.Account
+			if mode == "rootless" {
+				a = student.Get(t, "localhost/stem-native-amd64:latest").Account(t, bin)
+			} else {
+				a = testenv.NewAccount(t, bin, testenv.AccountOptions{Env: []string{"TERM=xterm"}})
+			}
+			consentFlow(t, a)
+		})
+	}
+}
+
+func consentFlow(t *testing.T, a *testenv.Account) {
+	const inst = "native-amd64-demo-hello-t1"
+	must := func(args ...string) string {
+		t.Helper()
+		r, err := a.Run(nil, args...)
+		if err != nil || r.Code != 0 {
+			t.Fatalf("stemctl %s: %v %d\n%s%s", strings.Join(args, " "), err, r.Code, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	fails := func(want string, args ...string) {
+		t.Helper()
+		r, err := a.Run(nil, args...)
+		if err != nil || r.Code == 0 || !strings.Contains(r.Stdout+r.Stderr, want) {
+			t.Fatalf("stemctl %s: %v %d, want a failure saying %q\n%s%s", strings.Join(args, " "), err, r.Code, want, r.Stdout, r.Stderr)
+		}
+	}
+	card := filepath.Join(a.WS, "demo", "hello")
+	toml := filepath.Join(card, "stem.toml")
+	orig, err := os.ReadFile(toml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The teacher's card: assist, proposals, approvals (the file keeps
+	// its owner: the student's, rootless).
+	tight := "\n[defaults.agents]\nmax_level = \"assist\"\nedits = \"propose\"\napprove = [\"task_action\"]\n"
+	if err := os.WriteFile(toml, append(orig, tight...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must("up", "native-amd64", "demo", "hello", "1")
+	canary := filepath.Join(card, "t1", "canary-ex")
+	exArgs := []string{"mcp", "call", "--level", "full", "--instance", inst, "nvim_command", "command=call writefile(['pwned'], '" + canary + "')"}
+	policy := func() (floor, inForce map[string]any) {
+		t.Helper()
+		var rep struct {
+			Floor   map[string]any `json:"floor"`
+			InForce map[string]any `json:"in_force"`
+		}
+		if err := json.Unmarshal([]byte(must("policy", inst, "--json")), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Floor, rep.InForce
+	}
+	stillTight := func(how string) {
+		t.Helper()
+		floor, in := policy()
+		if floor["max_level"] != "assist" || in["max_level"] != "assist" || in["edits"] != "propose" {
+			t.Fatalf("%s: floor %v, in force %v", how, floor, in)
+		}
+		fails("agent policy", exArgs...)
+		if _, err := os.Stat(canary); !os.IsNotExist(err) {
+			t.Fatalf("%s: the canary exists (%v)", how, err)
+		}
+	}
+	stillTight("first up")
+
+	// From inside: stem.toml loosened, every pane marked, stem-init ended.
+	must("exec", inst, "--tty", "never", "--", "sh", "-c",
+		`sed -i '/^\[defaults.agents\]/,$d' `+toml+` && S=$(ls "$STEM_INSTANCE_DIR"/*/t.sock | head -n 1) && `+
+			`for p in $(tmux -S "$S" list-panes -a -F '#{pane_id}'); do tmux -S "$S" set -p -t "$p" @stem_allow 1 || exit 1; done`)
+	var panes struct {
+		Panes []struct {
+			ID    string `json:"id"`
+			Allow string `json:"stem_allow"`
+			Role  string `json:"stem_role"`
+		} `json:"panes"`
+	}
+	if err := json.Unmarshal([]byte(must("mcp", "call", "--level", "observe", "--instance", inst, "pane_list")), &panes); err != nil || len(panes.Panes) == 0 {
+		t.Fatalf("pane_list: %v %+v", err, panes)
+	}
+	shell := panes.Panes[len(panes.Panes)-1].ID
+	for _, p := range panes.Panes {
+		if p.Allow != "" {
+			t.Fatalf("pane_list reports the container's mark on %s", p.ID)
+		}
+	}
+	keys := []string{"mcp", "call", "--level", "assist", "--instance", inst, "pane_send_keys", "pane=" + shell, "keys=echo KEYS-$((6*7)){Enter}"}
+	fails("stemctl allow "+inst+" "+shell, keys...)
+	// Control: the student allows the pane on the host.
+	must("allow", inst, shell)
+	must(keys...)
+	must("disallow", inst, shell)
+	fails("stemctl allow", keys...)
+
+	r, _ := a.Run(nil, "exec", inst, "--tty", "never", "--", "sh", "-c", "kill -TERM 1")
+	_ = r // the exec ends with the container
+	waitState(t, a, inst, "exited")
+	must("up", "native-amd64", "demo", "hello", "1")
+	stillTight("up after the container exited")
+	must("down", inst, "--timeout", "1s")
+	must("up", "native-amd64", "demo", "hello", "1")
+	stillTight("down + up")
+
+	// Without a terminal --loosen asks nobody: refused.
+	fails("give --yes", "policy", inst, "--loosen")
+	stillTight("--loosen without a terminal")
+	// Control: the student loosens it on purpose.
+	must("policy", inst, "--loosen", "--yes")
+	if floor, in := policy(); floor["max_level"] != "full" || in["max_level"] != "full" {
+		t.Fatalf("after --loosen: floor %v, in force %v", floor, in)
+	}
+	must(exArgs...)
+	waitFile(t, canary, "pwned\n")
+
+	log, err := os.ReadFile(filepath.Join(a.Base, "state", "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consents, floors []string
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		var e struct{ Event, Detail string }
+		json.Unmarshal([]byte(line), &e)
+		switch e.Event {
+		case "consent":
+			consents = append(consents, e.Detail)
+		case "policy_floor":
+			floors = append(floors, e.Detail)
+		}
+	}
+	if len(consents) != 2 || !strings.HasPrefix(consents[0], "allow keys to pane "+shell) || !strings.Contains(consents[0], "by stemctl allow without a terminal") ||
+		!strings.HasPrefix(consents[1], "disallow keys to pane "+shell) {
+		t.Errorf("consent entries %q", consents)
+	}
+	if len(floors) != 1 || !strings.Contains(floors[0], "to max_level=full") || !strings.Contains(floors[0], "by stemctl policy --loosen --yes without a terminal") {
+		t.Errorf("policy_floor entries %q", floors)
+	}
+}
+
+func waitState(t *testing.T, a *testenv.Account, inst, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, _ := a.Run(nil, "status", inst, "--json")
+		if strings.Contains(r.Stdout, `"`+want+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never became %s:\n%s%s", inst, want, r.Stdout, r.Stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitFile(t *testing.T, p, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(p); err == nil && string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never held %q", p, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
