@@ -155,3 +155,23 @@ func TestAllowRefusesBadInput(t *testing.T) {
 		t.Errorf("a refused change wrote the store: %v", err)
 	}
 }
+
+// TestCompletion: the instance, then the panes allowed now (what disallow
+// takes back).
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	if err := w.run(t, false, "i1", "%3"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := allow.NewCmdDisallow(w.f, nil)
+	cmd.SetContext(context.Background())
+	got, _ := cmd.ValidArgsFunction(cmd, []string{"i1"}, "%")
+	if len(got) != 1 || !strings.HasPrefix(got[0], "%3\t") {
+		t.Fatalf("panes: %q", got)
+	}
+	got, _ = cmd.ValidArgsFunction(cmd, nil, "i")
+	if len(got) != 1 || !strings.HasPrefix(got[0], "i1\t") {
+		t.Fatalf("instances: %q", got)
+	}
+}

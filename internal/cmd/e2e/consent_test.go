@@ -84,7 +84,8 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 		if floor["max_level"] != "assist" || in["max_level"] != "assist" || in["edits"] != "propose" {
 			t.Fatalf("%s: floor %v, in force %v", how, floor, in)
 		}
-		fails("agent policy", exArgs...)
+		// mcp-go answers a tool the policy removed as not found.
+		fails("tool 'nvim_command' not found", exArgs...)
 		if _, err := os.Stat(canary); !os.IsNotExist(err) {
 			t.Fatalf("%s: the canary exists (%v)", how, err)
 		}
@@ -95,15 +96,28 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 	must("exec", inst, "--tty", "never", "--", "sh", "-c",
 		`sed -i '/^\[defaults.agents\]/,$d' `+toml+` && S=$(ls "$STEM_INSTANCE_DIR"/*/t.sock | head -n 1) && `+
 			`for p in $(tmux -S "$S" list-panes -a -F '#{pane_id}'); do tmux -S "$S" set -p -t "$p" @stem_allow 1 || exit 1; done`)
-	var panes struct {
+	type paneList struct {
 		Panes []struct {
-			ID    string `json:"id"`
-			Allow string `json:"stem_allow"`
-			Role  string `json:"stem_role"`
+			ID     string `json:"id"`
+			Window string `json:"window_name"`
+			Allow  string `json:"stem_allow"`
 		} `json:"panes"`
 	}
+	var panes paneList
 	if err := json.Unmarshal([]byte(must("mcp", "call", "--level", "observe", "--instance", inst, "pane_list")), &panes); err != nil || len(panes.Panes) == 0 {
 		t.Fatalf("pane_list: %v %+v", err, panes)
+	}
+	editorPane := func() string {
+		t.Helper()
+		var l paneList
+		json.Unmarshal([]byte(must("mcp", "call", "--level", "observe", "--instance", inst, "pane_list")), &l)
+		for _, p := range l.Panes {
+			if p.Window == "edit" {
+				return p.ID
+			}
+		}
+		t.Fatalf("no editor pane in %+v", l)
+		return ""
 	}
 	shell := panes.Panes[len(panes.Panes)-1].ID
 	for _, p := range panes.Panes {
@@ -136,7 +150,19 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 	if floor, in := policy(); floor["max_level"] != "full" || in["max_level"] != "full" {
 		t.Fatalf("after --loosen: floor %v, in force %v", floor, in)
 	}
-	must(exArgs...)
+	// The editor came back from the kill with a message waiting for
+	// Enter; the student answers it, as they would on attaching.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := a.Run(nil, exArgs...)
+		if err == nil && r.Code == 0 {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(r.Stderr+r.Stdout, "waiting for the student's input") {
+			t.Fatalf("control: nvim_command after loosening: %v %d\n%s%s", err, r.Code, r.Stdout, r.Stderr)
+		}
+		must("mcp", "call", "--level", "full", "--instance", inst, "pane_send_keys", "pane="+editorPane(), "keys={Enter}")
+	}
 	waitFile(t, canary, "pwned\n")
 
 	log, err := os.ReadFile(filepath.Join(a.Base, "state", "audit.jsonl"))

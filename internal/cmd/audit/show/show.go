@@ -68,6 +68,7 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("event", cobra.FixedCompletions([]string{
 		audit.SessionStart, audit.SessionEnd, audit.ToolIntent, audit.ToolCall, audit.Refused, audit.Select, audit.Grant, audit.Revoke, audit.Agent,
+		audit.Consent, audit.PolicyFloor,
 	}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
