@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/consent"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/workspace"
@@ -127,5 +128,57 @@ func TestFakeFloorHoldsOnEveryPath(t *testing.T) {
 	w.mustUp("created")
 	if p := w.recordedPolicy(); !p.IsDefault() {
 		t.Fatalf("rm + up recorded %+v", p)
+	}
+}
+
+// TestFakePanePermissionsEndWithTheRun: a pane allowed in one run of the
+// container is not allowed once it starts again (tmux numbers its panes
+// afresh) nor in a re-created container; edit marks stay; rm forgets
+// both.
+func TestFakePanePermissionsEndWithTheRun(t *testing.T) {
+	w := newFakeWorld(t)
+	ctx := context.Background()
+	rec := w.mustUp("created").Record
+	st, err := w.m.Consents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := func(cid string) {
+		t.Helper()
+		err := st.Update(ctx, rec.Instance, func(e *consent.Entry) error {
+			e.Panes = append(e.Panes, consent.Pane{ContainerID: cid, Pane: "%1"})
+			e.Edits = append(e.Edits, consent.Edit{File: "t1/notes.md"})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(how, cid string, pane bool) {
+		t.Helper()
+		e, err := st.Get(ctx, rec.Instance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.PaneAllowed(cid, "%1") != pane || !e.Editable("t1/notes.md") {
+			t.Fatalf("%s: %+v", how, e)
+		}
+	}
+	allow(rec.ContainerID)
+	w.mustUp("reused")
+	check("reused", rec.ContainerID, true)
+	w.m.Down(ctx, rec.Instance, time.Second)
+	w.mustUp("started")
+	check("started again", rec.ContainerID, false)
+	allow(rec.ContainerID)
+	w.rebuild("changed")
+	re := w.mustUp("recreated").Record
+	check("re-created (old id)", rec.ContainerID, false)
+	check("re-created (new id)", re.ContainerID, false)
+	if _, err := w.m.Remove(ctx, rec.Instance); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.Get(ctx, rec.Instance); len(e.Edits) != 0 || len(e.Panes) != 0 {
+		t.Fatalf("rm kept %+v", e)
 	}
 }
