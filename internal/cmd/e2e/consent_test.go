@@ -1,12 +1,17 @@
 package e2e_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
@@ -145,8 +150,13 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 	// Without a terminal --loosen asks nobody: refused.
 	fails("give --yes", "policy", inst, "--loosen")
 	stillTight("--loosen without a terminal")
+	// On a terminal it shows the change and asks; anything but y is no.
+	if out := loosenOnTerminal(t, a, inst, "n"); !strings.Contains(out, "to   max_level=full") || !strings.Contains(out, "not loosened") {
+		t.Fatalf("--loosen answered n:\n%s", out)
+	}
+	stillTight("--loosen answered n")
 	// Control: the student loosens it on purpose.
-	must("policy", inst, "--loosen", "--yes")
+	loosenOnTerminal(t, a, inst, "y")
 	if floor, in := policy(); floor["max_level"] != "full" || in["max_level"] != "full" {
 		t.Fatalf("after --loosen: floor %v, in force %v", floor, in)
 	}
@@ -184,9 +194,57 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 		!strings.HasPrefix(consents[1], "disallow keys to pane "+shell) {
 		t.Errorf("consent entries %q", consents)
 	}
-	if len(floors) != 1 || !strings.Contains(floors[0], "to max_level=full") || !strings.Contains(floors[0], "by stemctl policy --loosen --yes without a terminal") {
+	if len(floors) != 1 || !strings.Contains(floors[0], "to max_level=full") || !strings.Contains(floors[0], "by stemctl policy --loosen on /dev/pts/") {
 		t.Errorf("policy_floor entries %q", floors)
 	}
+}
+
+// loosenOnTerminal runs `stemctl policy INSTANCE --loosen` on a pty,
+// answers the question, and returns what the terminal showed.
+func loosenOnTerminal(t *testing.T, a *testenv.Account, inst, answer string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := a.Command(ctx, filepath.Join(a.Bin, "stemctl"), "policy", inst, "--loosen")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	shown := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	for !strings.Contains(shown(), "[y/N]") {
+		select {
+		case <-done:
+			t.Fatalf("stemctl policy --loosen ended without asking:\n%s", shown())
+		case <-ctx.Done():
+			t.Fatalf("no question:\n%s", shown())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := f.Write([]byte(answer + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("stemctl policy --loosen: %v\n%s", err, shown())
+	}
+	<-done
+	return shown()
 }
 
 func waitState(t *testing.T, a *testenv.Account, inst, want string) {
