@@ -2,6 +2,7 @@ package instance_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +67,7 @@ func TestFloorHoldsAgainstTheContainer(t *testing.T) {
 		if got.Policy == nil || !tight(*got.Policy) {
 			t.Fatalf("%s: recorded %+v", how, got.Policy)
 		}
-		if out, err := exCall(); err == nil || !strings.Contains(out, "agent policy") {
+		if out, err := exCall(); err == nil || !strings.Contains(out, "tool 'nvim_command' not found") { // the policy removed it
 			t.Fatalf("%s: a full nvim_command: %v\n%s", how, err, out)
 		}
 		if _, err := os.Stat(canary); !os.IsNotExist(err) {
@@ -173,10 +174,51 @@ func TestFloorHoldsAgainstTheContainer(t *testing.T) {
 	if res.Record.Policy == nil || !res.Record.Policy.IsDefault() {
 		t.Fatalf("control: after loosening on the host the record is %+v", res.Record.Policy)
 	}
-	if out, err := exCall(); err != nil {
-		t.Fatalf("control: nvim_command after loosening: %v\n%s", err, out)
+	for i := 0; ; i++ {
+		out, err := exCall()
+		if err == nil {
+			break
+		}
+		if i == 20 || !strings.Contains(out, "waiting for the student's input") {
+			t.Fatalf("control: nvim_command after loosening: %v\n%s", err, out)
+		}
+		// The editor came back from the stop with a message waiting for
+		// Enter: the student answers it.
+		mcp(t, mcpBin, env, rec.Instance, "pane_send_keys", `{"pane":"`+editorPane(t, mcpBin, env, rec.Instance)+`","keys":"{Enter}"}`)
 	}
 	waitUntilFile(t, canary, "pwned\n")
+}
+
+// mcp calls tool through a real stem-mcp session at full.
+func mcp(t *testing.T, bin string, env []string, inst, tool, args string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "call", "--level", "full", "--instance", inst, "--args", args, tool)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", tool, err, out)
+	}
+	return string(out)
+}
+
+func editorPane(t *testing.T, bin string, env []string, inst string) string {
+	t.Helper()
+	var l struct {
+		Panes []struct {
+			ID     string `json:"id"`
+			Window string `json:"window_name"`
+		} `json:"panes"`
+	}
+	if err := json.Unmarshal([]byte(mcp(t, bin, env, inst, "pane_list", "{}")), &l); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range l.Panes {
+		if p.Window == "edit" {
+			return p.ID
+		}
+	}
+	t.Fatalf("no editor pane in %+v", l)
+	return ""
 }
 
 func waitUntilFile(t *testing.T, p, want string) {
