@@ -2,7 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"sync"
+	"time"
 
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/consent"
 	"github.com/stem-edu/stem/internal/tmux"
 )
@@ -46,4 +49,35 @@ func (s *Server) hostView(ctx context.Context, c *conn, panes []tmux.Pane) ([]tm
 		}
 	}
 	return panes, nil
+}
+
+// floorCache holds the policy floor of one instance, read again when the
+// consent file changes (it is replaced by rename: a new inode).
+type floorCache struct {
+	mu       sync.Mutex
+	instance string
+	stamp    stamp
+	floor    *agentpolicy.Policy
+	err      error
+}
+
+// floorFor is the policy floor the student's host record holds for
+// instance (nil: none recorded).
+func (s *Server) floorFor(instance string) (*agentpolicy.Policy, error) {
+	st, err := consent.Open(s.dirs.State)
+	if err != nil {
+		return nil, err
+	}
+	fc := &s.floor
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	now := statStamp(st.Path())
+	if fc.instance == instance && fc.stamp == now && now != (stamp{}) {
+		return fc.floor, fc.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, err := st.Get(ctx, instance)
+	fc.instance, fc.stamp, fc.floor, fc.err = instance, now, e.Floor, err
+	return e.Floor, err
 }

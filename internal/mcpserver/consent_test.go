@@ -3,9 +3,12 @@ package mcpserver_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/agentpolicy"
 )
 
 // TestContainerCannotGiveConsent: code in the container marks every pane
@@ -79,4 +82,29 @@ func TestContainerCannotGiveConsent(t *testing.T) {
 		b, err := os.ReadFile(canary)
 		return err == nil && string(b) == "pwned\n"
 	})
+}
+
+// TestFloorHoldsOverTheRecord: the floor in the student's host record
+// caps a server even when the registry's copy of the policy says full
+// (written by a path that did not meet it, or an older stem), in a
+// session that is already open too. The control is the same session
+// before the floor is set.
+func TestFloorHoldsOverTheRecord(t *testing.T) {
+	in := fixture(t)
+	in.SetAgentPolicy(t, "")
+	in.RecordAgentPolicy(t, agentpolicy.Default())
+	s := connect(t, in, "full")
+	if !slices.Contains(s.tools(), "nvim_command") {
+		t.Fatalf("control: a full server without a floor lists %v", s.tools())
+	}
+	in.SetPolicyFloor(t, agentpolicy.Policy{MaxLevel: agentpolicy.CapAssist, Edits: agentpolicy.EditsPropose})
+	if tools := s.tools(); slices.Contains(tools, "nvim_command") || !slices.Contains(tools, "nvim_buffer_edit") {
+		t.Fatalf("under an assist floor the open session lists %v", tools)
+	}
+	if msg := s.refused("nvim_command", map[string]any{"command": "echo 1"}); msg == "" {
+		t.Fatal("nvim_command ran under an assist floor")
+	}
+	if tools := connect(t, in, "full").tools(); slices.Contains(tools, "nvim_command") {
+		t.Fatalf("under an assist floor a new session lists %v", tools)
+	}
 }

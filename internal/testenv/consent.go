@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/consent"
 )
 
@@ -56,4 +57,11 @@ func (in *Instance) DisallowEdit(t testing.TB, file string) {
 	in.consentUpdate(t, func(e *consent.Entry) {
 		e.Edits = slices.DeleteFunc(e.Edits, func(x consent.Edit) bool { return x.File == file })
 	})
+}
+
+// SetPolicyFloor sets the instance's agent policy floor, as
+// `stemctl up` records it when the instance is first made.
+func (in *Instance) SetPolicyFloor(t testing.TB, p agentpolicy.Policy) {
+	t.Helper()
+	in.consentUpdate(t, func(e *consent.Entry) { e.Floor = &p })
 }
