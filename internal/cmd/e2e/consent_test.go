@@ -20,8 +20,8 @@ import (
 // TestConsentOnTheHost runs the student's side with the stemctl binary,
 // as root with root's Podman and as a non-root student with rootless
 // Podman. Code in the container loosens stem.toml, marks every pane
-// @stem_allow and makes the container exit; the student's next `up`, and
-// `down` + `up`, keep the policy floor (a full nvim_command stays refused,
+// @stem_allow and makes the container exit; the student's next `up`,
+// `down` + `up` and a re-creation keep the policy floor (a full nvim_command stays refused,
 // a canary on the host unwritten) and an assist agent gets no keys. The
 // controls: `stemctl allow` opens the pane, `stemctl policy --loosen
 // --yes` the policy, and both are in the audit log with their input.
@@ -146,6 +146,20 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 	must("down", inst, "--timeout", "1s")
 	must("up", "native-amd64", "demo", "hello", "1")
 	stillTight("down + up")
+	// A changed configuration (another stem-mcp) re-creates the container
+	// (--force: the editor shows the swap-file message from the kill).
+	mcpBin, err := os.ReadFile(filepath.Join(a.Bin, "stem-mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(a.Base, "stem-mcp")
+	if err := os.WriteFile(other, append(mcpBin, "changed"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := a.Run([]string{"STEM_MCP_BIN=" + other}, "up", "native-amd64", "demo", "hello", "1", "--force"); err != nil || r.Code != 0 || !strings.Contains(r.Stdout+r.Stderr, "re-creat") {
+		t.Fatalf("up with another stem-mcp: %v %d\n%s%s", err, r.Code, r.Stdout, r.Stderr)
+	}
+	stillTight("re-create")
 
 	// Without a terminal --loosen asks nobody: refused.
 	fails("give --yes", "policy", inst, "--loosen")
