@@ -224,3 +224,11 @@ func (p Policy) Describe(l levels.Level) string {
 	}
 	return b.String()
 }
+
+// String is p in one line, the approve list sorted (two equal policies
+// print alike).
+func (p Policy) String() string {
+	a := slices.Clone(p.Approve)
+	slices.Sort(a)
+	return fmt.Sprintf("max_level=%s edits=%s hints=%t approve=[%s]", p.MaxLevel, p.Edits, p.Hints, strings.Join(a, " "))
+}

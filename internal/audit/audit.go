@@ -45,6 +45,12 @@ const (
 	Grant    = "grant"
 	Revoke   = "revoke"
 	Agent    = "agent"
+	// Consent is the student allowing or disallowing, on the host, keys
+	// to a pane or edits to a file; PolicyFloor is the student loosening
+	// the agent policy floor (`stemctl policy --loosen`). Detail names
+	// the host input that made the change.
+	Consent     = "consent"
+	PolicyFloor = "policy_floor"
 	// ApprovalRequest is a call waiting for the student's yes or no;
 	// ApprovalDecision (Result granted or denied) and ApprovalExpired
 	// close it (Intent is the request's Seq).

@@ -202,6 +202,10 @@ func (m *Manager) writeContainerJSON(plan *Plan, dir sockets.Dir, c engine.Conta
 
 func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c engine.Container) (registry.Record, error) {
 	r := plan.Resolved
+	pol, err := m.settlePolicy(ctx, plan.Name, c.ID, r.Policy)
+	if err != nil {
+		return registry.Record{}, err
+	}
 	rec := registry.Record{
 		Instance:    plan.Name,
 		Profile:     r.Profile.Name,
@@ -221,7 +225,7 @@ func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c eng
 		Labels:      plan.Spec.Labels,
 		Devices:     plan.Devices,
 		Git:         gitRecord(plan.Git),
-		Policy:      &r.Policy,
+		Policy:      &pol,
 		Created:     c.Created.UTC(),
 	}
 	if err := m.Registry.Put(ctx, rec); err != nil {

@@ -70,6 +70,15 @@ func (m *Manager) Remove(ctx context.Context, ref string) (registry.Record, erro
 		return rec, err
 	}
 	os.Remove(m.Layout.InstanceDir(rec.ThreadKey, rec.InstanceKey))
+	// The student's consents and the policy floor go with the instance:
+	// `rm` + `up` is one of the two ways to start from the card's policy.
+	st, err := m.Consents()
+	if err == nil {
+		err = st.Delete(ctx, rec.Instance)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("remove %s: %w", rec.Instance, err)
+	}
 	return rec, m.Registry.Delete(ctx, rec.Instance)
 }
 

@@ -843,7 +843,7 @@ func TestKeysAreLiteral(t *testing.T) {
 	waitUntil(t, 10*time.Second, "cat reads the pane (after stty)", func() bool {
 		return strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", shell, "#{pane_current_command}")) == "cat"
 	})
-	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+	in.AllowPane(t, shell)
 	var want strings.Builder
 	for _, h := range []string{"#(touch " + sen.canary() + ")", "#{pane_id}", "; run-shell 'touch " + sen.canary() + "'",
 		"\\; run-shell 'touch " + sen.canary() + "'", "if-shell true 'run-shell \"touch " + sen.canary() + "\"'", "`touch x` $(touch x) %1 \"'",

@@ -150,7 +150,7 @@ func TestApprovals(t *testing.T) {
 	st := studentOf(t, in)
 	shell := st.pane("shell")
 	st.waitPrompt(shell)
-	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+	in.AllowPane(t, shell)
 	in.SetAgentPolicy(t, `approve = ["nvim_hint"]`)
 	s := connect(t, in, "assist", "--approval-timeout", "4s")
 	s.ok("nvim_open", map[string]any{"path": "t1/words.c"})

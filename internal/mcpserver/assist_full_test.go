@@ -105,44 +105,44 @@ func TestAssistTools(t *testing.T) {
 		s.ok("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{}, "expected_tick": num(rd["tick"])})
 	})
 
-	t.Run("nvim_buffer_edit needs the student's mark", func(t *testing.T) {
+	t.Run("nvim_buffer_edit needs the student's mark on the host", func(t *testing.T) {
 		s := s.sub(t)
 		s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
 		edit := map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"// edited by the agent"}}
 		msg := s.refused("nvim_buffer_edit", edit)
-		if !strings.Contains(msg, "not editable") || !strings.Contains(msg, "b:stem_allow_edit") {
+		if !strings.Contains(msg, "not editable") || !strings.Contains(msg, "stemctl allow "+in.Record.Instance+" --edit t1/hello.c") {
 			t.Fatalf("non-editable file: %s", msg)
 		}
 		if text, _ := st.bufferText(hello); strings.Contains(text, "edited by the agent") {
 			t.Fatal("a refused edit changed the buffer")
 		}
-		// A mark on another buffer does not count.
-		st.lua(nil, `local p = ... ; vim.api.nvim_buf_set_var(vim.fn.bufnr(p), 'stem_allow_edit', 1)`, words)
-		s.refused("nvim_buffer_edit", edit)
-		// The student marks hello.c's buffer (it is the current one).
+		// The buffer variable that opened it once, set in the container's
+		// Neovim (typed, or by a program there): no longer a mark.
 		if cf := currentFile(); cf != hello {
 			t.Fatalf("current buffer %q", cf)
 		}
 		st.typeInNvim(":let b:stem_allow_edit = 1")
-		waitUntil(t, 5*time.Second, "the student's mark", func() bool {
+		waitUntil(t, 5*time.Second, "the buffer variable", func() bool {
 			var v int
 			st.lua(&v, `return vim.b.stem_allow_edit or 0`)
 			return v == 1
 		})
+		s.refused("nvim_buffer_edit", edit)
+		// A mark on another file does not count.
+		in.AllowEdit(t, "t1/words.c")
+		s.refused("nvim_buffer_edit", edit)
+		// The student marks hello.c on the host.
+		in.AllowEdit(t, "t1/hello.c")
 		s.ok("nvim_buffer_edit", edit)
 		if text, _ := st.bufferText(hello); !strings.HasPrefix(text, "// edited by the agent\n") {
-			t.Fatalf("the marked buffer does not hold the edit:\n%s", text)
+			t.Fatalf("the marked file's buffer does not hold the edit:\n%s", text)
 		}
 		if mustRead(t, hello) != helloDisk {
 			t.Fatal("the edit reached the disk")
 		}
-		// Unmarking closes it again.
-		st.typeInNvim(":unlet b:stem_allow_edit")
-		waitUntil(t, 5*time.Second, "the mark removed", func() bool {
-			var v int
-			st.lua(&v, `return vim.b.stem_allow_edit or 0`)
-			return v == 0
-		})
+		// Taking the mark back closes it again.
+		in.DisallowEdit(t, "t1/hello.c")
+		in.DisallowEdit(t, "t1/words.c")
 		s.refused("nvim_buffer_edit", edit)
 	})
 
@@ -174,8 +174,9 @@ func TestAssistTools(t *testing.T) {
 		before := takeSnapshot(t, card)
 		for _, rel := range protectedFiles {
 			s.ok("nvim_open", map[string]any{"path": rel})
-			// Even with the student's mark.
-			st.lua(nil, `vim.b.stem_allow_edit = 1`)
+			// Even with a mark on the host (which stemctl allow refuses
+			// to write for these).
+			in.AllowEdit(t, rel)
 			msg := s.refused("nvim_buffer_edit", map[string]any{"path": rel, "start": 1, "end": 1, "lines": []any{"[core] hooksPath = /tmp"}})
 			if !strings.Contains(msg, "never editable") {
 				t.Errorf("edit of %s: %s", rel, msg)
@@ -228,22 +229,26 @@ return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
 		s := s.sub(t)
 		st.waitPrompt(shell)
 		msg := s.refused("pane_send_keys", map[string]any{"pane": shell, "keys": "echo SENT-$((6*7)){Enter}"})
-		if !strings.Contains(msg, "@stem_allow") || !strings.Contains(msg, "tmux set -p -t "+shell+" @stem_allow 1") {
-			t.Fatalf("send to a pane without @stem_allow: %s", msg)
+		if !strings.Contains(msg, "stemctl allow "+in.Record.Instance+" "+shell) {
+			t.Fatalf("send to a pane the student did not allow: %s", msg)
 		}
 		if strings.Contains(st.shellBarrier(shell), "SENT-") {
 			t.Fatal("refused keys reached the pane")
 		}
 		// The editor's pane is not open either.
 		s.refused("pane_send_keys", map[string]any{"pane": st.pane("edit"), "keys": ":qa!{Enter}"})
+		// @stem_allow in the container's tmux opens nothing.
 		in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+		s.refused("pane_send_keys", map[string]any{"pane": shell, "keys": "x"})
+		in.AllowPane(t, shell)
 		out := s.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "echo SENT-$((6*7)){Enter}"})
 		if num(out["sent"]) < 1 {
 			t.Fatalf("pane_send_keys: %v", out)
 		}
 		st.waitPane(shell, `(?m)^SENT-42$`, 10*time.Second)
-		in.Tmux(t, "set", "-p", "-t", shell, "-u", "@stem_allow")
+		in.DisallowPane(t, shell)
 		s.refused("pane_send_keys", map[string]any{"pane": shell, "keys": "x"})
+		in.Tmux(t, "set", "-p", "-t", shell, "-u", "@stem_allow")
 	})
 
 	t.Run("task_action", func(t *testing.T) {

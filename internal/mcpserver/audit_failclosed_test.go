@@ -68,7 +68,7 @@ func TestEffectfulCallRefusedWhenAuditLogUnwritable(t *testing.T) {
 	st := studentOf(t, in)
 	shell := st.pane("shell")
 	st.waitPrompt(shell)
-	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+	in.AllowPane(t, shell)
 	words := filepath.Join(in.Resolved.TaskDir, "words.c")
 	logPath := filepath.Join(in.Dirs.State, "audit.jsonl")
 
@@ -290,7 +290,7 @@ func TestSessionRefusedWhenAuditLogUnwritable(t *testing.T) {
 	st := studentOf(t, in)
 	shell := st.pane("shell")
 	st.waitPrompt(shell)
-	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+	in.AllowPane(t, shell)
 	logPath := filepath.Join(in.Dirs.State, "audit.jsonl")
 	// A first session so the log exists.
 	first := connect(t, in, "observe")
@@ -346,7 +346,7 @@ func TestSessionRefusedWhenSessionStartFails(t *testing.T) {
 	st := studentOf(t, in)
 	shell := st.pane("shell")
 	st.waitPrompt(shell)
-	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+	in.AllowPane(t, shell)
 	head := filepath.Join(in.Dirs.State, "audit.head")
 	os.Remove(head)
 	if err := os.MkdirAll(filepath.Join(head, "x"), 0o700); err != nil { // a directory: it cannot be opened for writing

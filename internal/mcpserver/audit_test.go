@@ -98,7 +98,7 @@ func TestAuditThroughTheServer(t *testing.T) {
 	s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c", "end": 1}) // read: not audited
 	ok("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{"#include \"words.h\" // edited"}})
 	ok("nvim_hint", map[string]any{"path": "t1/words.c", "line": 2, "text": "look here"})
-	refused("pane_send_keys", map[string]any{"pane": shell, "keys": "echo AUDIT-KEYS{Enter}"}, "@stem_allow")
+	refused("pane_send_keys", map[string]any{"pane": shell, "keys": "echo AUDIT-KEYS{Enter}"}, "stemctl allow")
 	s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
 	want = append(want, auditWant{audit.ToolCall, "nvim_open", "ok", map[string]any{"path": "t1/hello.c"}, "", true})
 	refused("nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"x"}}, "not editable")

@@ -36,9 +36,9 @@ type policyError struct{ reason string }
 func (e *policyError) Error() string { return e.reason }
 
 // policyFor is the policy in force for the instance of c: the card's
-// current policy met with the one recorded when the instance was made, so
-// a stem.toml rewritten from inside the container can tighten it but never
-// loosen it. A manifest that cannot be read leaves the recorded policy,
+// current policy met with the one recorded when the instance was made and
+// with the floor in the student's host record, so a stem.toml rewritten
+// from inside the container can tighten it but never loosen it. A manifest that cannot be read leaves the recorded policy,
 // or, for an instance recorded without one, observe.
 func (s *Server) policyFor(c *conn) agentpolicy.Policy {
 	r := c.target().Record
@@ -52,16 +52,31 @@ func (s *Server) policyFor(c *conn) agentpolicy.Policy {
 	}
 	live, err := pc.pol, pc.err
 	pc.mu.Unlock()
+	var p agentpolicy.Policy
 	switch {
 	case err != nil && r.Policy != nil:
-		return *r.Policy
+		p = *r.Policy
 	case err != nil:
-		return agentpolicy.Policy{MaxLevel: agentpolicy.CapObserve, Edits: agentpolicy.EditsNone}
+		return failClosed
 	case r.Policy != nil:
-		return agentpolicy.Meet(*r.Policy, live)
+		p = agentpolicy.Meet(*r.Policy, live)
+	default:
+		p = live
 	}
-	return live
+	// The floor in the student's host record holds whatever wrote the
+	// registry's copy; a record that cannot be read leaves observe.
+	floor, ferr := s.floorFor(r.Instance)
+	switch {
+	case ferr != nil:
+		return failClosed
+	case floor != nil:
+		return agentpolicy.Meet(*floor, p)
+	}
+	return p
 }
+
+// failClosed is the policy when what decides it cannot be read.
+var failClosed = agentpolicy.Policy{MaxLevel: agentpolicy.CapObserve, Edits: agentpolicy.EditsNone}
 
 // levelFor is the level this server has for the instance once the task's
 // policy has capped it: what rules by level (buffers outside the card,

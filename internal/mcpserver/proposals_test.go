@@ -22,7 +22,7 @@ func TestProposals(t *testing.T) {
 	st := studentOf(t, in)
 	shell, editor := st.pane("shell"), st.pane("edit")
 	st.waitPrompt(shell)
-	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
+	in.AllowPane(t, shell)
 	in.SetAgentPolicy(t, "max_level = \"assist\"\nedits = \"propose\"")
 	a := connect(t, in, "assist", "--agent", "a1a1a1")
 	b := connect(t, in, "assist", "--agent", "b2b2b2")

@@ -90,6 +90,8 @@ type Server struct {
 	// first (register); pol caches the card's agent policy (policy.go).
 	defs map[string][]toolDef
 	pol  policyCache
+	// floor caches the policy floor of the student's host record (consent.go).
+	floor floorCache
 	// props are the edits this server proposed (tools_proposals.go).
 	props proposalBook
 	// approved is when the student's approval of this client "for a

@@ -48,7 +48,7 @@ func nvimAssistTools() []toolDef {
 		{
 			min: Assist, effect: true,
 			tool: mcp.NewTool("nvim_buffer_edit",
-				mcp.WithDescription("Replace lines start..end of a file open in the student's Neovim with new lines (the buffer changes; the student decides when to save). Only files the task lists as editable, or buffers the student marked with :let b:stem_allow_edit = 1. Give expected_tick (from nvim_buffer_read) to refuse the edit if the buffer changed since you read it. When the task's agent policy is edits = \"propose\", the buffer is left alone: the student is shown the change as a proposal to accept or reject, and the result has its id for proposal_status."+sharedNote),
+				mcp.WithDescription("Replace lines start..end of a file open in the student's Neovim with new lines (the buffer changes; the student decides when to save). Only files the task lists as editable, or files the student marked on the host (`stemctl allow INSTANCE --edit FILE`). Give expected_tick (from nvim_buffer_read) to refuse the edit if the buffer changed since you read it. When the task's agent policy is edits = \"propose\", the buffer is left alone: the student is shown the change as a proposal to accept or reject, and the result has its id for proposal_status."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim (nvim_open)"), mcp.MaxLength(maxPathBytes)),
 				mcp.WithInteger("start", mcp.Required(), mcp.Description("first line to replace, 1-based"), mcp.Min(1), mcp.Max(10000000)),
 				mcp.WithInteger("end", mcp.Required(), mcp.Description("last line to replace, inclusive; start-1 inserts before start"), mcp.Min(0), mcp.Max(10000000)),
@@ -149,7 +149,7 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 }
 
 // editAllowed applies the assist rule: the task's editable globs, or a
-// buffer the student marked; never git internals or stem state.
+// file the student marked on the host; never git internals or stem state.
 func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int) error {
 	if protected(cp.Rel) {
 		return badInput("%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
@@ -165,14 +165,17 @@ func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int)
 			return nil
 		}
 	}
-	marked, err := c.nvim.BufferFlag(ctx, buf, "stem_allow_edit")
+	// The host's record, not b:stem_allow_edit: a buffer variable is
+	// set by whatever runs in the container's Neovim.
+	e, err := s.consents(ctx, c)
 	if err != nil {
 		return err
 	}
-	if marked {
+	if e.Editable(cp.Rel) {
 		return nil
 	}
-	return badInput("%s is not editable at the assist level: the task's manifest does not list it as editable and the student has not marked the buffer (:let b:stem_allow_edit = 1)", cp.Rel)
+	inst := c.target().Record.Instance
+	return badInput("%s is not editable at the assist level: the task's manifest does not list it as editable and the student has not marked it on the host (`stemctl allow %s --edit %s`)", cp.Rel, inst, cp.Rel)
 }
 
 func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {

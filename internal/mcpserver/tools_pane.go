@@ -56,7 +56,7 @@ func paneObserveTools() []toolDef {
 			// by programs in the container.
 			min: Observe, clean: true,
 			tool: mcp.NewTool("pane_list",
-				mcp.WithDescription("The panes of the student's tmux: id, window, title, running command, size, cursor, whether the student allows assist-level keys (@stem_allow) and the pane's role. Titles and names are content from the student's session."),
+				mcp.WithDescription("The panes of the student's tmux: id, window, title, running command, size, cursor, whether the student allows assist-level keys (stem_allow, from the student's `stemctl allow` on the host) and the pane's role. Titles and names are content from the student's session."),
 				readOnly()),
 			run: func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {
 				c, err := s.target(ctx)
@@ -65,6 +65,9 @@ func paneObserveTools() []toolDef {
 				}
 				panes, err := c.tmux.ListPanes(ctx)
 				if err != nil {
+					return nil, err
+				}
+				if panes, err = s.hostView(ctx, c, panes); err != nil {
 					return nil, err
 				}
 				return map[string]any{"panes": panes, "notice": untrustedNotice}, nil
@@ -316,12 +319,14 @@ func sendKeysTool(min, max Level, desc string, onlyAllowed bool) toolDef {
 				return nil, err
 			}
 			if onlyAllowed {
-				info, err := c.tmux.PaneInfo(ctx, pane)
+				// The host's record decides, not the container's
+				// tmux: @stem_allow there is set by whatever runs in it.
+				ok, err := s.paneAllowed(ctx, c, pane)
 				if err != nil {
 					return nil, err
 				}
-				if !info.Allowed() {
-					return nil, badInput("pane %s is not open to assist-level keys; the student allows it with `tmux set -p -t %s @stem_allow 1`", pane, pane)
+				if !ok {
+					return nil, badInput("pane %s is not open to assist-level keys; the student allows it on the host with `stemctl allow %s %s`", pane, c.target().Record.Instance, pane)
 				}
 			}
 			if err := c.tmux.SendKeys(ctx, pane, keys); err != nil {
@@ -333,7 +338,7 @@ func sendKeysTool(min, max Level, desc string, onlyAllowed bool) toolDef {
 }
 
 func paneAssistTools() []toolDef {
-	return []toolDef{sendKeysTool(Assist, Assist, "Type keys into a pane the student marked as allowed (@stem_allow).", true)}
+	return []toolDef{sendKeysTool(Assist, Assist, "Type keys into a pane the student allowed on the host (`stemctl allow INSTANCE PANE`; pane_list shows stem_allow).", true)}
 }
 
 func paneFullTools() []toolDef {

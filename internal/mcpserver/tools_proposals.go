@@ -26,7 +26,7 @@ import (
 // this client's name) instead of making it. The student accepts all of
 // it, one hunk, or none, in Neovim; nothing a client below full has can
 // decide for them (no tool takes Ex, Lua or keys for the editor pane
-// unless the student opened that pane with @stem_allow, and a policy
+// unless the student allowed that pane with `stemctl allow`, and a policy
 // with edits other than direct caps agents at assist).
 //
 // The server keeps what it proposed (the lines, the editor's id and a

@@ -308,13 +308,6 @@ end
 return {count = count}
 `
 
-// luaFlag(bufnr, name): whether b:<name> is set to a true value.
-const luaFlag = `local b, name = ...
-if not vim.api.nvim_buf_is_valid(b) then return false end
-local ok, v = pcall(vim.api.nvim_buf_get_var, b, name)
-if not ok then return false end
-return v == true or (type(v) == "number" and v ~= 0) or (type(v) == "string" and v ~= "" and v ~= "0")`
-
 // The chunks as functions.
 var (
 	fnRead        = newLuaFunc(luaRead)
@@ -324,7 +317,6 @@ var (
 	fnSetLines    = newLuaFunc(luaSetLines)
 	fnHint        = newLuaFunc(luaHint)
 	fnClearHints  = newLuaFunc(luaClearHints)
-	fnFlag        = newLuaFunc(luaFlag)
 )
 
 // luaFunc is a fixed chunk kept in Neovim as a function, in

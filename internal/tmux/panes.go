@@ -35,8 +35,9 @@ type Pane struct {
 	CursorX      int      `json:"cursor_x"`
 	CursorY      int      `json:"cursor_y"`
 	TTY          string   `json:"tty"`
-	// Allow is the pane user option @stem_allow: the student marked the
-	// pane as open to assist-level keys. See Allowed.
+	// Allow is the pane user option @stem_allow. Anything in the
+	// container can set it, so it opens nothing: stem-mcp replaces it
+	// with the student's host record (internal/consent) before showing it.
 	Allow string `json:"stem_allow"`
 	// Role is the pane user option @stem_role (e.g. "shell", "gdb").
 	Role string `json:"stem_role"`

@@ -175,7 +175,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request) {
 	}
 	if !allowed {
 		writeJSON(w, http.StatusForbidden, ActionResult{Tool: "pane_send_keys",
-			Error: fmt.Sprintf("pane %s is not one the student allows keys in (they allow one with `tmux set -p @stem_allow 1`)", oneLine(k.Pane))})
+			Error: fmt.Sprintf("pane %s is not one the student allows keys in (they allow one on their machine with `stemctl allow INSTANCE PANE`)", oneLine(k.Pane))})
 		return
 	}
 	s.forward(w, r, student, "pane_send_keys", map[string]any{"pane": k.Pane, "keys": k.Keys})

@@ -66,7 +66,7 @@ type PaneView struct {
 	ID      string  `json:"id"`
 	Label   string  `json:"label"` // window, name, command, title: one line
 	Active  bool    `json:"active"`
-	Allowed bool    `json:"allowed"` // the student allows keys (@stem_allow)
+	Allowed bool    `json:"allowed"` // the student allows keys (stemctl allow, through pane_list)
 	Screen  [][]Run `json:"screen"`
 	Error   string  `json:"error,omitempty"`
 }

@@ -167,7 +167,7 @@ func TestKeysOnlyToAllowedPanes(t *testing.T) {
 	f := studentFake()
 	f.levels["s1"] = "full"
 	srv := newStudentTest(t, f)
-	if code, res := post(t, srv, "/student/s1/keys", `{"pane":"%0","keys":"ls{Enter}"}`, nil); code != 403 || !strings.Contains(res.Error, "@stem_allow") {
+	if code, res := post(t, srv, "/student/s1/keys", `{"pane":"%0","keys":"ls{Enter}"}`, nil); code != 403 || !strings.Contains(res.Error, "stemctl allow") {
 		t.Fatalf("keys to a pane not allowed: %d %+v", code, res)
 	}
 	if n := len(f.called("pane_send_keys")); n != 0 {

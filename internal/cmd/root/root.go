@@ -10,6 +10,7 @@ import (
 
 	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
 	agentcmd "github.com/stem-edu/stem/internal/cmd/agent"
+	"github.com/stem-edu/stem/internal/cmd/allow"
 	"github.com/stem-edu/stem/internal/cmd/approvals"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
@@ -20,6 +21,7 @@ import (
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
 	"github.com/stem-edu/stem/internal/cmd/list"
 	"github.com/stem-edu/stem/internal/cmd/mcp"
+	policycmd "github.com/stem-edu/stem/internal/cmd/policy"
 	"github.com/stem-edu/stem/internal/cmd/rm"
 	"github.com/stem-edu/stem/internal/cmd/status"
 	"github.com/stem-edu/stem/internal/cmd/task"
@@ -77,6 +79,9 @@ that same session through stem-mcp.`,
 		classcmd.NewCmdClass(f),
 		agentcmd.NewCmdAgent(f),
 		approvals.NewCmdApprovals(f, nil),
+		allow.NewCmdAllow(f, nil),
+		allow.NewCmdDisallow(f, nil),
+		policycmd.NewCmdPolicy(f, nil),
 	)
 	return cmd
 }
