@@ -35,11 +35,14 @@ var ErrNoPlugin = errors.New("the student's Neovim has no stem proposals plugin 
 var ErrUnknownProposal = errors.New("the student's Neovim has no such proposal (it may have been restarted)")
 
 // Hunk is one change of a proposal: lines Start..Start+Count-1 (1-based)
-// of the proposed lines replace Old lines of the buffer.
+// of the proposed lines replace Old lines of the buffer, from line
+// OldStart (1-based) of the replaced range; with Old == 0 they go after
+// line OldStart of the range (0: before it).
 type Hunk struct {
-	Start int `json:"start"`
-	Count int `json:"count"`
-	Old   int `json:"old"`
+	Start    int `json:"start"`
+	Count    int `json:"count"`
+	Old      int `json:"old"`
+	OldStart int `json:"old_start"`
 }
 
 // Proposal is what Propose made.
@@ -139,6 +142,7 @@ func (c *Client) Propose(ctx context.Context, buf, start, end int, lines []strin
 			SB  int `msgpack:"sb"`
 			CB  int `msgpack:"cb"`
 			Old int `msgpack:"old"`
+			SA  int `msgpack:"sa"`
 		} `msgpack:"hunks"`
 	}
 	err := c.call(ctx, "propose", guardHang, false, func(v *gonvim.Nvim) error {
@@ -172,12 +176,16 @@ func (c *Client) Propose(ctx context.Context, buf, start, end int, lines []strin
 		return nil, fmt.Errorf("nvim propose: the editor answered with %d hunks", len(res.Hunks))
 	}
 	p := &Proposal{ID: res.ID, Tick: res.Tick}
+	lastOld := 0 // hunks are in order and do not overlap in the old lines
 	for _, h := range res.Hunks {
 		// Each hunk must lie inside what was proposed and replaced.
-		if h.CB < 0 || h.Old < 0 || h.SB < 1 || h.SB+h.CB-1 > len(lines) || h.Old > end-start+1 {
-			return nil, fmt.Errorf("nvim propose: the editor answered with a hunk outside the proposal (%d+%d of %d lines)", h.SB, h.CB, len(lines))
+		old := end - start + 1
+		if h.CB < 0 || h.Old < 0 || h.SB < 1 || h.SB+h.CB-1 > len(lines) || h.Old > old ||
+			h.SA < 0 || h.SA+h.Old-1 > old || (h.Old > 0 && h.SA < 1) || h.SA < lastOld {
+			return nil, fmt.Errorf("nvim propose: the editor answered with a hunk outside the proposal (%d+%d of %d lines, old %d+%d of %d)", h.SB, h.CB, len(lines), h.SA, h.Old, old)
 		}
-		p.Hunks = append(p.Hunks, Hunk{Start: h.SB, Count: h.CB, Old: h.Old})
+		lastOld = h.SA + h.Old
+		p.Hunks = append(p.Hunks, Hunk{Start: h.SB, Count: h.CB, Old: h.Old, OldStart: h.SA})
 	}
 	return p, nil
 }
@@ -222,7 +230,7 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 		switch h.State {
 		case ProposalAccepted:
 			acc++
-			if h.At < 1 {
+			if h.At < 0 {
 				return nil, fmt.Errorf("nvim proposal status %s: an accepted hunk at line %d", id, h.At)
 			}
 		case ProposalStale:

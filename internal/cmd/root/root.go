@@ -19,6 +19,7 @@ import (
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
 	"github.com/stem-edu/stem/internal/cmd/list"
 	"github.com/stem-edu/stem/internal/cmd/mcp"
+	"github.com/stem-edu/stem/internal/cmd/proposals"
 	"github.com/stem-edu/stem/internal/cmd/rm"
 	"github.com/stem-edu/stem/internal/cmd/status"
 	"github.com/stem-edu/stem/internal/cmd/task"
@@ -59,6 +60,7 @@ that same session through stem-mcp.`,
 		up.NewCmdUp(f, nil),
 		list.NewCmdList(f, nil),
 		status.NewCmdStatus(f, nil),
+		proposals.NewCmdProposals(f, nil),
 		attach.NewCmdAttach(f, nil),
 		execcmd.NewCmdExec(f, nil),
 		down.NewCmdDown(f, nil),
