@@ -403,6 +403,9 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 	// Saved, the file's accepted lines are their proposers' in blame, as
 	// accepted on the host; rejected and stale proposals left nothing.
 	t.Run("blame names the proposers", func(t *testing.T) {
+		// Code in the container writes the text of b's rejected proposal.
+		st.lua(nil, `local l = ...; vim.api.nvim_buf_set_lines(vim.fn.bufnr(l[1]), -1, -1, true, {l[2]})`, []string{words, "#include <stdio.h>"})
+		lines = append(lines, "#include <stdio.h>")
 		st.typeInNvim(":w")
 		waitUntil(t, 10*time.Second, "words.c saved", func() bool {
 			b, err := os.ReadFile(words)
@@ -413,7 +416,31 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 			"/* b */":               "b2b2b2",
 			" /* 2 */":              "a1a1a1",
 			"/* c */":               "c3c3c3",
+			"#include <stdio.h>":    "container",
 		})
+		for _, l := range blameOf(t, in, words) {
+			switch {
+			case l.Who != nil && !strings.HasPrefix(l.AcceptedBy, "the student at stemctl proposals --yes"):
+				t.Errorf("line %d by %s: accepted by %q", l.N, l.Who.Agent, l.AcceptedBy)
+			case l.Text == "#include <stdio.h>" && (l.Unaccepted == nil || l.Unaccepted.ID == ""):
+				t.Errorf("the container's copy of a rejected proposal: %+v", l)
+			case l.Text != "#include <stdio.h>" && l.Unaccepted != nil:
+				t.Errorf("line %d %q matches no unaccepted proposal: %+v", l.N, l.Text, l.Unaccepted)
+			}
+		}
+		o := connect(t, in, "observe")
+		var acc, un bool
+		for _, x := range o.ok("file_blame", map[string]any{"path": "t1/words.c"})["ranges"].([]any) {
+			r := x.(map[string]any)
+			acc = acc || strings.HasPrefix(str(r["accepted_by"]), "the student at stemctl proposals")
+			un = un || r["unaccepted_proposal"] != nil
+			if str(r["by"]) == "container" && str(r["writer"]) != "written in the container (the student or their programs)" {
+				t.Errorf("file_blame range %v", r)
+			}
+		}
+		if !acc || !un {
+			t.Fatalf("file_blame: accepted_by %v, unaccepted_proposal %v", acc, un)
+		}
 	})
 
 	t.Run("accepted while the file is not open: written by the host", func(t *testing.T) {
@@ -434,6 +461,7 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 			" /* 2 */":              "a1a1a1",
 			"/* c */":               "c3c3c3",
 			"/* disk */":            "b2b2b2",
+			"#include <stdio.h>":    "container",
 		})
 	})
 }

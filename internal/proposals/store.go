@@ -247,3 +247,66 @@ func (s *Store) Find(name string) (*Record, error) {
 	}
 	return nil, fmt.Errorf("instance %s has no proposal %q: `stemctl proposals %s` lists them", s.instance, name, s.instance)
 }
+
+// ForFile reads every instance's proposals to path in card, oldest first.
+func ForFile(stateDir, card, path string) ([]*Record, error) {
+	dirs, err := os.ReadDir(filepath.Join(stateDir, "proposals"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the proposal stores: %w", err)
+	}
+	var out []*Record
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		all, err := (&Store{dir: filepath.Join(stateDir, "proposals", d.Name())}).List()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range all {
+			if r.Card == card && r.Path == path {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// minMatchBytes: shorter lines ("}", "return 0;") match a proposal's by
+// chance too often to say anything.
+const minMatchBytes = 10
+
+// Unaccepted is, for each line blame gives to the container, the newest
+// proposal whose new lines include it in a hunk no host decision
+// accepted: text an agent proposed that reached the file without the
+// student's yes on the host (typed alike, copied, or written by code in
+// the container).
+func Unaccepted(recs []*Record, text []string, lines []provenance.Line) map[int]*Record {
+	by := map[string]*Record{}
+	for _, r := range recs {
+		for _, h := range r.Hunks {
+			if h.State == Accepted {
+				continue
+			}
+			for _, l := range h.New {
+				if len(strings.TrimSpace(l)) >= minMatchBytes {
+					by[l] = r // the newest wins
+				}
+			}
+		}
+	}
+	out := map[int]*Record{}
+	for i, l := range lines {
+		if l.By != provenance.ByContainer || i >= len(text) {
+			continue
+		}
+		if r := by[strings.TrimSuffix(text[i], "\r")]; r != nil {
+			out[i] = r
+		}
+	}
+	return out
+}
