@@ -311,11 +311,11 @@ func (s *Store) audit(ctx context.Context, r *Record, d Decide) error {
 	return nil
 }
 
-// TTYName names the terminal on fd 0 ("/dev/pts/5"), or "".
-func TTYName() string {
-	p, err := os.Readlink("/proc/self/fd/0")
+// TTYName names the terminal f is ("/dev/pts/5"), or says it is one.
+func TTYName(f *os.File) string {
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 	if err != nil || !strings.HasPrefix(p, "/dev/") {
-		return ""
+		return "a terminal"
 	}
 	return p
 }

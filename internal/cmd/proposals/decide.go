@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/term"
+
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/proposals"
@@ -25,18 +27,21 @@ func Decide(ctx context.Context, opts *Options, accept bool) error {
 	if accept {
 		verb = "accept"
 	}
+	// The answer is read from stdin, so stdin must be the terminal.
+	in, isFile := ios.InFile()
+	isTTY := isFile && term.IsTerminal(int(in.Fd()))
 	input := "stemctl proposals"
-	tty := proposals.TTYName()
 	if opts.Yes {
 		input += " --yes"
 	}
-	if tty != "" && ios.IsStdinTTY() {
-		input += " on " + tty
-	} else if opts.Yes {
+	switch {
+	case isTTY:
+		input += " on " + proposals.TTYName(in)
+	case opts.Yes:
 		input += " (no terminal)"
 	}
 	if !opts.Yes {
-		if !ios.IsStdinTTY() {
+		if !isTTY {
 			return cmdutil.FlagErrorf("%s asks for a yes on a terminal and stdin is not one: run it in a terminal, or pass --yes", verb)
 		}
 		printDiff(ios.ErrOut, it, opts.Hunks)
