@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,19 +45,20 @@ func (p programs) containerTmux(t verify.Target) []string {
 	return []string{cmp.Or(p.podman, "podman"), "exec", "-i", t.Record.ContainerID, "tmux"}
 }
 
+// dial connects to the instance's tmux, which every session needs (the
+// editor runs in it). Neovim is connected at its first use and again after
+// it restarts: a Neovim that is gone, broken or hostile fails only the
+// tools that use it (see parts.go).
 func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
 	tm, err := tmux.DialOrInside(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem"}, progs.containerTmux(t), logf)
 	if err != nil {
-		return nil, fmt.Errorf("instance %s: tmux does not answer: %w", t.Record.Instance, err)
+		logf("instance %s: tmux does not answer: %v", t.Record.Instance, err)
+		return nil, tmuxDown(t.Record, err)
 	}
-	nv, err := nvim.Dial(ctx, t.Dir.Nvim(), nvim.Options{
+	nv := nvim.New(t.Dir.Nvim(), nvim.Options{
 		CallTimeout: 5 * time.Second,
 		OnReconnect: func(r nvim.Reconnect) { logf("nvim reconnected (%s)", r.Reason) },
 	})
-	if err != nil {
-		tm.Close()
-		return nil, fmt.Errorf("instance %s: nvim does not answer: %w", t.Record.Instance, err)
-	}
 	c := &conn{tmux: tm, nvim: nv, logf: logf}
 	c.setTarget(t)
 	return c, nil
