@@ -19,6 +19,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	cmdproposals "github.com/stem-edu/stem/internal/cmd/proposals"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/decision"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
@@ -361,6 +362,63 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 		})
 	})
 
+	// :StemAccept in the editor (here made by the container, as it can
+	// be) raises a question in the host spool; only the host's answer
+	// applies it.
+	t.Run("a request in the editor is asked on the host", func(t *testing.T) {
+		spool, err := decision.Open(in.Dirs.State, in.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release, err := spool.Attend("host terminal /dev/pts/test (stemctl attach)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		p := propose(a, 12, 12, lines[11]+" /* asked */")
+		question := func() decision.Question {
+			var q decision.Question
+			waitUntil(t, 10*time.Second, "the question on the host", func() bool {
+				qs, _ := spool.Pending()
+				for _, x := range qs {
+					if x.Kind == "proposal" && strings.Contains(x.Text, "accept proposal "+p+" by agent a1a1a1") {
+						q = x
+						return true
+					}
+				}
+				return false
+			})
+			return q
+		}
+		remote("--remote-send", "<Esc>:StemAccept "+p+"<CR>")
+		q := question()
+		if got := text(); !slices.Equal(got, lines) || hostRecord(t, in, p).State != proposals.Pending {
+			t.Fatal("the request alone applied the proposal")
+		}
+		if err := spool.Answer(decision.Answer{ID: q.ID, Choice: decision.No, Input: "host terminal /dev/pts/test (stemctl attach)", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 10*time.Second, "the request cleared after the no", func() bool { _, req := editorInfo(p); return req == "" })
+		if got := text(); !slices.Equal(got, lines) || hostRecord(t, in, p).State != proposals.Pending {
+			t.Fatal("a no applied the proposal")
+		}
+		remote("--remote-send", "<Esc>:StemAccept "+p+"<CR>")
+		q = question()
+		if err := spool.Answer(decision.Answer{ID: q.ID, Choice: decision.Yes, Input: "host terminal /dev/pts/test (stemctl attach)", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 10*time.Second, "the proposal accepted", func() bool { return hostRecord(t, in, p).State == proposals.Accepted })
+		want := slices.Clone(lines)
+		want[11] += " /* asked */"
+		if got := text(); !slices.Equal(got, want) {
+			t.Fatalf("after the host's yes: %q", got[10:13])
+		}
+		lines = want
+		if d := decisionsOf(t, in, p); len(d) != 1 || !strings.Contains(d[0].Detail, "accepted by the student at host terminal /dev/pts/test (stemctl attach)") {
+			t.Fatalf("audit %+v", d)
+		}
+	})
+
 	t.Run("accepted after the proposer's session ended", func(t *testing.T) {
 		c := connect(t, in, "assist", "--agent", "c3c3c3")
 		p := propose(c, 1, 1, "/* c */", lines[0])
@@ -388,13 +446,13 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 			case audit.ProposalCreate:
 				created[e.Seq] = e.Agent
 			case audit.ProposalDecision:
-				if who, ok := created[e.Intent]; !ok || who != e.Agent || !strings.Contains(e.Detail, "by the student at stemctl proposals") {
+				if who, ok := created[e.Intent]; !ok || who != e.Agent || !strings.Contains(e.Detail, "by the student at stemctl proposals") && !strings.Contains(e.Detail, "by the student at host terminal") {
 					t.Errorf("decision without its creation or its host input: %+v", e)
 				}
 				got = append(got, e.Agent+":"+e.Result)
 			}
 		}
-		want := []string{"a1a1a1:rejected", "a1a1a1:accepted", "b2b2b2:rejected", "b2b2b2:accepted", "a1a1a1:stale", "a1a1a1:pending", "a1a1a1:partially_accepted", "b2b2b2:rejected", "c3c3c3:accepted"}
+		want := []string{"a1a1a1:rejected", "a1a1a1:accepted", "b2b2b2:rejected", "b2b2b2:accepted", "a1a1a1:stale", "a1a1a1:pending", "a1a1a1:partially_accepted", "b2b2b2:rejected", "a1a1a1:accepted", "c3c3c3:accepted"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("decisions %v, want %v", got, want)
 		}
@@ -415,12 +473,13 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 			`c == ' ' || c == '\t'`: "a1a1a1",
 			"/* b */":               "b2b2b2",
 			" /* 2 */":              "a1a1a1",
+			" /* asked */":          "a1a1a1",
 			"/* c */":               "c3c3c3",
 			"#include <stdio.h>":    "container",
 		})
 		for _, l := range blameOf(t, in, words) {
 			switch {
-			case l.Who != nil && !strings.HasPrefix(l.AcceptedBy, "the student at stemctl proposals --yes"):
+			case l.Who != nil && !strings.HasPrefix(l.AcceptedBy, "the student at stemctl proposals --yes") && !strings.HasPrefix(l.AcceptedBy, "the student at host terminal"):
 				t.Errorf("line %d by %s: accepted by %q", l.N, l.Who.Agent, l.AcceptedBy)
 			case l.Text == "#include <stdio.h>" && (l.Unaccepted == nil || l.Unaccepted.ID == ""):
 				t.Errorf("the container's copy of a rejected proposal: %+v", l)
@@ -459,6 +518,7 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 			`c == ' ' || c == '\t'`: "a1a1a1",
 			"/* b */":               "b2b2b2",
 			" /* 2 */":              "a1a1a1",
+			" /* asked */":          "a1a1a1",
 			"/* c */":               "c3c3c3",
 			"/* disk */":            "b2b2b2",
 			"#include <stdio.h>":    "container",

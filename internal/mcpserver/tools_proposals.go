@@ -38,6 +38,7 @@ type proposalBook struct {
 	mu    sync.Mutex
 	order []string
 	byKey map[string]string
+	asked map[string]bool // keys put to the student now (proposal_requests.go)
 }
 
 func (b *proposalBook) add(instance, id, key string) {

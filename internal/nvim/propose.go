@@ -74,7 +74,13 @@ type ProposalState struct {
 	State string      `json:"state"`
 	Hunks []HunkState `json:"hunks"`
 	Tick  int         `json:"tick"`
+	// Request is what the student asked in the editor (:StemAccept,
+	// :StemReject): "accept", "reject", or either with ".N" for hunk N;
+	// "" for none. A request, never a decision: the container can make it.
+	Request string `json:"request,omitempty"`
 }
+
+var requestRE = regexp.MustCompile(`^(accept|reject)(\.[0-9]{1,3})?$`)
 
 // Settled reports whether the student has decided every hunk (or the
 // editor found them stale).
@@ -94,6 +100,11 @@ local ok, m = pcall(require, 'stem.proposals')
 if not ok or type(m) ~= 'table' or type(m.status) ~= 'function' then return {err = 'noplugin'} end
 return m.status(...)`
 
+const luaUnrequest = `
+local ok, m = pcall(require, 'stem.proposals')
+if not ok or type(m) ~= 'table' or type(m.unrequest) ~= 'function' then return {err = 'noplugin'} end
+return m.unrequest(...)`
+
 const luaWithdraw = `
 local ok, m = pcall(require, 'stem.proposals')
 if not ok or type(m) ~= 'table' or type(m.withdraw) ~= 'function' then return {err = 'noplugin'} end
@@ -103,6 +114,7 @@ var (
 	fnPropose        = newLuaFunc(luaPropose)
 	fnProposalStatus = newLuaFunc(luaProposalStatus)
 	fnWithdraw       = newLuaFunc(luaWithdraw)
+	fnUnrequest      = newLuaFunc(luaUnrequest)
 )
 
 // Propose asks the student to replace lines start..end (1-based,
@@ -197,11 +209,12 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 		return nil, fmt.Errorf("nvim proposal status: %q is not a proposal id (p1, p2, ...)", clipText(id))
 	}
 	var res struct {
-		Err   string `msgpack:"err"`
-		ID    string `msgpack:"id"`
-		State string `msgpack:"state"`
-		Tick  int    `msgpack:"tick"`
-		Hunks []struct {
+		Err     string `msgpack:"err"`
+		ID      string `msgpack:"id"`
+		State   string `msgpack:"state"`
+		Tick    int    `msgpack:"tick"`
+		Request string `msgpack:"request"`
+		Hunks   []struct {
 			State string `msgpack:"state"`
 			At    int    `msgpack:"at"`
 		} `msgpack:"hunks"`
@@ -225,6 +238,9 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 		return nil, fmt.Errorf("nvim proposal status %s: the editor answered for %q with %d hunks", id, clipText(res.ID), len(res.Hunks))
 	}
 	st := &ProposalState{ID: id, State: res.State, Tick: res.Tick}
+	if requestRE.MatchString(res.Request) {
+		st.Request = res.Request
+	}
 	var acc, stale, pending int
 	for _, h := range res.Hunks {
 		switch h.State {
@@ -298,4 +314,25 @@ func clipText(s string) string {
 		s = s[:80]
 	}
 	return makeText(s).S
+}
+
+// Unrequest clears the student's request on proposal id once the host has
+// asked them about it.
+func (c *Client) Unrequest(ctx context.Context, id, token string) error {
+	if !proposalID.MatchString(id) {
+		return fmt.Errorf("nvim unrequest: %q is not a proposal id", clipText(id))
+	}
+	var res struct {
+		Err string `msgpack:"err"`
+	}
+	err := c.call(ctx, "unrequest", guardHang, true, func(v *gonvim.Nvim) error {
+		return execLua(v, fnUnrequest, &res, id, token)
+	})
+	if err != nil {
+		return err
+	}
+	if res.Err != "" {
+		return fmt.Errorf("nvim unrequest %s: %s", id, clipText(res.Err))
+	}
+	return nil
 }

@@ -251,8 +251,8 @@ end
 local function request(p, k, accept)
   p.request = { accept = accept, hunk = k, at = os.time() }
   local what = k and string.format('%s --hunk %d', p.id, k) or p.id
-  vim.notify(string.format('stem: to %s %s, run on the host: stemctl proposals %s %s',
-    accept and 'accept' or 'reject', k and string.format('%s.%d', p.id, k) or p.id,
+  -- one short line: a longer one would stop Neovim at a Press ENTER prompt
+  vim.notify(string.format('stem: answer on the host or run: stemctl proposals %s %s',
     accept and 'accept' or 'reject', what))
 end
 
@@ -334,7 +334,20 @@ function M.status(id, token)
   end
   local hs = {}
   for k, h in ipairs(p.hunks) do hs[k] = { state = h.state, at = h.at or 0 } end
-  return { id = p.id, state = p.state, hunks = hs, tick = valid(p) and api.nvim_buf_get_changedtick(p.buf) or 0 }
+  local req = ''
+  if p.request then
+    req = (p.request.accept and 'accept' or 'reject') .. (p.request.hunk and ('.' .. p.request.hunk) or '')
+  end
+  return { id = p.id, state = p.state, hunks = hs, request = req, tick = valid(p) and api.nvim_buf_get_changedtick(p.buf) or 0 }
+end
+
+-- unrequest forgets the student's request once the host has asked them
+-- about it.
+function M.unrequest(id, token)
+  local p = S.list[id]
+  if not p or p.token ~= token then return { err = 'unknown' } end
+  p.request = nil
+  return { id = id }
 end
 
 -- rows(id, token) is where each pending hunk's anchor is now (0-based
