@@ -242,6 +242,32 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 		host("reject", p, "--yes")
 	})
 
+	// At a Press ENTER prompt Neovim serves no ordinary call: the host
+	// applies nothing and says so (a cmdline prompt, input(), is served).
+	t.Run("a Neovim at a prompt: nothing applied, said so", func(t *testing.T) {
+		p := propose(b, 2, 2, lines[1]+" /* prompt */")
+		v := st.nvim()
+		mode := func() string {
+			m, err := v.Mode()
+			if err != nil {
+				return ""
+			}
+			return m.Mode
+		}
+		in.Tmux(t, "send-keys", "-t", editor, "-l", `:echo "one\ntwo\nthree"`)
+		in.Tmux(t, "send-keys", "-t", editor, "Enter")
+		waitUntil(t, 10*time.Second, "Neovim at the Press ENTER prompt", func() bool { return strings.HasPrefix(mode(), "r") })
+		if out, err := hostProposals(t, in, "accept", p, "--yes"); err == nil || !strings.Contains(err.Error(), "waiting for the student's input") {
+			t.Fatalf("accept at a prompt: %v\n%s", err, out)
+		}
+		in.Tmux(t, "send-keys", "-t", editor, "Enter")
+		waitUntil(t, 10*time.Second, "Neovim back in normal mode", func() bool { return mode() == "n" })
+		if got := text(); !slices.Equal(got, lines) || hostRecord(t, in, p).State != proposals.Pending {
+			t.Fatal("applied at a prompt")
+		}
+		host("reject", p, "--yes")
+	})
+
 	t.Run("two agents on one buffer, one goes stale", func(t *testing.T) {
 		p1 := propose(a, 15, 15, "    int words = 0; /* a */")
 		p2 := propose(b, 15, 16, "    int words = 0; /* b */", "    int in_word = 0; /* b */")
@@ -387,7 +413,7 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 				got = append(got, e.Agent+":"+e.Result)
 			}
 		}
-		want := []string{"a1a1a1:rejected", "a1a1a1:accepted", "b2b2b2:rejected", "b2b2b2:accepted", "a1a1a1:stale", "a1a1a1:pending", "a1a1a1:partially_accepted", "b2b2b2:rejected", "a1a1a1:accepted", "c3c3c3:accepted"}
+		want := []string{"a1a1a1:rejected", "a1a1a1:accepted", "b2b2b2:rejected", "b2b2b2:rejected", "b2b2b2:accepted", "a1a1a1:stale", "a1a1a1:pending", "a1a1a1:partially_accepted", "b2b2b2:rejected", "a1a1a1:accepted", "c3c3c3:accepted"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("decisions %v, want %v", got, want)
 		}

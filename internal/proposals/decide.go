@@ -171,11 +171,15 @@ func (s *Store) apply(ctx context.Context, cl *nvim.Client, r *Record, pick map[
 	es := edits(r, pick, states)
 	abs := d.Instance.CardPath + "/" + r.Path
 	if cl != nil {
+		// A Neovim that answered the dial but not this call may hold the
+		// file: writing it on disk then would be overwritten by its next
+		// save, so nothing is done.
 		a, err := cl.ApplyHunks(ctx, abs, r.ID, r.Key, es, provenance.MaxSnapshotBytes)
 		switch {
-		case errors.Is(err, nvim.ErrUnavailable):
+		case errors.Is(err, nvim.ErrBlocked):
+			return nil, nil, false, "", fmt.Errorf("apply proposal %s: %w; answer it in the editor and accept again", r.ID, err)
 		case err != nil:
-			return nil, nil, false, "", fmt.Errorf("apply proposal %s in the student's Neovim: %w", r.ID, err)
+			return nil, nil, false, "", fmt.Errorf("apply proposal %s in the student's Neovim (nothing was applied; accept again): %w", r.ID, err)
 		case a.Loaded:
 			return a.Before, a.Rows, a.Before == nil, "neovim", nil
 		}
