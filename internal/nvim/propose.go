@@ -11,11 +11,12 @@ import (
 )
 
 // Proposals: under a task whose agent policy is edits = "propose", an edit
-// is not made but proposed to the student, who accepts or rejects it in
-// their editor (the plugin's lua/stem/proposals.lua, which keeps the
-// proposals, shows them and runs :StemAccept/:StemReject). These calls
-// only hand a proposal over and read its outcome back; nothing here can
-// accept one. What comes back is the container's: ids, states and numbers
+// is not made but proposed to the student. The plugin's
+// lua/stem/proposals.lua shows it (its :StemAccept/:StemReject only note a
+// request); the student decides on the host, which applies an accepted
+// change with ApplyHunks and tells the plugin with Settle. These calls
+// hand a proposal over and read the editor's state back; none of it is a
+// decision. What comes back is the container's: ids, states and numbers
 // are checked against fixed forms and bounds before anyone sees them.
 
 // Bounds on a proposal (the plugin enforces the same).
