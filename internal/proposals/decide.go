@@ -63,6 +63,9 @@ func (s *Store) Decide(ctx context.Context, r *Record, d Decide) (*Outcome, erro
 	if err != nil {
 		return nil, err
 	}
+	if r.Card != "" && r.Card != d.Instance.CardPath {
+		return nil, fmt.Errorf("proposal %s was made in the card %s, and instance %s now uses %s: nothing was applied", r.ID, r.Card, d.Instance.Instance, d.Instance.CardPath)
+	}
 	// Auditing fails closed: nothing is applied that cannot be recorded.
 	if err := d.Audit.Check(ctx); err != nil {
 		return nil, err

@@ -184,3 +184,31 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// TestDecideRefusesAnotherCard: a proposal is applied only to the card it
+// was made in, not to whatever card its instance's record names now.
+func TestDecideRefusesAnotherCard(t *testing.T) {
+	t.Parallel()
+	state, card, other := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, c := range []string{card, other} {
+		os.MkdirAll(filepath.Join(c, "t1"), 0o755)
+		os.WriteFile(filepath.Join(c, "t1", "main.c"), []byte("a\n"), 0o644)
+	}
+	r := record(t, "p1", Hunk{Start: 1, Old: []string{"a"}, New: []string{"b"}, State: Pending})
+	r.Card = card
+	lg, _ := audit.Open(state)
+	d := Decide{Accept: true, Input: "x", Instance: registry.Record{Instance: "inst", CardPath: other}, StateDir: state, Audit: lg}
+	if _, err := Open(state, "inst").Decide(context.Background(), r, d); err == nil || !strings.Contains(err.Error(), "nothing was applied") {
+		t.Fatalf("another card: %v", err)
+	}
+	// Control: the card it was made in takes it.
+	d.Instance.CardPath = card
+	if _, err := Open(state, "inst").Decide(context.Background(), r, d); err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[string]string{card: "b\n", other: "a\n"} {
+		if got := mustRead(t, filepath.Join(c, "t1", "main.c")); string(got) != want {
+			t.Fatalf("%s: %q", c, got)
+		}
+	}
+}
