@@ -21,6 +21,8 @@ type conn struct {
 	tmux *tmux.Client
 	nvim *nvim.Client
 	gdbl gdbLink
+	// leave ends this server's entry among the session's participants.
+	leave func()
 
 	mu     sync.Mutex
 	closed bool
@@ -88,6 +90,9 @@ func (c *conn) close() {
 		return
 	}
 	c.closed = true
+	if c.leave != nil {
+		c.leave()
+	}
 	c.tmux.Close()
 	c.nvim.Close()
 	c.closeGDB()
