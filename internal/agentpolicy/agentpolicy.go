@@ -53,8 +53,8 @@ func (c *Cap) UnmarshalText(b []byte) error {
 }
 
 // Edits is how an agent may change files: direct (its edits land in the
-// buffer), propose (nvim_buffer_edit makes a proposal the student accepts
-// or rejects in their editor), none.
+// buffer), propose (nvim_buffer_edit makes a proposal the student sees in
+// their editor and accepts or rejects on the host), none.
 type Edits string
 
 const (
@@ -214,7 +214,7 @@ func (p Policy) Describe(l levels.Level) string {
 	case EditsNone:
 		b.WriteString(" No edits to the student's files: explain, point, or leave a hint instead.")
 	case EditsPropose:
-		b.WriteString(" Edits are proposed, not made: nvim_buffer_edit shows the change to the student, who accepts or rejects it in their editor; proposal_status tells you which.")
+		b.WriteString(" Edits are proposed, not made: nvim_buffer_edit shows the change to the student, who accepts or rejects it on their machine; proposal_status tells you which.")
 	}
 	if !p.Hints {
 		b.WriteString(" No hints in the editor.")

@@ -58,10 +58,11 @@ const (
 	ApprovalDecision = "approval_decision"
 	ApprovalExpired  = "approval_expired"
 	// ProposalCreate is an edit proposed to the student instead of made
-	// (the task's policy is edits = "propose"); ProposalDecision is its
-	// outcome as the proposer's server learned it from the editor (Result
-	// accepted, partially_accepted, rejected, stale, or open when the
-	// proposer's session ended first; Intent is the creation's Seq).
+	// (the task's policy is edits = "propose"); ProposalDecision is the
+	// student's decision on it, taken on the host (stemctl proposals, or
+	// a host question), with the host input in Detail (Result accepted,
+	// partially_accepted, rejected, stale, or pending while hunks remain;
+	// Intent is the creation's Seq).
 	ProposalCreate   = "proposal_create"
 	ProposalDecision = "proposal_decision"
 )

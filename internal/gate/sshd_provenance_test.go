@@ -91,7 +91,7 @@ func TestTeacherEditIsBlamedOnTheGrant(t *testing.T) {
 		t.Fatalf("no line by %q: %s", label, out)
 	}
 	for i, l := range rep.Lines[1:] {
-		if l.By != "student" {
+		if l.By != "container" {
 			t.Fatalf("line %d: %s", i+2, out)
 		}
 	}

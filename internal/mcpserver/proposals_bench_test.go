@@ -13,7 +13,6 @@ import (
 // proposal is rejected (untimed) so open ones do not pile up.
 func BenchmarkProposalCreate(b *testing.B) {
 	in := fixture(b)
-	st := studentOf(b, in)
 	in.SetAgentPolicy(b, "max_level = \"assist\"\nedits = \"propose\"")
 	s := connect(b, in, "assist")
 	s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
@@ -38,7 +37,9 @@ func BenchmarkProposalCreate(b *testing.B) {
 			b.Fatalf("%v %s", err, etext)
 		}
 		b.StopTimer()
-		st.lua(nil, `vim.cmd('StemReject ' .. ...)`, str(out["proposal"]))
+		if _, err := hostProposals(b, in, "reject", str(out["proposal"]), "--yes"); err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 	}
 	b.StopTimer()

@@ -26,6 +26,10 @@ type blameLine struct {
 		Agent string `json:"agent"`
 		Level string `json:"level"`
 	} `json:"who"`
+	AcceptedBy string `json:"accepted_by"`
+	Unaccepted *struct {
+		ID string `json:"id"`
+	} `json:"unaccepted_proposal"`
 }
 
 // blameOf runs `stemctl audit blame --json` on a file of the fixture's
@@ -54,9 +58,9 @@ func blameOf(t *testing.T, in *testenv.Instance, file string) []blameLine {
 	return rep.Lines
 }
 
-// attribution is blame as marker -> writer ("student" or the agent id),
+// attribution is blame as marker -> writer ("container" or the agent id),
 // where marker picks lines by a substring; every line no marker picks
-// must be the student's.
+// must be the container's.
 func checkBlame(t *testing.T, lines []blameLine, want map[string]string) {
 	t.Helper()
 	seen := map[string]bool{}
@@ -70,7 +74,7 @@ func checkBlame(t *testing.T, lines []blameLine, want map[string]string) {
 				bad = true
 			}
 		}
-		exp := "student"
+		exp := "container"
 		for m, w := range want {
 			if strings.Contains(l.Text, m) {
 				exp, seen[m] = w, true
@@ -148,8 +152,8 @@ func TestBlameRealFlow(t *testing.T) {
 	first := map[string]string{
 		"/* B: reviewed */":              "bbbbbb",
 		"/* A: tabs and newlines too */": "aaaaaa",
-		"// student reverted":            "student",
-		"/* student */":                  "student",
+		"// student reverted":            "container",
+		"/* student */":                  "container",
 	}
 	checkBlame(t, blameOf(t, in, words), first)
 

@@ -263,7 +263,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	// would otherwise compete with the handshake.
 	s.mcp.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(context.Context, mcp.JSONRPCNotification) { s.begin() })
 	go s.events.run(ctx)
-	go s.watchProposals(ctx)
+	go s.watchRequests(ctx)
 	t := &stdioTransport{mcp: s.mcp, maxLine: maxRequestBytes, logf: s.logf, out: out}
 	err := t.serve(ctx, s.session, in)
 	if rerr := s.refusal(); rerr != nil {
@@ -274,7 +274,6 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	if rerr := s.refusal(); rerr != nil {
 		return fmt.Errorf("refusing to serve: %w", rerr)
 	}
-	s.settleAtEnd(ctx)
 	end := s.entry(audit.SessionEnd)
 	end.Result = "ok"
 	end.Detail = fmt.Sprintf("duration %s", time.Since(start).Round(time.Millisecond))

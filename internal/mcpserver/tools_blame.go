@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
 )
 
@@ -27,7 +28,7 @@ func blameTools() []toolDef {
 	return []toolDef{{
 		min: Observe, clean: true, timeout: 20 * time.Second,
 		tool: mcp.NewTool("file_blame",
-			mcp.WithDescription("Who wrote each line of a file in the card as saved on disk: the student, or which agent or teacher (an edit made through stem, or a proposal the student accepted), as ranges of lines with the change's time. Lines changed by a shell command, by a full-level agent's pane_run or Ex command, or by the student's own programs count as the student's."),
+			mcp.WithDescription("Who wrote each line of a file in the card as saved on disk: which agent or teacher (an edit made through stem, or a proposal the student accepted on their machine), or \"container\": written in the container (the student or their programs; also a shell command, a full-level agent's pane_run or Ex command), as ranges of lines with the change's time. A container line with the text of an agent's proposal that the student did not accept is marked unaccepted_proposal."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("file path, relative to the card repository (for example t1/main.c) or absolute inside it"), mcp.MaxLength(maxPathBytes)),
 			readOnly()),
 		run: runFileBlame,
@@ -59,24 +60,30 @@ func runFileBlame(ctx context.Context, s *Server, req mcp.CallToolRequest) (any,
 	if err != nil {
 		return nil, err
 	}
-	lines := provenance.Blame(h, provenance.SplitFile(data))
+	props, err := proposals.ForFile(s.dirs.State, card, cp.Rel)
+	if err != nil {
+		return nil, err
+	}
+	text := provenance.SplitFile(data)
+	lines := provenance.Blame(h, text)
 	out := map[string]any{
 		"path": cp.Rel, "changes": len(h.Changes), "summary": provenance.Summarize(h, lines),
-		"ranges": blameRanges(lines),
+		"ranges": blameRanges(lines, proposals.Unaccepted(props, text, lines)),
 	}
 	if len(h.Problems) > 0 || h.Older {
-		out["warning"] = "some of stem's records of this file could not be used (stemctl audit blame on the student's machine lists them); lines they wrote count as the student's"
+		out["warning"] = "some of stem's records of this file could not be used (stemctl audit blame on the student's machine lists them); lines they wrote count as written in the container"
 	}
 	return out, nil
 }
 
-// blameRanges joins consecutive lines written by the same change (or by
-// the student) into one range.
-func blameRanges(lines []provenance.Line) []map[string]any {
+// blameRanges joins consecutive lines written by the same change (or in
+// the container, matching the same unaccepted proposal or none) into one
+// range.
+func blameRanges(lines []provenance.Line, un map[int]*proposals.Record) []map[string]any {
 	var out []map[string]any
 	var last *provenance.Recorded
 	for i, l := range lines {
-		if i > 0 && l.By == lines[i-1].By && l.Change == last {
+		if i > 0 && l.By == lines[i-1].By && l.Change == last && un[i] == un[i-1] {
 			out[len(out)-1]["to"] = l.N
 			continue
 		}
@@ -89,6 +96,15 @@ func blameRanges(lines []provenance.Line) []map[string]any {
 			r["writer"], r["time"], r["tool"] = ch.Who.Label(), ch.Time, ch.Tool
 			if ch.Proposal != "" {
 				r["proposal"] = ch.Proposal
+			}
+			if ch.AcceptedBy != "" {
+				r["accepted_by"] = ch.AcceptedBy
+			}
+		} else if l.By == provenance.ByContainer {
+			r["writer"] = provenance.ContainerText
+			if p := un[i]; p != nil {
+				r["unaccepted_proposal"] = map[string]any{"proposal": p.ID, "from": p.From, "state": p.State,
+					"note": "an agent proposed this text and no decision of the student's on the host accepted it"}
 			}
 		}
 		out = append(out, r)

@@ -75,7 +75,9 @@ func BenchmarkPropose(b *testing.B) {
 			b.Fatalf("%v %+v", err, p)
 		}
 		// Decided at once, so open proposals do not pile up.
-		n.Lua(b, nil, `vim.cmd('StemReject ' .. ...)`, p.ID)
+		if err := c.Settle(ctx, p.ID, "tok", []string{ProposalRejected, ProposalRejected}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")

@@ -11,11 +11,12 @@ import (
 )
 
 // Proposals: under a task whose agent policy is edits = "propose", an edit
-// is not made but proposed to the student, who accepts or rejects it in
-// their editor (the plugin's lua/stem/proposals.lua, which keeps the
-// proposals, shows them and runs :StemAccept/:StemReject). These calls
-// only hand a proposal over and read its outcome back; nothing here can
-// accept one. What comes back is the container's: ids, states and numbers
+// is not made but proposed to the student. The plugin's
+// lua/stem/proposals.lua shows it (its :StemAccept/:StemReject only note a
+// request); the student decides on the host, which applies an accepted
+// change with ApplyHunks and tells the plugin with Settle. These calls
+// hand a proposal over and read the editor's state back; none of it is a
+// decision. What comes back is the container's: ids, states and numbers
 // are checked against fixed forms and bounds before anyone sees them.
 
 // Bounds on a proposal (the plugin enforces the same).
@@ -35,11 +36,14 @@ var ErrNoPlugin = errors.New("the student's Neovim has no stem proposals plugin 
 var ErrUnknownProposal = errors.New("the student's Neovim has no such proposal (it may have been restarted)")
 
 // Hunk is one change of a proposal: lines Start..Start+Count-1 (1-based)
-// of the proposed lines replace Old lines of the buffer.
+// of the proposed lines replace Old lines of the buffer, from line
+// OldStart (1-based) of the replaced range; with Old == 0 they go after
+// line OldStart of the range (0: before it).
 type Hunk struct {
-	Start int `json:"start"`
-	Count int `json:"count"`
-	Old   int `json:"old"`
+	Start    int `json:"start"`
+	Count    int `json:"count"`
+	Old      int `json:"old"`
+	OldStart int `json:"old_start"`
 }
 
 // Proposal is what Propose made.
@@ -71,7 +75,13 @@ type ProposalState struct {
 	State string      `json:"state"`
 	Hunks []HunkState `json:"hunks"`
 	Tick  int         `json:"tick"`
+	// Request is what the student asked in the editor (:StemAccept,
+	// :StemReject): "accept", "reject", or either with ".N" for hunk N;
+	// "" for none. A request, never a decision: the container can make it.
+	Request string `json:"request,omitempty"`
 }
+
+var requestRE = regexp.MustCompile(`^(accept|reject)(\.[0-9]{1,3})?$`)
 
 // Settled reports whether the student has decided every hunk (or the
 // editor found them stale).
@@ -91,6 +101,11 @@ local ok, m = pcall(require, 'stem.proposals')
 if not ok or type(m) ~= 'table' or type(m.status) ~= 'function' then return {err = 'noplugin'} end
 return m.status(...)`
 
+const luaUnrequest = `
+local ok, m = pcall(require, 'stem.proposals')
+if not ok or type(m) ~= 'table' or type(m.unrequest) ~= 'function' then return {err = 'noplugin'} end
+return m.unrequest(...)`
+
 const luaWithdraw = `
 local ok, m = pcall(require, 'stem.proposals')
 if not ok or type(m) ~= 'table' or type(m.withdraw) ~= 'function' then return {err = 'noplugin'} end
@@ -100,6 +115,7 @@ var (
 	fnPropose        = newLuaFunc(luaPropose)
 	fnProposalStatus = newLuaFunc(luaProposalStatus)
 	fnWithdraw       = newLuaFunc(luaWithdraw)
+	fnUnrequest      = newLuaFunc(luaUnrequest)
 )
 
 // Propose asks the student to replace lines start..end (1-based,
@@ -139,6 +155,7 @@ func (c *Client) Propose(ctx context.Context, buf, start, end int, lines []strin
 			SB  int `msgpack:"sb"`
 			CB  int `msgpack:"cb"`
 			Old int `msgpack:"old"`
+			SA  int `msgpack:"sa"`
 		} `msgpack:"hunks"`
 	}
 	err := c.call(ctx, "propose", guardHang, false, func(v *gonvim.Nvim) error {
@@ -172,12 +189,16 @@ func (c *Client) Propose(ctx context.Context, buf, start, end int, lines []strin
 		return nil, fmt.Errorf("nvim propose: the editor answered with %d hunks", len(res.Hunks))
 	}
 	p := &Proposal{ID: res.ID, Tick: res.Tick}
+	lastOld := 0 // hunks are in order and do not overlap in the old lines
 	for _, h := range res.Hunks {
 		// Each hunk must lie inside what was proposed and replaced.
-		if h.CB < 0 || h.Old < 0 || h.SB < 1 || h.SB+h.CB-1 > len(lines) || h.Old > end-start+1 {
-			return nil, fmt.Errorf("nvim propose: the editor answered with a hunk outside the proposal (%d+%d of %d lines)", h.SB, h.CB, len(lines))
+		old := end - start + 1
+		if h.CB < 0 || h.Old < 0 || h.SB < 1 || h.SB+h.CB-1 > len(lines) || h.Old > old ||
+			h.SA < 0 || h.SA+h.Old-1 > old || (h.Old > 0 && h.SA < 1) || h.SA < lastOld {
+			return nil, fmt.Errorf("nvim propose: the editor answered with a hunk outside the proposal (%d+%d of %d lines, old %d+%d of %d)", h.SB, h.CB, len(lines), h.SA, h.Old, old)
 		}
-		p.Hunks = append(p.Hunks, Hunk{Start: h.SB, Count: h.CB, Old: h.Old})
+		lastOld = h.SA + h.Old
+		p.Hunks = append(p.Hunks, Hunk{Start: h.SB, Count: h.CB, Old: h.Old, OldStart: h.SA})
 	}
 	return p, nil
 }
@@ -189,11 +210,12 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 		return nil, fmt.Errorf("nvim proposal status: %q is not a proposal id (p1, p2, ...)", clipText(id))
 	}
 	var res struct {
-		Err   string `msgpack:"err"`
-		ID    string `msgpack:"id"`
-		State string `msgpack:"state"`
-		Tick  int    `msgpack:"tick"`
-		Hunks []struct {
+		Err     string `msgpack:"err"`
+		ID      string `msgpack:"id"`
+		State   string `msgpack:"state"`
+		Tick    int    `msgpack:"tick"`
+		Request string `msgpack:"request"`
+		Hunks   []struct {
 			State string `msgpack:"state"`
 			At    int    `msgpack:"at"`
 		} `msgpack:"hunks"`
@@ -217,12 +239,15 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 		return nil, fmt.Errorf("nvim proposal status %s: the editor answered for %q with %d hunks", id, clipText(res.ID), len(res.Hunks))
 	}
 	st := &ProposalState{ID: id, State: res.State, Tick: res.Tick}
+	if requestRE.MatchString(res.Request) {
+		st.Request = res.Request
+	}
 	var acc, stale, pending int
 	for _, h := range res.Hunks {
 		switch h.State {
 		case ProposalAccepted:
 			acc++
-			if h.At < 1 {
+			if h.At < 0 {
 				return nil, fmt.Errorf("nvim proposal status %s: an accepted hunk at line %d", id, h.At)
 			}
 		case ProposalStale:
@@ -290,4 +315,25 @@ func clipText(s string) string {
 		s = s[:80]
 	}
 	return makeText(s).S
+}
+
+// Unrequest clears the student's request on proposal id once the host has
+// asked them about it.
+func (c *Client) Unrequest(ctx context.Context, id, token string) error {
+	if !proposalID.MatchString(id) {
+		return fmt.Errorf("nvim unrequest: %q is not a proposal id", clipText(id))
+	}
+	var res struct {
+		Err string `msgpack:"err"`
+	}
+	err := c.call(ctx, "unrequest", guardHang, true, func(v *gonvim.Nvim) error {
+		return execLua(v, fnUnrequest, &res, id, token)
+	})
+	if err != nil {
+		return err
+	}
+	if res.Err != "" {
+		return fmt.Errorf("nvim unrequest %s: %s", id, clipText(res.Err))
+	}
+	return nil
 }

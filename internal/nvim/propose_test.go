@@ -14,31 +14,88 @@ import (
 )
 
 // Proposals against a real Neovim with the editor plugin on its
-// runtimepath (as the images install it). The student decides by typing
-// :StemAccept / :StemReject (nvim_input: keys as from their terminal).
+// runtimepath (as the images install it). The student's :StemAccept /
+// :StemReject (nvim_input: keys as from their terminal) only ask; the
+// host applies a decision with ApplyHunks (or tells it with Settle).
 
 var sample = []string{"int main(void)", "{", "    int a = 1;", "    int b = 2;", "    return a + b;", "}"}
 
 type proposalFixture struct {
-	t   *testing.T
-	n   *nvimtest.Nvim
-	c   *Client
-	buf int
+	t    *testing.T
+	n    *nvimtest.Nvim
+	c    *Client
+	buf  int
+	path string
+	// made keeps what the host keeps of each proposal, by token.
+	made map[string]madeProposal
+}
+
+type madeProposal struct {
+	p      *Proposal
+	before []string
+	start  int
+	lines  []string
 }
 
 func proposeFixture(t *testing.T) *proposalFixture {
 	n, c := start(t, nvimtest.Options{Plugin: true})
 	p := writeFile(t, n.Dir, "main.c", strings.Join(sample, "\n")+"\n")
-	return &proposalFixture{t: t, n: n, c: c, buf: edit(t, n, p)}
+	return &proposalFixture{t: t, n: n, c: c, buf: edit(t, n, p), path: p, made: map[string]madeProposal{}}
 }
 
 func (f *proposalFixture) propose(start, end int, lines []string, who, token string) *Proposal {
 	f.t.Helper()
+	before := f.lines()
 	p, err := f.c.Propose(testCtx(f.t), f.buf, start, end, lines, who, token)
 	if err != nil {
 		f.t.Fatalf("Propose: %v", err)
 	}
+	f.made[token] = madeProposal{p, before, start, lines}
 	return p
+}
+
+// host accepts the hunks of the proposal with token (all when none is
+// given) as the host does: from its own copy of the old lines.
+func (f *proposalFixture) host(token string, hunks ...int) *Applied {
+	f.t.Helper()
+	m := f.made[token]
+	var es []HunkEdit
+	for i, h := range m.p.Hunks {
+		e := HunkEdit{New: m.lines[h.Start-1 : h.Start-1+h.Count], Settle: ProposalPending}
+		if h.Old > 0 {
+			e.Row = m.start - 1 + h.OldStart - 1
+			e.Old = m.before[e.Row : e.Row+h.Old]
+		} else if after := m.start - 1 + h.OldStart; after >= 1 {
+			e.Row, e.Ctx = after-1, m.before[after-1]
+		} else {
+			e.Before, e.Ctx = true, m.before[0]
+		}
+		if len(hunks) == 0 || slices.Contains(hunks, i+1) {
+			e.Apply, e.Settle = true, ProposalAccepted
+		}
+		es = append(es, e)
+	}
+	a, err := f.c.ApplyHunks(testCtx(f.t), f.path, m.p.ID, token, es, 1<<22)
+	if err != nil {
+		f.t.Fatalf("ApplyHunks: %v", err)
+	}
+	return a
+}
+
+// request is what the student asked of proposal id in the editor.
+func (f *proposalFixture) request(id string) string {
+	f.t.Helper()
+	var info []struct {
+		ID      string `msgpack:"id"`
+		Request string `msgpack:"request"`
+	}
+	f.n.Lua(f.t, &info, `return require('stem.proposals').info()`)
+	for _, p := range info {
+		if p.ID == id {
+			return p.Request
+		}
+	}
+	return ""
 }
 
 func (f *proposalFixture) status(id, token string) *ProposalState {
@@ -90,7 +147,7 @@ func TestProposeLeavesBufferAndShowsDiff(t *testing.T) {
 	var tick0 int
 	f.n.Lua(t, &tick0, `return vim.api.nvim_buf_get_changedtick(...)`, f.buf)
 	p := f.propose(3, 4, []string{"    int a = 10;", "    int b = 2;"}, "agent claude", "tok")
-	if p.ID != "p1" || len(p.Hunks) != 1 || p.Hunks[0] != (Hunk{Start: 1, Count: 1, Old: 1}) {
+	if p.ID != "p1" || len(p.Hunks) != 1 || p.Hunks[0] != (Hunk{Start: 1, Count: 1, Old: 1, OldStart: 1}) {
 		t.Fatalf("proposal %+v", p)
 	}
 	var tick1 int
@@ -101,7 +158,7 @@ func TestProposeLeavesBufferAndShowsDiff(t *testing.T) {
 		t.Fatalf("the buffer changed: %q tick %d→%d modified %v", f.lines(), tick0, tick1, modified)
 	}
 	shown := strings.Join(f.shownText(), "\n")
-	for _, want := range []string{"proposal p1.1 of 1 by agent claude", "+     int a = 10;", `\pa accept hunk`} {
+	for _, want := range []string{"proposal p1.1 of 1 by agent claude", "+     int a = 10;", "decide on the host: stemctl proposals"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the editor does not show %q:\n%s", want, shown)
 		}
@@ -117,13 +174,21 @@ func TestProposeAcceptAll(t *testing.T) {
 	if len(p.Hunks) != 2 {
 		t.Fatalf("want 2 hunks, got %+v", p.Hunks)
 	}
+	// The student's :StemAccept asks and changes nothing.
 	f.student("StemAccept p1")
+	if got := f.lines(); !slices.Equal(got, sample) || f.request(p.ID) != "accept" {
+		t.Fatalf("after :StemAccept: %q, request %q", got, f.request(p.ID))
+	}
+	a := f.host("tok")
 	want := []string{"int main(void)", "{", "    int a = 10;", "    int b = 2;", "    return a * b;", "}"}
 	if got := f.lines(); !slices.Equal(got, want) {
-		t.Fatalf("after :StemAccept: %q", got)
+		t.Fatalf("after the host's accept: %q", got)
+	}
+	if !slices.Equal(a.Rows, []int{2, 4}) || !slices.Equal(a.Before, sample) {
+		t.Fatalf("applied %+v", a)
 	}
 	st := f.status(p.ID, "tok")
-	if st.State != ProposalAccepted || st.Hunks[0].At != 3 || st.Hunks[1].At != 5 {
+	if st.State != ProposalAccepted {
 		t.Fatalf("status %+v", st)
 	}
 	if len(f.shownText()) != 0 {
@@ -135,18 +200,29 @@ func TestProposeAcceptOneHunk(t *testing.T) {
 	f := proposeFixture(t)
 	p := f.propose(3, 5, []string{"    int a = 10;", "    int b = 2;", "    return a * b;"}, "agent a", "tok")
 	f.student("StemAccept p1.2")
+	if f.request(p.ID) != "accept.2" || !slices.Equal(f.lines(), sample) {
+		t.Fatalf("after :StemAccept p1.2: request %q, %q", f.request(p.ID), f.lines())
+	}
+	f.host("tok", 2)
 	want := slices.Clone(sample)
 	want[4] = "    return a * b;"
 	if got := f.lines(); !slices.Equal(got, want) {
-		t.Fatalf("after :StemAccept p1.2: %q", got)
+		t.Fatalf("after the host's accept of hunk 2: %q", got)
 	}
 	if st := f.status(p.ID, "tok"); st.State != ProposalPending || !slices.Equal(hunkStates(st), []string{"pending", "accepted"}) {
 		t.Fatalf("status %+v", st)
 	}
-	// The rest is rejected by the key on the hunk under the cursor.
+	// The key on the hunk under the cursor asks to reject it; the host
+	// tells the editor it is.
 	f.n.Lua(t, nil, `vim.api.nvim_win_set_cursor(0, {3, 0})`)
 	f.n.Input(t, `\pR`)
 	f.n.WaitMode(t, func(m string, b bool) bool { return m == "n" && !b })
+	if f.request(p.ID) != "reject.1" {
+		t.Fatalf("request %q", f.request(p.ID))
+	}
+	if err := f.c.Settle(testCtx(t), p.ID, "tok", []string{ProposalRejected, ProposalAccepted}); err != nil {
+		t.Fatal(err)
+	}
 	st := f.status(p.ID, "tok")
 	if st.State != ProposalPartial || !slices.Equal(hunkStates(st), []string{"rejected", "accepted"}) {
 		t.Fatalf("status %+v", st)
@@ -160,11 +236,17 @@ func TestProposeReject(t *testing.T) {
 	f := proposeFixture(t)
 	p := f.propose(3, 3, []string{"    int a = 10;"}, "agent a", "tok")
 	f.student("StemReject")
-	if st := f.status(p.ID, "tok"); st.State == ProposalRejected {
-		t.Fatal(":StemReject with the cursor away from the proposal rejected it")
+	if f.request(p.ID) != "" {
+		t.Fatal(":StemReject with the cursor away from the proposal asked about it")
 	}
 	f.n.Lua(t, nil, `vim.api.nvim_win_set_cursor(0, {3, 0})`)
 	f.student("StemReject")
+	if st := f.status(p.ID, "tok"); st.State != ProposalPending || f.request(p.ID) != "reject" {
+		t.Fatalf(":StemReject decided: %+v", st)
+	}
+	if err := f.c.Settle(testCtx(t), p.ID, "tok", []string{ProposalRejected}); err != nil {
+		t.Fatal(err)
+	}
 	if st := f.status(p.ID, "tok"); st.State != ProposalRejected {
 		t.Fatalf("status %+v", st)
 	}
@@ -172,8 +254,10 @@ func TestProposeReject(t *testing.T) {
 		t.Fatalf("the buffer changed: %q", f.lines())
 	}
 	// A decided proposal stays decided.
-	f.student("StemAccept p1")
-	if !slices.Equal(f.lines(), sample) {
+	if err := f.c.Settle(testCtx(t), p.ID, "tok", []string{ProposalAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(p.ID, "tok"); !slices.Equal(f.lines(), sample) || st.State != ProposalRejected {
 		t.Fatalf("accepting a rejected proposal changed the buffer: %q", f.lines())
 	}
 }
@@ -190,8 +274,10 @@ func TestProposeTwoProposers(t *testing.T) {
 	if _, err := f.c.ProposalStatus(testCtx(t), b.ID, "ta"); !errors.Is(err, ErrUnknownProposal) {
 		t.Fatalf("one proposer read the other's proposal: %v", err)
 	}
-	f.student("StemAccept " + b.ID)
-	f.student("StemAccept " + a.ID)
+	f.host("tb")
+	if ap := f.host("ta"); !slices.Equal(ap.Rows, []int{-1}) {
+		t.Fatalf("the overtaken proposal applied at %v", ap.Rows)
+	}
 	want := []string{"int main(void)", "{", "    long a = 1;", "    long b = 2;", "    return a + b;", "}"}
 	if got := f.lines(); !slices.Equal(got, want) {
 		t.Fatalf("buffer %q, want %q", got, want)
@@ -208,7 +294,7 @@ func TestProposeReanchoredAndStale(t *testing.T) {
 	f := proposeFixture(t)
 	moved := f.propose(5, 5, []string{"    return a - b;"}, "agent a", "t1")
 	gone := f.propose(3, 3, []string{"    int a = 3;"}, "agent a", "t2")
-	ins := f.propose(6, 5, []string{"    /* done */"}, "agent a", "t3")
+	f.propose(6, 5, []string{"    /* done */"}, "agent a", "t3")
 	// The student adds two lines at the top and rewrites line 3.
 	f.n.Lua(t, nil, `vim.api.nvim_win_set_cursor(0, {1, 0})`)
 	f.n.Input(t, "Otop 1<Esc>otop 2<Esc>")
@@ -224,14 +310,14 @@ func TestProposeReanchoredAndStale(t *testing.T) {
 		t.Fatalf("a proposal whose line changed is %+v, want stale", st)
 	}
 	before := f.lines()
-	f.student("StemAccept " + gone.ID)
+	f.host("t2")
 	if !slices.Equal(f.lines(), before) {
 		t.Fatalf("a stale proposal was applied: %q", f.lines())
 	}
 	// An insertion is anchored on the line it follows: accepted first, it
 	// goes after "return"; the replacement of that line still applies.
-	f.student("StemAccept " + ins.ID)
-	f.student("StemAccept " + moved.ID)
+	f.host("t3")
+	mv := f.host("t1")
 	want := []string{"top 1", "top 2", "int main(void)", "{", before[4], "    int b = 2;", "    return a - b;", "    /* done */", "}"}
 	if !strings.HasSuffix(before[4], "int a = 4;") {
 		t.Fatalf("the student's edit did not land: %q", before)
@@ -239,8 +325,8 @@ func TestProposeReanchoredAndStale(t *testing.T) {
 	if got := f.lines(); !slices.Equal(got, want) {
 		t.Fatalf("buffer %q, want %q", got, want)
 	}
-	if st := f.status(moved.ID, "t1"); st.State != ProposalAccepted || st.Hunks[0].At != 7 {
-		t.Fatalf("re-anchored proposal %+v, want accepted at line 7", st)
+	if st := f.status(moved.ID, "t1"); st.State != ProposalAccepted || !slices.Equal(mv.Rows, []int{6}) {
+		t.Fatalf("re-anchored proposal %+v at %v, want accepted at line 7", st, mv.Rows)
 	}
 }
 
@@ -282,6 +368,10 @@ func TestProposeHostileText(t *testing.T) {
 		t.Fatalf("showing the proposal ran its text: %v", err)
 	}
 	f.student("StemAccept " + p.ID)
+	if !slices.Equal(f.lines(), sample) {
+		t.Fatal(":StemAccept changed the buffer")
+	}
+	f.host("tok")
 	want := slices.Concat(sample[:2], hostile, sample[3:])
 	// Neovim keeps a NUL in a line as "\n" internally and returns it as NUL.
 	if got := f.lines(); !slices.Equal(got, want) {
@@ -303,11 +393,13 @@ func TestProposeValidatesEditor(t *testing.T) {
 	f := proposeFixture(t)
 	for _, c := range []struct{ name, create, status string }{
 		{"malformed id", `return {id = 'p1; rm -rf', hunks = {{sb = 1, cb = 1, old = 1}}}`, ``},
-		{"hunk outside", `return {id = 'p1', hunks = {{sb = 1, cb = 99, old = 1}}}`, ``},
+		{"hunk outside", `return {id = 'p1', hunks = {{sb = 1, cb = 99, old = 1, sa = 1}}}`, ``},
+		{"old lines outside", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1, sa = 5}}}`, ``},
+		{"hunks out of order", `return {id = 'p1', hunks = {{sb = 1, cb = 0, old = 1, sa = 1}, {sb = 1, cb = 1, old = 0, sa = 0}}}`, ``},
 		{"too many hunks", `local h = {} for i = 1, 600 do h[i] = {sb = 1, cb = 0, old = 0} end return {id = 'p1', hunks = h}`, ``},
-		{"bad state", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1}}}`, `return {id = 'p1', state = 'accepted', hunks = {{state = 'yes', at = 1}}}`},
-		{"state disagrees", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1}}}`, `return {id = 'p1', state = 'accepted', hunks = {{state = 'rejected'}}}`},
-		{"other id", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1}}}`, `return {id = 'p2', state = 'rejected', hunks = {{state = 'rejected'}}}`},
+		{"bad state", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1, sa = 1}}}`, `return {id = 'p1', state = 'accepted', hunks = {{state = 'yes', at = 1}}}`},
+		{"state disagrees", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1, sa = 1}}}`, `return {id = 'p1', state = 'accepted', hunks = {{state = 'rejected'}}}`},
+		{"other id", `return {id = 'p1', hunks = {{sb = 1, cb = 1, old = 1, sa = 1}}}`, `return {id = 'p2', state = 'rejected', hunks = {{state = 'rejected'}}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f.n.Lua(t, nil, `package.loaded['stem.proposals'] = {
@@ -393,18 +485,18 @@ func TestProposalCommandsAtStartup(t *testing.T) {
 
 func TestProposeDeleteAndInsertAtTop(t *testing.T) {
 	f := proposeFixture(t)
-	del := f.propose(4, 4, nil, "agent a", "t1")
+	f.propose(4, 4, nil, "agent a", "t1")
 	top := f.propose(1, 0, []string{"#include <stdio.h>"}, "agent a", "t2")
 	if !strings.Contains(strings.Join(f.shownText(), "\n"), "(the marked lines are deleted)") {
 		t.Fatalf("the deletion is not shown: %q", f.shownText())
 	}
-	f.student("StemAccept " + del.ID)
-	f.student("StemAccept " + top.ID)
+	f.host("t1")
+	f.host("t2")
 	want := slices.Concat([]string{"#include <stdio.h>"}, sample[:3], sample[4:])
 	if got := f.lines(); !slices.Equal(got, want) {
 		t.Fatalf("buffer %q, want %q", got, want)
 	}
-	if st := f.status(top.ID, "t2"); st.State != ProposalAccepted || st.Hunks[0].At != 1 {
+	if st := f.status(top.ID, "t2"); st.State != ProposalAccepted {
 		t.Fatalf("status %+v", st)
 	}
 	// A proposal on a buffer that is gone is stale, never applied.
@@ -428,8 +520,8 @@ func TestProposalWithdraw(t *testing.T) {
 		t.Fatalf("a withdrawn proposal is still shown: %q", f.shownText())
 	}
 	f.student("StemAccept " + p.ID)
-	if !slices.Equal(f.lines(), sample) {
-		t.Fatalf("a withdrawn proposal was applied: %q", f.lines())
+	if !slices.Equal(f.lines(), sample) || f.request(p.ID) != "" {
+		t.Fatalf("a withdrawn proposal was asked about or applied: %q", f.lines())
 	}
 	if _, err := f.c.ProposalStatus(testCtx(t), p.ID, "tok"); !errors.Is(err, ErrUnknownProposal) {
 		t.Fatalf("status of a withdrawn proposal: %v", err)

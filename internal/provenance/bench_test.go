@@ -57,7 +57,7 @@ func BenchmarkBlame(b *testing.B) {
 			b.Fatalf("%v %d %v", err, len(h.Changes), h.Problems)
 		}
 		lines := Blame(h, text)
-		if s := Summarize(h, lines); s.Student == len(text) {
+		if s := Summarize(h, lines); s.Container == len(text) {
 			b.Fatal("no agent line found")
 		}
 	}

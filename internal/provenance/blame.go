@@ -8,24 +8,30 @@ import (
 
 // Who wrote a line.
 const (
-	ByStudent = "student" // not written by a recorded change
-	ByAgent   = "agent"
-	ByTeacher = "teacher"
+	// ByContainer: not written by a change stem recorded, so written in
+	// the container by the student or their programs (or anything else
+	// that runs there: a shell command, a full-level agent's keys).
+	ByContainer = "container"
+	ByAgent     = "agent"
+	ByTeacher   = "teacher"
 	// ByUnknown: the walk stopped at a record without a snapshot before it
 	// could tell.
 	ByUnknown = "unknown"
 )
 
+// ContainerText says, for a person, who wrote a ByContainer line.
+const ContainerText = "written in the container (the student or their programs)"
+
 // Line is one line's blame.
 type Line struct {
 	N  int    // 1-based
-	By string // ByStudent, ByAgent, ByTeacher, ByUnknown
+	By string // ByContainer, ByAgent, ByTeacher, ByUnknown
 	// Change is the record that wrote the line (agent and teacher lines).
 	Change *Recorded
-	// After, for a student line, is the recorded change it appeared after
+	// After, for a container line, is the recorded change it appeared after
 	// (nil: it was there before the first one).
 	After *Recorded
-	// SameAs, for a student line, is the newest change that wrote a line
+	// SameAs, for a container line, is the newest change that wrote a line
 	// of the same text (at least minSameAsBytes of it, spaces aside)
 	// which the walk did not trace to: the line may have been moved or
 	// copied from the agent's, or typed alike. A hint, not an attribution.
@@ -51,7 +57,7 @@ func Blame(h *History, current []string) []Line {
 	pos := make([]int32, len(cur)) // each open line's index in ver
 	open := make([]int32, 0, len(cur))
 	for i := range out {
-		out[i] = Line{N: i + 1, By: ByStudent}
+		out[i] = Line{N: i + 1, By: ByContainer}
 		pos[i] = int32(i)
 		open = append(open, int32(i))
 	}
@@ -96,7 +102,7 @@ func Blame(h *History, current []string) []Line {
 func sameAs(h *History, text []string, cur []LineHash, out []Line) {
 	var wrote map[LineHash]*Recorded
 	for i := range out {
-		if out[i].By != ByStudent || len(strings.TrimSpace(text[i])) < minSameAsBytes {
+		if out[i].By != ByContainer || len(strings.TrimSpace(text[i])) < minSameAsBytes {
 			continue
 		}
 		if wrote == nil {
@@ -143,10 +149,10 @@ func apply(before []LineHash, hunks []HashedHunk) ([]LineHash, []int32) {
 
 // Summary counts lines by writer.
 type Summary struct {
-	Lines   int            `json:"lines"`
-	Student int            `json:"student"`
-	Unknown int            `json:"unknown,omitempty"`
-	ByWho   map[string]int `json:"by_writer,omitempty"` // Who.Label() -> lines
+	Lines     int            `json:"lines"`
+	Container int            `json:"container"`
+	Unknown   int            `json:"unknown,omitempty"`
+	ByWho     map[string]int `json:"by_writer,omitempty"` // Who.Label() -> lines
 	// Last is the newest recorded change (zero without one).
 	Last time.Time `json:"last_change,omitzero"`
 }
@@ -156,8 +162,8 @@ func Summarize(h *History, lines []Line) Summary {
 	s := Summary{Lines: len(lines), ByWho: map[string]int{}}
 	for _, l := range lines {
 		switch l.By {
-		case ByStudent:
-			s.Student++
+		case ByContainer:
+			s.Container++
 		case ByUnknown:
 			s.Unknown++
 		default:

@@ -58,7 +58,7 @@ func (s *story) want(pattern string) []Line {
 	var got strings.Builder
 	for _, l := range lines {
 		switch l.By {
-		case ByStudent:
+		case ByContainer:
 			got.WriteByte('s')
 		case ByUnknown:
 			got.WriteByte('?')

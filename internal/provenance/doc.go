@@ -11,10 +11,12 @@
 // it is now against each record's "after", the way git blame walks
 // commits, so it holds across saves, the student's later edits, Neovim
 // restarts and re-created containers. A line the diffs trace back to a
-// record's new lines is that agent's; a line that appears between two
-// records, or was there before the first, is the student's ("not written
-// by a recorded change": the starter code, the student's typing, and
-// whatever else no record covers, see docs/security.md).
+// record's new lines is that agent's (an accepted proposal's, with the
+// host input that accepted it); a line that appears between two records,
+// or was there before the first, was written in the container ("not
+// written by a recorded change": the starter code, the student's typing,
+// their programs, and whatever else no record covers, see
+// docs/security.md).
 //
 // The records live on the host, in the account's state directory next to
 // the audit log, one file per card file (never in the card or the socket

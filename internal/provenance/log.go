@@ -91,6 +91,9 @@ type Change struct {
 	// created an accepted proposal) and the proposal's id, if any.
 	Tool, Proposal        string
 	Instance, ContainerID string
+	// AcceptedBy, for an accepted proposal, is the host decision that
+	// accepted it ("the student at stemctl proposals on /dev/pts/5").
+	AcceptedBy string
 	// Before is the whole buffer before the change, line by line as
 	// Neovim holds it. Nil with NoSnapshot (a buffer too long to keep).
 	Before     []string
@@ -113,6 +116,7 @@ type record struct {
 	Who         *Who       `json:"who,omitempty"`
 	Tool        string     `json:"tool,omitempty"`
 	Proposal    string     `json:"proposal,omitempty"`
+	AcceptedBy  string     `json:"accepted_by,omitempty"`
 	Instance    string     `json:"instance,omitempty"`
 	ContainerID string     `json:"container_id,omitempty"`
 	BeforeLines int        `json:"before_lines,omitempty"`
@@ -216,7 +220,7 @@ func (c Change) record() (record, error) {
 	if c.NoSnapshot {
 		c.Before = nil
 	}
-	r := record{Kind: "change", Card: c.Card, Path: c.Path, Who: &c.Who, Tool: c.Tool, Proposal: c.Proposal,
+	r := record{Kind: "change", Card: c.Card, Path: c.Path, Who: &c.Who, Tool: c.Tool, Proposal: c.Proposal, AcceptedBy: clip(c.AcceptedBy),
 		Instance: c.Instance, ContainerID: c.ContainerID, NoSnapshot: c.NoSnapshot, Pending: c.Pending}
 	total, lastEnd := 0, 0
 	for i, h := range c.Hunks {

@@ -49,6 +49,7 @@ type Recorded struct {
 	Who         Who
 	Tool        string
 	Proposal    string
+	AcceptedBy  string
 	Instance    string
 	ContainerID string
 	// Before are the line hashes before the change (nil with NoSnapshot).
@@ -281,7 +282,7 @@ func prevOf(body []byte) string {
 }
 
 func (r record) recorded() (Recorded, error) {
-	c := Recorded{Seq: r.Seq, Time: r.Time, Tool: r.Tool, Proposal: r.Proposal, Instance: r.Instance,
+	c := Recorded{Seq: r.Seq, Time: r.Time, Tool: r.Tool, Proposal: r.Proposal, AcceptedBy: r.AcceptedBy, Instance: r.Instance,
 		ContainerID: r.ContainerID, NoSnapshot: r.NoSnapshot}
 	if r.Who == nil {
 		return c, errors.New("a change without who made it")

@@ -160,7 +160,7 @@ func TestNoRecords(t *testing.T) {
 	if err != nil || len(h.Changes) != 0 || len(h.Problems) != 0 {
 		t.Fatalf("%v %+v", err, h)
 	}
-	if got := Blame(h, []string{"a", "b"}); got[0].By != ByStudent || got[1].By != ByStudent {
+	if got := Blame(h, []string{"a", "b"}); got[0].By != ByContainer || got[1].By != ByContainer {
 		t.Fatalf("%+v", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/list"
 	"github.com/stem-edu/stem/internal/cmd/mcp"
 	policycmd "github.com/stem-edu/stem/internal/cmd/policy"
+	"github.com/stem-edu/stem/internal/cmd/proposals"
 	"github.com/stem-edu/stem/internal/cmd/rm"
 	"github.com/stem-edu/stem/internal/cmd/status"
 	"github.com/stem-edu/stem/internal/cmd/task"
@@ -62,6 +63,7 @@ that same session through stem-mcp.`,
 		up.NewCmdUp(f, nil),
 		list.NewCmdList(f, nil),
 		status.NewCmdStatus(f, nil),
+		proposals.NewCmdProposals(f, nil),
 		attach.NewCmdAttach(f, nil),
 		execcmd.NewCmdExec(f, nil),
 		down.NewCmdDown(f, nil),

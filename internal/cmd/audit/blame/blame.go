@@ -16,6 +16,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/workspace"
@@ -37,27 +38,33 @@ func NewCmdBlame(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
 		Use:   "blame FILE",
-		Short: "Show, line by line, whether the student or which agent wrote a file of a card",
+		Short: "Show, line by line, which agent wrote a file of a card, or that it was written in the container",
 		Long: `Every change an agent or a teacher makes to a file through stem-mcp (a direct
 nvim_buffer_edit, an accepted proposal) is recorded in the account's state
 directory, next to the audit log, with who made it (agent id or teacher
 grant, level, MCP session), when, and hashes of the buffer's lines before
 and of the lines it wrote. blame compares the file as it is on disk now with
 those records, newest first, the way git blame walks commits: a line is an
-agent's if it traces back to one of that agent's new lines; it is the
-student's if it appeared between two records or was there before the first.
+agent's if it traces back to one of that agent's new lines (for a proposal:
+"accepted by the student at" the host input that accepted it); it was
+"written in the container (the student or their programs)" if it appeared
+between two records or was there before the first.
 This holds across saves, the student's later edits, Neovim restarts and
 re-created containers, because it works on the content, not on the editor.
 
-"student" means "not written by a recorded change". blame cannot see:
+"container" means "not written by a change stem recorded": the student's
+typing, their programs, a shell command. blame cannot see:
 changes an agent at the full level makes through a shell, nvim_command or
 nvim_lua; keys an agent sends to a pane (at assist, one the student marked);
 an agent's own file tools writing the card directly (at full); text the
 student copies from an AI elsewhere; a line the student
 types again exactly as the agent wrote it, in the same place (it stays the
-agent's); a line moved to another place (it becomes the student's, marked
-"student *" when an agent wrote a line of the same text: moved, copied or
-typed alike). A line the student changed in any way is the student's.
+agent's); a line moved to another place (it becomes the container's, marked
+"container *" when an agent wrote a line of the same text: moved, copied or
+typed alike). A line changed in the container in any way is the container's.
+A container line with the text of an agent's proposal that no host decision
+accepted is marked "!" (--json: unaccepted_proposal): the agent's text got
+into the file without the student's yes on the host.
 
 FILE is a path inside a card of the workspace (absolute, or relative to the
 current directory). Warnings about the records (a broken hash chain, records
@@ -103,14 +110,19 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	props, err := proposals.ForFile(dirs.State, card, rel)
+	if err != nil {
+		return err
+	}
 	text := provenance.SplitFile(data)
 	lines := provenance.Blame(h, text)
+	un := proposals.Unaccepted(props, text, lines)
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.F.IOStreams.Out, jsonReport(card, rel, h, text, lines))
+		return cmdutil.WriteJSON(opts.F.IOStreams.Out, jsonReport(card, rel, h, text, lines, un))
 	}
 	printProblems(opts.F.IOStreams.ErrOut, rel, h)
-	printLines(opts.F.IOStreams.Out, text, lines)
-	printSummary(opts.F.IOStreams.Out, rel, h, lines)
+	printLines(opts.F.IOStreams.Out, text, lines, un)
+	printSummary(opts.F.IOStreams.Out, rel, h, lines, un)
 	return nil
 }
 
@@ -153,14 +165,25 @@ type jsonLine struct {
 	Change      int64           `json:"change,omitempty"`
 	Tool        string          `json:"tool,omitempty"`
 	Proposal    string          `json:"proposal,omitempty"`
+	AcceptedBy  string          `json:"accepted_by,omitempty"`
 	Instance    string          `json:"instance,omitempty"`
 	Unconfirmed bool            `json:"unconfirmed,omitempty"`
-	// For a student line: the recorded change it appeared after.
+	// For a container line: the recorded change it appeared after.
 	AfterChange int64      `json:"after_change,omitempty"`
 	AfterTime   *time.Time `json:"after_time,omitempty"`
-	// For a student line: a change that wrote a line of the same text,
+	// For a container line: a change that wrote a line of the same text,
 	// which the walk did not trace to (moved, copied or typed alike).
 	SameAs *sameAs `json:"same_text_as,omitempty"`
+	// For a container line: an agent's proposal with this text that no
+	// host decision accepted.
+	Unaccepted *unaccepted `json:"unaccepted_proposal,omitempty"`
+}
+
+type unaccepted struct {
+	ID       string `json:"id"`
+	From     string `json:"from"`
+	State    string `json:"state"`
+	Instance string `json:"instance"`
 }
 
 type sameAs struct {
@@ -181,7 +204,7 @@ type report struct {
 	Problems    []provenance.Problem `json:"problems"`
 }
 
-func jsonReport(card, rel string, h *provenance.History, text []string, lines []provenance.Line) report {
+func jsonReport(card, rel string, h *provenance.History, text []string, lines []provenance.Line, un map[int]*proposals.Record) report {
 	r := report{File: rel, Card: card, RecordsFile: h.File, Changes: len(h.Changes), NotApplied: h.NotApplied, OlderUnread: h.Older,
 		Summary: provenance.Summarize(h, lines), Lines: make([]jsonLine, len(lines)), Problems: h.Problems}
 	if r.Problems == nil {
@@ -192,6 +215,7 @@ func jsonReport(card, rel string, h *provenance.History, text []string, lines []
 		if c := l.Change; c != nil {
 			t := c.Time
 			j.Who, j.Time, j.Change, j.Tool, j.Proposal, j.Instance, j.Unconfirmed = &c.Who, &t, c.Seq, c.Tool, c.Proposal, c.Instance, c.Unconfirmed
+			j.AcceptedBy = c.AcceptedBy
 		}
 		if a := l.After; a != nil {
 			t := a.Time
@@ -199,6 +223,9 @@ func jsonReport(card, rel string, h *provenance.History, text []string, lines []
 		}
 		if a := l.SameAs; a != nil {
 			j.SameAs = &sameAs{Change: a.Seq, Who: &a.Who, Time: a.Time}
+		}
+		if p := un[i]; p != nil {
+			j.Unaccepted = &unaccepted{ID: p.ID, From: p.From, State: p.State, Instance: p.Instance}
 		}
 		r.Lines[i] = j
 	}
@@ -226,16 +253,21 @@ func printProblems(w io.Writer, rel string, h *provenance.History) {
 
 // printLines prints LINE WHO WHEN TEXT; the text is the container's, so
 // it is sanitized, and kept on its line.
-func printLines(w io.Writer, text []string, lines []provenance.Line) {
+func printLines(w io.Writer, text []string, lines []provenance.Line, un map[int]*proposals.Record) {
 	who := make([]string, len(lines))
-	width := len(provenance.ByStudent)
+	width := len(provenance.ByContainer)
 	for i, l := range lines {
 		switch {
 		case l.Change != nil:
 			who[i] = l.Change.Who.Label()
+			if l.Change.AcceptedBy != "" {
+				who[i] += ", accepted by " + l.Change.AcceptedBy
+			}
 			if l.Change.Unconfirmed {
 				who[i] += "?"
 			}
+		case un[i] != nil:
+			who[i] = l.By + " !"
 		case l.SameAs != nil:
 			who[i] = l.By + " *"
 		default:
@@ -260,17 +292,18 @@ func showLine(s string) string {
 	return strings.ReplaceAll(s, "\n", " ")
 }
 
-func printSummary(w io.Writer, rel string, h *provenance.History, lines []provenance.Line) {
+func printSummary(w io.Writer, rel string, h *provenance.History, lines []provenance.Line, un map[int]*proposals.Record) {
 	s := provenance.Summarize(h, lines)
+	printUnaccepted(w, un)
 	if len(h.Changes) == 0 {
-		fmt.Fprintf(w, "\nno change by an agent or teacher is recorded for %s: every line is the student's (as far as stem can see: stemctl audit blame --help)\n", termtext.Line(rel, 200))
+		fmt.Fprintf(w, "\nno change by an agent or teacher is recorded for %s: every line was %s (as far as stem can see: stemctl audit blame --help)\n", termtext.Line(rel, 200), provenance.ContainerText)
 		return
 	}
 	fmt.Fprintf(w, "\n%s: %s, %s (the last %s)", termtext.Line(rel, 200), plural(s.Lines, "line"), plural(len(h.Changes), "recorded change"), s.Last.Local().Format("2006-01-02 15:04"))
 	if h.NotApplied > 0 {
 		fmt.Fprintf(w, ", %d not made", h.NotApplied)
 	}
-	fmt.Fprintf(w, "\n  student: %s\n", plural(s.Student, "line"))
+	fmt.Fprintf(w, "\n  container: %s, %s\n", plural(s.Container, "line"), provenance.ContainerText)
 	names := make([]string, 0, len(s.ByWho))
 	for n := range s.ByWho {
 		names = append(names, n)
@@ -285,15 +318,33 @@ func printSummary(w io.Writer, rel string, h *provenance.History, lines []proven
 		fmt.Fprintf(w, "  unknown: %s (a record without line hashes: the buffer was over %d lines or %d bytes)\n", plural(s.Unknown, "line"), provenance.MaxSnapshotLines, provenance.MaxSnapshotBytes)
 	}
 	if n := countSameAs(lines); n > 0 {
-		has := fmt.Sprintf("%d student lines have", n)
+		has := fmt.Sprintf("%d container lines have", n)
 		if n == 1 {
-			has = "1 student line has"
+			has = "1 container line has"
 		}
 		fmt.Fprintf(w, "  (* %s the same text as a line an agent or teacher wrote: moved or copied from it, or typed alike; --json names the change)\n", has)
 	}
 	if anyUnconfirmed(lines) {
 		fmt.Fprintln(w, "  (? after a writer: Neovim did not answer that edit, which may or may not have been made; it is counted as made)")
 	}
+}
+
+// printUnaccepted names the proposals whose text is in container lines.
+func printUnaccepted(w io.Writer, un map[int]*proposals.Record) {
+	if len(un) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, p := range un {
+		n := fmt.Sprintf("%s of %s (%s, in %s)", p.ID, termtext.Line(p.From, 60), p.State, termtext.Line(p.Instance, 80))
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "\n! %d container line(s) have the text of a proposal that no host decision accepted: %s\n", len(un), strings.Join(names, "; "))
 }
 
 func plural(n int, what string) string {

@@ -91,7 +91,7 @@ func TestBlameCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := e.out.String()
-	for _, want := range []string{"1  student ", "2  agent 3f9a1c (assist)  ", "    return 0;", "student: 2 lines", "agent 3f9a1c (assist): 1 line"} {
+	for _, want := range []string{"1  container ", "2  agent 3f9a1c (assist)  ", "    return 0;", "container: 2 lines", "agent 3f9a1c (assist): 1 line"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -102,7 +102,7 @@ func TestBlameCommand(t *testing.T) {
 	if err := e.run(t, e.write(t, "t1/moved.c", "int main(void) {\n}\n    return 0; /* moved */\n")); err != nil {
 		t.Fatal(err)
 	}
-	if out := e.out.String(); !strings.Contains(out, "3  student *  ") || !strings.Contains(out, "1 student line has the same text") {
+	if out := e.out.String(); !strings.Contains(out, "3  container *  ") || !strings.Contains(out, "1 container line has the same text") {
 		t.Errorf("moved line:\n%s", out)
 	}
 	// Relative to the current directory (the card's task directory).
@@ -123,7 +123,7 @@ func TestBlameCommand(t *testing.T) {
 	if err := json.Unmarshal(e.out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.File != "t1/main.c" || len(rep.Lines) != 3 || rep.Lines[1].By != "agent" || rep.Lines[1].Who.Agent != "3f9a1c" || rep.Lines[0].By != "student" || rep.Problems == nil {
+	if rep.File != "t1/main.c" || len(rep.Lines) != 3 || rep.Lines[1].By != "agent" || rep.Lines[1].Who.Agent != "3f9a1c" || rep.Lines[0].By != "container" || rep.Problems == nil {
 		t.Fatalf("json: %s", e.out)
 	}
 }

@@ -2,21 +2,29 @@
 -- agent policy is edits = "propose". stem-mcp's nvim_buffer_edit calls
 -- create() over n.sock instead of changing the buffer; the student sees
 -- each change as a diff in the buffer (the old lines marked, the new ones
--- as virtual lines below them, headed by who proposed it) and decides:
+-- as virtual lines below them, headed by who proposed it).
+--
+-- The decision is taken on the host, never here: everything in this
+-- editor (its commands, this Lua, n.sock) is reachable from code in the
+-- container. The student accepts or rejects with
+--
+--   stemctl proposals accept ID [--hunk N]   /   stemctl proposals reject ID
+--
+-- which applies the change from the host and then tells this plugin
+-- (settle) to stop showing it. Here:
 --
 --   :StemProposals            list the proposals and their state    \pl
---   :StemAccept [id | id.N]   accept a proposal, or only its hunk N  \pA (all) \pa (hunk)
---   :StemReject [id | id.N]   reject a proposal, or only its hunk N  \pr (all) \pR (hunk)
+--   :StemAccept [id | id.N]   ask to accept (shows the host command) \pA (all) \pa (hunk)
+--   :StemReject [id | id.N]   ask to reject                          \pr (all) \pR (hunk)
 --
+-- A request is only a note the host may show; it decides nothing.
 -- Without an id the commands act on the proposal (or hunk) under the
 -- cursor. Keys are mapped only where the student has no mapping of their
 -- own, and not at all with `let g:stem_proposal_keys = 0`.
 --
 -- Each hunk is anchored by an extmark, so it follows the student's edits
--- above it; when accepted, its old lines must still be exactly what the
--- proposal replaced (an insertion: the line it goes after), or the hunk is
--- marked stale and nothing is changed. Proposal text is data: it is put in
--- the buffer only with nvim_buf_set_lines, and shown with control
+-- above it; the host uses the anchor only as a hint and checks the old
+-- lines itself. Proposal text is data: it is shown with control
 -- characters made visible and with bounded size.
 local api = vim.api
 local M = {}
@@ -109,10 +117,7 @@ local function check(p, eager)
 end
 
 local function keys_hint()
-  if vim.g.stem_proposal_keys == 0 then
-    return ':StemAccept / :StemReject [id[.hunk]]  :StemProposals'
-  end
-  return '\\pa accept hunk  \\pA accept all  \\pr reject  \\pl list  (:StemAccept/:StemReject [id[.hunk]])'
+  return 'decide on the host: stemctl proposals accept|reject ID [--hunk N]  (\\pl list)'
 end
 
 -- draw shows the pending hunks of every proposal on buf.
@@ -200,7 +205,7 @@ function M.create(buf, first, last, lines, who, token)
     name = api.nvim_buf_get_name(buf) }
   for _, d in ipairs(idx) do
     local sa, ca, sb, cb = d[1], d[2], d[3], d[4]
-    local h = { state = 'pending', old = {}, new = {}, sb = cb > 0 and sb or sb + 1, cb = cb, bytes = 0 }
+    local h = { state = 'pending', old = {}, new = {}, sb = cb > 0 and sb or sb + 1, cb = cb, bytes = 0, sa = sa }
     for i = sb, sb + cb - 1 do
       h.new[#h.new + 1] = lines[i]
       h.bytes = h.bytes + #lines[i] + 1
@@ -236,49 +241,19 @@ function M.create(buf, first, last, lines, who, token)
   end
   draw(buf)
   local hs = {}
-  for k, h in ipairs(p.hunks) do hs[k] = { sb = h.sb, cb = h.cb, old = #h.old } end
+  for k, h in ipairs(p.hunks) do hs[k] = { sb = h.sb, cb = h.cb, old = #h.old, sa = h.sa } end
   return { id = p.id, hunks = hs, tick = api.nvim_buf_get_changedtick(buf) }
 end
 
--- decide accepts or rejects hunk k of p (all pending hunks when k is nil).
--- Accepting applies the hunks bottom-up so each one's anchor is still
--- where the others left it; a hunk whose lines changed becomes stale.
-local function decide(p, k, accept)
-  check(p)
-  local todo = {}
-  for i, h in ipairs(p.hunks) do
-    if h.state == 'pending' and (k == nil or k == i) then todo[#todo + 1] = i end
-  end
-  if accept and not valid(p) then
-    for _, i in ipairs(todo) do p.hunks[i].state = 'stale' end
-  elseif accept then
-    local rows = {}
-    for _, i in ipairs(todo) do rows[i] = intact(p, p.hunks[i]) end
-    table.sort(todo, function(x, y) return (rows[x] or -1) > (rows[y] or -1) end)
-    for _, i in ipairs(todo) do
-      local h, row = p.hunks[i], rows[i]
-      if not row then
-        h.state = 'stale'
-      elseif #h.old > 0 then
-        api.nvim_buf_set_lines(p.buf, row, row + #h.old, true, h.new)
-        h.state, h.at = 'accepted', row + 1
-      else
-        local at = h.before and row or row + 1
-        api.nvim_buf_set_lines(p.buf, at, at, true, h.new)
-        h.state, h.at = 'accepted', at + 1
-      end
-    end
-  else
-    for _, i in ipairs(todo) do p.hunks[i].state = 'rejected' end
-  end
-  for _, i in ipairs(todo) do
-    local h = p.hunks[i]
-    if h.state ~= 'pending' and valid(p) then pcall(api.nvim_buf_del_extmark, p.buf, NS, h.mark) end
-  end
-  p.state = state_of(p)
-  p.decided = os.time()
-  if valid(p) then draw(p.buf) end
-  return #todo
+-- request notes that the student asked, in the editor, to accept or
+-- reject hunk k of p (all when k is nil). It changes nothing: the host
+-- decides (stemctl proposals), and may show the request.
+local function request(p, k, accept)
+  p.request = { accept = accept, hunk = k, at = os.time() }
+  local what = k and string.format('%s --hunk %d', p.id, k) or p.id
+  -- one short line: a longer one would stop Neovim at a Press ENTER prompt
+  vim.notify(string.format('stem: answer on the host or run: stemctl proposals %s %s',
+    accept and 'accept' or 'reject', what))
 end
 
 -- at finds the proposal (and hunk) under the cursor.
@@ -324,10 +299,7 @@ local function command(accept, whole)
       return
     end
     if whole and a.args == '' then k = nil end
-    local n = decide(p, k, accept)
-    local what = k and string.format('%s.%d', p.id, k) or p.id
-    local st = (k and p.hunks[k].state or p.state):gsub('_', ' ')
-    vim.notify(string.format(n == 0 and 'stem: %s is already %s' or 'stem: %s %s', what, st))
+    request(p, k, accept)
   end
 end
 
@@ -362,7 +334,48 @@ function M.status(id, token)
   end
   local hs = {}
   for k, h in ipairs(p.hunks) do hs[k] = { state = h.state, at = h.at or 0 } end
-  return { id = p.id, state = p.state, hunks = hs, tick = valid(p) and api.nvim_buf_get_changedtick(p.buf) or 0 }
+  local req = ''
+  if p.request then
+    req = (p.request.accept and 'accept' or 'reject') .. (p.request.hunk and ('.' .. p.request.hunk) or '')
+  end
+  return { id = p.id, state = p.state, hunks = hs, request = req, tick = valid(p) and api.nvim_buf_get_changedtick(p.buf) or 0 }
+end
+
+-- unrequest forgets the student's request once the host has asked them
+-- about it.
+function M.unrequest(id, token)
+  local p = S.list[id]
+  if not p or p.token ~= token then return { err = 'unknown' } end
+  p.request = nil
+  return { id = id }
+end
+
+-- rows(id, token) is where each pending hunk's anchor is now (0-based
+-- row, or false): a hint for the host, which checks the lines itself.
+function M.rows(id, token)
+  local p = S.list[id]
+  if not p or p.token ~= token then return {} end
+  local out = {}
+  for k, h in ipairs(p.hunks) do out[k] = (h.state == 'pending' and where(p, h)) or false end
+  return out
+end
+
+-- settle(id, token, states) is the host's decision, after it applied
+-- it: each hunk's state, shown no more.
+function M.settle(id, token, states)
+  local p = S.list[id]
+  if not p or p.token ~= token or type(states) ~= 'table' then return { err = 'unknown' } end
+  for k, h in ipairs(p.hunks) do
+    local st = states[k]
+    if h.state == 'pending' and (st == 'accepted' or st == 'rejected' or st == 'stale') then
+      h.state = st
+      if valid(p) then pcall(api.nvim_buf_del_extmark, p.buf, NS, h.mark) end
+    end
+  end
+  p.state = state_of(p)
+  p.request = nil
+  if valid(p) then draw(p.buf) end
+  return { id = id, state = p.state }
 end
 
 -- withdraw removes a proposal its maker could not put on record, as if
@@ -401,8 +414,7 @@ function M.setup()
           vim.notify('stem: no proposal under the cursor (see :StemProposals)', vim.log.levels.WARN)
           return
         end
-        decide(p, k, accept)
-        vim.notify(string.format('stem: %s.%d %s', p.id, k, p.hunks[k].state))
+        request(p, k, accept)
       end
     end
     local keys = {
@@ -440,7 +452,8 @@ function M.info()
     local p = S.list[id]
     local hs = {}
     for k, h in ipairs(p.hunks) do hs[k] = h.state end
-    out[#out + 1] = { id = p.id, state = p.state, who = p.who, hunks = hs }
+    local req = p.request and ((p.request.accept and 'accept' or 'reject') .. (p.request.hunk and ('.' .. p.request.hunk) or '')) or ''
+    out[#out + 1] = { id = p.id, state = p.state, who = p.who, hunks = hs, request = req }
   end
   return out
 end
