@@ -88,13 +88,16 @@ func benchClass(b *testing.B, n int) (string, []string) {
 type classProc struct {
 	cmd *exec.Cmd
 	c   *client.Client
+	in  io.WriteCloser
 }
 
-func startClass(b *testing.B, mcpBin string, env []string) *classProc {
+// startClass starts stem-mcp class; extra flags follow (a later
+// --timeout wins).
+func startClass(b testing.TB, mcpBin string, env []string, extra ...string) *classProc {
 	b.Helper()
 	// A long per-student timeout: the machine is shared, and a student
 	// who times out fails the benchmark rather than passing for fast.
-	cmd := exec.Command(mcpBin, "class", "--class", "lab", "--timeout", "2m")
+	cmd := exec.Command(mcpBin, append([]string{"class", "--class", "lab", "--timeout", "2m"}, extra...)...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
@@ -108,7 +111,7 @@ func startClass(b *testing.B, mcpBin string, env []string) *classProc {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &classProc{cmd: cmd, c: client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader(""))))}
+	p := &classProc{cmd: cmd, in: in, c: client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader(""))))}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.c.Start(context.Background()); err != nil {
@@ -137,7 +140,7 @@ type overview struct {
 
 // overview calls class_overview; every student must be reachable when
 // all is true.
-func (p *classProc) overview(b *testing.B, all bool) overview {
+func (p *classProc) overview(b testing.TB, all bool) overview {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -119,7 +119,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { hub.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); waitBounded(done) }()
 	for {
 		start := time.Now()
 		rows := hub.Overview(ctx)
@@ -325,4 +325,15 @@ func outcome(o *class.Outcome, now time.Time) string {
 		what = strings.ReplaceAll(o.Type, "_", " ")
 	}
 	return what + " " + ago(now.Sub(o.Time)) + " ago"
+}
+
+// shutdownWait bounds how long an ending command waits for its hub.
+const shutdownWait = 2 * time.Second
+
+// waitBounded waits for done, at most shutdownWait.
+func waitBounded(done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+	}
 }
