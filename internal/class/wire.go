@@ -55,6 +55,7 @@ type wire struct {
 	r     io.Reader
 	slots chan struct{}
 	wmu   chan struct{} // one writer at a time
+	wait  time.Duration // writeTimeout
 
 	mu       sync.Mutex
 	pending  map[string]chan *transport.JSONRPCResponse
@@ -67,7 +68,7 @@ type wire struct {
 }
 
 func newWire(w *os.File, r io.Reader) *wire {
-	return &wire{w: w, r: r, slots: make(chan struct{}, maxInFlight), wmu: make(chan struct{}, 1),
+	return &wire{w: w, r: r, wait: writeTimeout, slots: make(chan struct{}, maxInFlight), wmu: make(chan struct{}, 1),
 		pending: map[string]chan *transport.JSONRPCResponse{}, done: make(chan struct{})}
 }
 
@@ -260,12 +261,12 @@ func (t *wire) write(ctx context.Context, v any) error {
 		return t.closedErr()
 	}
 	defer func() { <-t.wmu }()
-	if err := t.w.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+	if err := t.w.SetWriteDeadline(time.Now().Add(t.wait)); err != nil {
 		return fmt.Errorf("set a deadline on the write to ssh: %w", err)
 	}
 	if _, err := t.w.Write(append(data, '\n')); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			err = fmt.Errorf("%w: the student's side took nothing the teacher's side sent for %v", errCutOff, writeTimeout)
+			err = fmt.Errorf("%w: the student's side took nothing the teacher's side sent for %v", errCutOff, t.wait)
 			t.end(err)
 			return err
 		}
