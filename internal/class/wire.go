@@ -208,6 +208,11 @@ func (t *wire) closedErr() error {
 // the link's end, whichever comes first.
 func (t *wire) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	select {
+	case <-t.done:
+		return nil, t.closedErr()
+	default:
+	}
+	select {
 	case t.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("no free slot for another call to this student (%d in flight): %w", maxInFlight, ctx.Err())
@@ -261,7 +266,15 @@ func (t *wire) write(ctx context.Context, v any) error {
 		return t.closedErr()
 	}
 	defer func() { <-t.wmu }()
+	select {
+	case <-t.done:
+		return t.closedErr()
+	default:
+	}
 	if err := t.w.SetWriteDeadline(time.Now().Add(t.wait)); err != nil {
+		if e := t.Err(); e != nil {
+			return e
+		}
 		return fmt.Errorf("set a deadline on the write to ssh: %w", err)
 	}
 	if _, err := t.w.Write(append(data, '\n')); err != nil {
