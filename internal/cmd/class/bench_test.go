@@ -39,6 +39,13 @@ import (
 // built stem-mcp and the environment that runs `stem-mcp class --class lab`.
 func benchClass(b *testing.B, n int) (string, []string) {
 	b.Helper()
+	return benchClassWith(b, n)
+}
+
+// benchClassWith is benchClass with further stand-in students named
+// extra (a name "hostile-MODE..." is a hostile gate).
+func benchClassWith(b testing.TB, n int, extra ...string) (string, []string) {
+	b.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		b.Skip("needs OpenSSH's ssh")
 	}
@@ -58,6 +65,9 @@ func benchClass(b *testing.B, n int) (string, []string) {
 	var csv strings.Builder
 	for i := range n {
 		fmt.Fprintf(&csv, "s%03d,u%03d@127.0.0.1,%d\n", i, i, srv.Port)
+	}
+	for _, x := range extra {
+		fmt.Fprintf(&csv, "%s,%s@127.0.0.1,%d\n", x, x, srv.Port)
 	}
 	roster := filepath.Join(home, "lab.csv")
 	for p, data := range map[string]string{known: srv.KnownHosts + "\n", roster: csv.String()} {
