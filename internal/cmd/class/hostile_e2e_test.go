@@ -195,7 +195,7 @@ func TestHostileStudents(t *testing.T) {
 					t.Fatalf("mallory not cut off, or honest students missing: %+v", ov.Sessions)
 				}
 			}
-			t.Logf("class_overview during the attack: p50 %.1f ms of %d calls", p50(took), len(took))
+			t.Logf("class_overview from the start until mallory was cut off: p50 %.1f ms of %d calls", p50(took), len(took))
 			if end == "SIGTERM" {
 				checkEvents(t, p)
 				checkText(t, p)
