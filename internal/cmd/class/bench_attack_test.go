@@ -62,3 +62,38 @@ func BenchmarkClassUnderAttack(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServeUnderAttack: `stemctl class serve` with a class of 30,
+// calm and with one student flooding. It reports the peak RSS from its
+// start to the end of b.N fetches of the tiles, and the time from SIGTERM
+// to its exit.
+func BenchmarkServeUnderAttack(b *testing.B) {
+	for _, mode := range []string{"calm", "attack"} {
+		b.Run(mode, func(b *testing.B) {
+			honest, extra, hostile := 30, []string(nil), ""
+			if mode == "attack" {
+				honest, extra, hostile = 29, []string{"hostile-flood1"}, "hostile-flood1"
+			}
+			_, env := benchClassWith(b, honest, extra...)
+			cmd, url := startServe(b, env)
+			stop := peakRSS(cmd.Process.Pid)
+			if tiles, ok := waitTiles(cmd, url, honest, hostile); !ok {
+				stop()
+				b.Fatalf("tiles: %+v", tiles)
+			}
+			b.ResetTimer()
+			for range b.N {
+				fetchTiles(url)
+			}
+			b.StopTimer()
+			peak := stop()
+			t0 := time.Now()
+			cmd.Process.Signal(syscall.SIGTERM)
+			if !ended(cmd) {
+				b.Fatal("class serve still ran a minute after SIGTERM")
+			}
+			b.ReportMetric(float64(peak)/1024, "peak-rss-MiB")
+			b.ReportMetric(time.Since(t0).Seconds(), "exit-s")
+		})
+	}
+}

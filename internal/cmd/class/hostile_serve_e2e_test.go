@@ -42,7 +42,7 @@ func (s *syncBuffer) String() string {
 
 // startStemctl starts the built stemctl with args in its own process
 // group, its stdout read by out.
-func startStemctl(t *testing.T, env []string, out io.Writer, args ...string) *exec.Cmd {
+func startStemctl(t testing.TB, env []string, out io.Writer, args ...string) *exec.Cmd {
 	t.Helper()
 	bin := testenv.Binary(t, "stemctl", "./cmd/stemctl")
 	cmd := exec.Command(filepath.Join(bin, "stemctl"), args...)
@@ -77,48 +77,12 @@ func ended(cmd *exec.Cmd) bool {
 func TestHostileStudentsServe(t *testing.T) {
 	_, env := hostileClass(t, 5)
 	t.Run("serve", func(t *testing.T) {
-		pr, pw := io.Pipe()
-		cmd := startStemctl(t, env, pw, "class", "serve", "lab", "--timeout", "20s")
+		cmd, tilesURL := startServe(t, env)
 		stop := peakRSS(cmd.Process.Pid)
-		sc := bufio.NewScanner(pr)
-		url := ""
-		for url == "" && sc.Scan() {
-			if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "http://") {
-				url = l
-			}
-		}
-		go io.Copy(io.Discard, pr)
-		if url == "" {
+		if tiles, ok := waitTiles(cmd, tilesURL, 5, "mallory"); !ok {
+			t.Logf("RSS %d KiB", vmRSS(cmd.Process.Pid))
 			stop()
-			t.Fatal("serve printed no address")
-		}
-		tilesURL := strings.Replace(url, "/?token=", "/tiles?token=", 1)
-		var tiles []dashboard.Tile
-		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			tiles = nil
-			if res, err := http.Get(tilesURL); err == nil {
-				var body struct{ Tiles []dashboard.Tile }
-				json.NewDecoder(res.Body).Decode(&body)
-				res.Body.Close()
-				tiles = body.Tiles
-			}
-			ok, cut := 0, false
-			for _, tl := range tiles {
-				if strings.HasPrefix(tl.Student, "s0") && tl.State == "answers" {
-					ok++
-				}
-				if tl.Student == "mallory" && strings.Contains(tl.Error, "cut off") {
-					cut = true
-				}
-			}
-			if ok == 5 && cut {
-				break
-			}
-			if time.Now().After(deadline) || vmRSS(cmd.Process.Pid) > 4*maxTeacherRSS {
-				t.Logf("RSS %d KiB", vmRSS(cmd.Process.Pid))
-				stop()
-				t.Fatalf("tiles: %+v", tiles)
-			}
+			t.Fatalf("tiles: %+v", tiles)
 		}
 		peak := stop()
 		t.Logf("peak RSS of stemctl class serve under attack: %d KiB", peak)
@@ -151,4 +115,61 @@ func TestHostileStudentsServe(t *testing.T) {
 			t.Fatal("class status --watch still ran a minute after SIGTERM")
 		}
 	})
+}
+
+// startServe starts `stemctl class serve lab` and returns it and the
+// address of its tiles.
+func startServe(t testing.TB, env []string) (*exec.Cmd, string) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	cmd := startStemctl(t, env, pw, "class", "serve", "lab", "--timeout", "20s")
+	sc := bufio.NewScanner(pr)
+	url := ""
+	for url == "" && sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "http://") {
+			url = l
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if url == "" {
+		t.Fatal("serve printed no address")
+	}
+	return cmd, strings.Replace(url, "/?token=", "/tiles?token=", 1)
+}
+
+// fetchTiles gets the dashboard's tiles (none on failure).
+func fetchTiles(url string) []dashboard.Tile {
+	res, err := http.Get(url)
+	if err != nil {
+		return nil
+	}
+	defer res.Body.Close()
+	var body struct{ Tiles []dashboard.Tile }
+	json.NewDecoder(res.Body).Decode(&body)
+	return body.Tiles
+}
+
+// waitTiles waits until honest students' tiles (names starting with "s")
+// show an answering instance and the hostile student's tile says it was
+// cut off ("" for none); false after three minutes or past four times
+// maxTeacherRSS.
+func waitTiles(cmd *exec.Cmd, url string, honest int, hostile string) ([]dashboard.Tile, bool) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		tiles := fetchTiles(url)
+		ok, cut := 0, hostile == ""
+		for _, tl := range tiles {
+			if strings.HasPrefix(tl.Student, "s") && tl.State == "answers" {
+				ok++
+			}
+			if tl.Student == hostile && strings.Contains(tl.Error, "cut off") {
+				cut = true
+			}
+		}
+		if ok == honest && cut {
+			return tiles, true
+		}
+		if time.Now().After(deadline) || vmRSS(cmd.Process.Pid) > 4*maxTeacherRSS {
+			return tiles, false
+		}
+	}
 }
