@@ -47,6 +47,7 @@ bench ./internal/gate/ 'Poll30$|Poll30Warm' 10
 # loopback (package standin), 30 and 200 students.
 bench ./internal/cmd/class/ 'ClassOverviewOpen' 50
 bench ./internal/cmd/class/ 'ClassOverviewCold' 5
+bench ./internal/cmd/class/ 'UnderAttack' 20
 bench ./internal/cmd/audit/blame/ 'BlameCommand' 50
 # The student in charge: proposals and approvals, through the server.
 bench ./internal/nvim/ 'Propose$' 200
@@ -153,6 +154,13 @@ row "\`class_overview\`, 200 students, from nothing" BenchmarkClassOverviewCold/
 row "\`stem-mcp class\` memory, 30 sessions" BenchmarkClassOverviewOpen/30 rss-MiB MiB "< 60 MB" "resident memory of the server holding 30 open sessions (its ssh and stem-dial children apart)"
 row "\`stem-mcp class\` memory, 200 sessions" BenchmarkClassOverviewOpen/200 rss-MiB MiB "" "as above, 200 sessions"
 row "ssh children of \`stem-mcp class\`, 30 sessions" BenchmarkClassOverviewOpen/30 ssh-rss-MiB MiB "" "summed resident memory of its ssh and stem-dial processes (shared pages counted in each)"
+row "\`class_overview\`, 30 students, one flooding" BenchmarkClassUnderAttack/attack p50-ms ms "< 300 ms" "as the open-sessions row, one of the 30 a hostile gate flooding the teacher's side with 1 MB requests (cut off, its row shown broken)"
+row "\`stem-mcp class\` peak memory, 30, calm" BenchmarkClassUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory from start, 30 honest stand-in students"
+row "\`stem-mcp class\` peak memory, 30, one flooding" BenchmarkClassUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
+row "\`stem-mcp class\` exit on SIGTERM, one flooding" BenchmarkClassUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"
+row "\`class serve\` peak memory, 30, calm" BenchmarkServeUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory of stemctl class serve from start"
+row "\`class serve\` peak memory, 30, one flooding" BenchmarkServeUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
+row "\`class serve\` exit on SIGTERM, one flooding" BenchmarkServeUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"
 
 table() {
   echo "| figure | median | samples | target | what is timed |"

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	ios := iostreams.System()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	cmd := mcpcmd.NewCmdRoot(ios, os.Getenv)
 	err := cmd.ExecuteContext(ctx)

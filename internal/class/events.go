@@ -2,7 +2,6 @@ package class
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -31,10 +30,15 @@ type Link struct {
 	Student   string     `json:"student"`
 	Connected bool       `json:"connected"`
 	Instance  string     `json:"instance,omitempty"`
-	Level     string     `json:"level,omitempty"` // the grant's, while connected
-	Since     *time.Time `json:"since,omitempty"` // connected since, or down since
-	Error     string     `json:"error,omitempty"` // why the last session ended or failed
-	Retry     *time.Time `json:"retry,omitempty"` // the next attempt
+	Level     string     `json:"level,omitempty"`   // the grant's, while connected
+	Since     *time.Time `json:"since,omitempty"`   // connected since, or down since
+	Error     string     `json:"error,omitempty"`   // why the last session ended or failed
+	Retry     *time.Time `json:"retry,omitempty"`   // the next attempt
+	CutOff    bool       `json:"cut_off,omitempty"` // the last session went past its budget (Error says which)
+	// Dropped counts this student's events the hub no longer keeps: each
+	// student has a fair share of the class's event memory, and their
+	// own oldest go first.
+	Dropped int64 `json:"events_dropped,omitempty"`
 }
 
 // HubOptions configure a Hub.
@@ -44,7 +48,11 @@ type HubOptions struct {
 	// Backoff between attempts doubles from MinBackoff to MaxBackoff
 	// (defaults 1s, 30s) and starts over after a session that lasted.
 	MinBackoff, MaxBackoff time.Duration
-	Ring                   int // events kept (default 2048)
+	Ring                   int // events kept for the class (default 2048), shared fairly among the students
+	// Tools are the tool names the class may forward; a name a student's
+	// gate offers outside them is ignored (nil: any name of lower-case
+	// letters, digits and '_').
+	Tools []string
 }
 
 // Hub keeps one MCP session open with each student's gate, reconnecting
@@ -54,7 +62,8 @@ type Hub struct {
 	opt      HubOptions
 
 	mu      sync.Mutex
-	ring    []Event
+	rings   map[string]*ring // by student
+	perRing int
 	seq     int64
 	changed chan struct{} // closed and replaced on every event
 	links   map[string]*Link
@@ -87,9 +96,11 @@ func NewHub(students []Student, opt HubOptions) *Hub {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}, work: map[string]*workLog{}}
+	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}, work: map[string]*workLog{},
+		rings: map[string]*ring{}, perRing: max(minPerStudent, opt.Ring/max(1, len(students)))}
 	for _, s := range students {
 		h.links[s.Name] = &Link{Student: s.Name, Error: "not connected yet"}
+		h.rings[s.Name] = &ring{}
 	}
 	return h
 }
@@ -126,6 +137,7 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 				l.Since = &now
 			}
 			l.Connected, l.Level, l.Error, l.Retry = false, "", clean(err.Error()), &retry
+			l.CutOff = errors.Is(err, errCutOff)
 		})
 		select {
 		case <-ctx.Done():
@@ -178,7 +190,9 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 	}
 	op := &openSession{sess: sess, level: row.Level, grant: row.Grant, tools: map[string]bool{}}
 	for _, n := range names {
-		op.tools[n] = true
+		if h.knownTool(n) {
+			op.tools[n] = true
+		}
 	}
 	h.mu.Lock()
 	h.open[s.Name] = op
@@ -206,7 +220,7 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 		if first {
 			now := time.Now()
 			h.setLink(s.Name, func(l *Link) {
-				l.Connected, l.Instance, l.Level, l.Since, l.Error, l.Retry = true, clean(instance), row.Level, &now, "", nil
+				l.Connected, l.Instance, l.Level, l.Since, l.Error, l.Retry, l.CutOff = true, clean(instance), row.Level, &now, "", nil, false
 			})
 		}
 		for _, ev := range evs {
@@ -225,78 +239,25 @@ func (h *Hub) setLink(student string, f func(*Link)) {
 	f(h.links[student])
 }
 
-// publish adds a student's event, cleaned, to the stream.
+// publish adds a student's event, cleaned, to the stream. Its time is
+// when the teacher's side received it: the student's clock is theirs.
 func (h *Hub) publish(student string, ev studentEvent) {
-	e := Event{Student: student, StudentSeq: ev.Seq, Type: clean(ev.Type), Time: ev.Time.UTC(), Instance: clean(ev.Instance),
+	now := time.Now()
+	e := Event{Student: student, StudentSeq: ev.Seq, Type: clean(ev.Type), Time: now.UTC(), Instance: clean(ev.Instance),
 		Pane: clean(ev.Pane), Role: clean(ev.Role), Action: clean(ev.Action), ExitCode: ev.ExitCode, Signal: clean(ev.Signal), GDB: flatGDB(ev.GDB)}
 	h.mu.Lock()
 	h.seq++
 	e.Seq = h.seq
-	h.ring = append(h.ring, e)
+	h.rings[student].add(e, h.perRing)
 	w := h.work[student]
 	if w == nil {
 		w = &workLog{}
 		h.work[student] = w
 	}
-	w.add(e, time.Now())
-	if len(h.ring) > h.opt.Ring {
-		h.ring = h.ring[len(h.ring)-h.opt.Ring:]
-	}
+	w.add(e, now)
 	close(h.changed)
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
-}
-
-// flatGDB keeps a gdb stop's scalar fields (reason, func, file, line, ...)
-// as clean strings; nested parts are dropped.
-func flatGDB(raw json.RawMessage) map[string]string {
-	var m map[string]any
-	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
-		return nil
-	}
-	out := map[string]string{}
-	for k, v := range m {
-		if len(out) == 16 {
-			break
-		}
-		switch v := v.(type) {
-		case string:
-			out[clean(k)] = clean(v)
-		case float64, bool:
-			out[clean(k)] = fmt.Sprint(v)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// Since returns the events after seq, waiting up to wait for the first.
-func (h *Hub) Since(ctx context.Context, seq int64, wait time.Duration) []Event {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		h.mu.Lock()
-		var out []Event
-		for _, e := range h.ring {
-			if e.Seq > seq {
-				out = append(out, e)
-			}
-		}
-		changed := h.changed
-		h.mu.Unlock()
-		if len(out) > 0 || wait <= 0 {
-			return out
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
 }
 
 // Links is every student's session state, by name.
@@ -305,7 +266,9 @@ func (h *Hub) Links() []Link {
 	defer h.mu.Unlock()
 	out := make([]Link, 0, len(h.links))
 	for _, l := range h.links {
-		out = append(out, *l)
+		c := *l
+		c.Dropped = h.rings[l.Student].dropped
+		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Student < out[j].Student })
 	return out

@@ -93,15 +93,3 @@ func TestHubMergesAndSurvivesBadGates(t *testing.T) {
 		}
 	}
 }
-
-func TestLineLimit(t *testing.T) {
-	l := &lineLimit{r: strings.NewReader("abc\ndefgh\nij"), max: 4}
-	buf := make([]byte, 64)
-	n, err := l.Read(buf)
-	if err != errLineTooLong || string(buf[:n]) != "abc\ndefg" {
-		t.Fatalf("%q %v", buf[:n], err)
-	}
-	if _, err := l.Read(buf); err != errLineTooLong {
-		t.Fatal("reads on after the limit")
-	}
-}

@@ -3,12 +3,15 @@ package class
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // ForwardNotice heads what a forwarded tool returns: which student it came
@@ -59,6 +62,9 @@ func (h *Hub) Call(ctx context.Context, student, tool string, args map[string]an
 	}
 	res, err := op.sess.call(ctx, tool, args)
 	if err != nil {
+		if se := (*StudentError)(nil); errors.As(err, &se) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("student %s: %w", student, err)
 	}
 	return mark(student, res), nil
@@ -88,7 +94,7 @@ func (op *openSession) toolNames() []string {
 
 // mark names the student in a forwarded result: a JSON object gets
 // "student" and a notice that says whose data it is (the gate's own
-// notice kept after it); anything else is put under "text" in such an
+// notice moved to student_notice); anything else is put under "text" in such an
 // object. Further contents (a buffer's body) follow unchanged.
 func mark(student string, res *mcp.CallToolResult) *mcp.CallToolResult {
 	out := &mcp.CallToolResult{IsError: res.IsError}
@@ -102,11 +108,13 @@ func mark(student string, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if res.IsError || json.Unmarshal([]byte(first), &obj) != nil || obj == nil {
 		obj = map[string]any{"text": first}
 	}
-	notice := ForwardNotice(student)
+	// The notice is the teacher side's alone: the gate's own, which is the
+	// student's data like the rest, is kept apart, cleaned and bounded.
+	delete(obj, "student_notice")
 	if n, ok := obj["notice"].(string); ok && n != "" {
-		notice += " The gate's notice: " + n
+		obj["student_notice"] = termtext.Line(n, maxSaid)
 	}
-	obj["student"], obj["notice"] = student, notice
+	obj["student"], obj["notice"] = student, ForwardNotice(student)
 	data, err := json.Marshal(obj)
 	if err != nil {
 		data = []byte(`{"student":` + fmt.Sprintf("%q", student) + `}`)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -17,47 +17,18 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
-// maxLine bounds one JSON-RPC message from a student's gate: the MCP
-// client buffers a whole line before it decodes it.
+// maxLine bounds one JSON-RPC message from a student's side.
 const maxLine = 1 << 20
-
-var errLineTooLong = errors.New("a message from the student's gate is longer than 1 MiB")
-
-// lineLimit fails a read once a line has gone on past max bytes, so the
-// reader above it never holds more.
-type lineLimit struct {
-	r   io.Reader
-	max int
-	cur int // bytes since the last newline
-	err error
-}
-
-func (l *lineLimit) Read(p []byte) (int, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
-	n, err := l.r.Read(p)
-	for i, b := range p[:n] {
-		if b == '\n' {
-			l.cur = 0
-			continue
-		}
-		if l.cur++; l.cur > l.max {
-			l.err = errLineTooLong
-			return i, l.err
-		}
-	}
-	return n, err
-}
 
 // mcpSession is one open MCP session with a student's gate over ssh.
 type mcpSession struct {
 	c      *client.Client
 	cmd    *exec.Cmd
 	stderr *capped
-	lines  *lineLimit
+	wire   *wire
 	once   sync.Once
 }
 
@@ -66,21 +37,30 @@ type mcpSession struct {
 func dialMCP(ctx context.Context, ssh string, args []string, timeout time.Duration) (*mcpSession, error) {
 	cmd := exec.Command(ssh, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	// ssh's stdin is a pipe of our own so that every write to it can
+	// have a deadline; Wait gives up on stderr a little after ssh ends.
+	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("a pipe for ssh: %w", err)
 	}
+	cmd.Stdin = inR
+	cmd.WaitDelay = time.Second
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		inR.Close()
+		inW.Close()
 		return nil, err
 	}
 	s := &mcpSession{cmd: cmd, stderr: &capped{max: maxStderr}}
 	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	inR.Close()
+	if err != nil {
+		inW.Close()
 		return nil, fmt.Errorf("start ssh: %w", err)
 	}
-	s.lines = &lineLimit{r: stdout, max: maxLine}
-	s.c = client.NewClient(transport.NewIO(s.lines, stdin, io.NopCloser(strings.NewReader(""))))
+	s.wire = newWire(inW, stdout)
+	s.c = client.NewClient(s.wire)
 	if err := s.c.Start(context.WithoutCancel(ctx)); err != nil {
 		s.close()
 		return nil, fmt.Errorf("start the MCP client: %w", err)
@@ -92,30 +72,58 @@ func dialMCP(ctx context.Context, ssh string, args []string, timeout time.Durati
 	req.Params.ClientInfo = mcp.Implementation{Name: "stem-mcp class", Version: "1"}
 	if _, err := s.c.Initialize(ictx, req); err != nil {
 		s.close()
-		return nil, s.explain(fmt.Errorf("MCP handshake: %w", err))
+		return nil, s.fail("MCP handshake", err)
 	}
 	return s, nil
 }
 
-// explain adds what ssh or the gate said on stderr, and a too-long line.
+// explain prefers why the link was cut off, then adds what ssh or the
+// gate said on stderr.
 func (s *mcpSession) explain(err error) error {
-	if s.lines != nil && s.lines.err != nil {
-		return s.lines.err
+	if e := s.wire.Err(); e != nil && errors.Is(e, errCutOff) {
+		return e
 	}
 	if msg := strings.TrimSpace(s.stderr.String()); msg != "" {
-		return fmt.Errorf("%w: %s", err, clean(lastLine(msg)))
+		return fmt.Errorf("%w; ssh's last line (quoted, from the student's side): %q", err, clean(lastLine(msg)))
 	}
 	return err
 }
 
-// close ends the session: ssh and its ProxyCommand, as a group.
+// StudentError is an error the student's side answered a call with. Said
+// is its text, cleaned and bounded: the student's data, which the
+// teacher's side quotes and never words as its own.
+type StudentError struct {
+	What string // the call: "tools/list", "pane_list", ...
+	Said string
+}
+
+func (e *StudentError) Error() string {
+	return fmt.Sprintf("%s: the student's side answered with an error (quoted): %q", e.What, e.Said)
+}
+
+// fail is err of a call what: the transport's own (a deadline, a cut-off,
+// ssh gone) explained, anything else the student's side's answer.
+func (s *mcpSession) fail(what string, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return s.explain(fmt.Errorf("%s: %w", what, err))
+	}
+	if e := s.wire.Err(); e != nil {
+		return s.explain(fmt.Errorf("%s: %w", what, e))
+	}
+	return &StudentError{What: what, Said: termtext.Line(err.Error(), maxSaid)}
+}
+
+// close ends the session: ssh and its ProxyCommand, as a group. Nothing
+// here waits on the student's side: the group is killed first and Wait's
+// WaitDelay bounds the rest.
 func (s *mcpSession) close() {
 	s.once.Do(func() {
 		if s.cmd.Process != nil {
 			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		}
-		if s.c != nil {
-			s.c.Close()
+		if s.wire != nil {
+			s.wire.Close()
 		}
 		s.cmd.Wait()
 	})
@@ -142,7 +150,7 @@ func (s *mcpSession) events(ctx context.Context, since int64, wait time.Duration
 	req.Params.Arguments = map[string]any{"since": since, "wait_ms": wait.Milliseconds()}
 	res, err := s.c.CallTool(ctx, req)
 	if err != nil {
-		return nil, s.explain(fmt.Errorf("session_events: %w", err))
+		return nil, s.fail("session_events", err)
 	}
 	var text string
 	if len(res.Content) > 0 {
@@ -151,13 +159,13 @@ func (s *mcpSession) events(ctx context.Context, since int64, wait time.Duration
 		}
 	}
 	if res.IsError {
-		return nil, fmt.Errorf("session_events: %s", clean(text))
+		return nil, &StudentError{What: "session_events", Said: termtext.Line(text, maxSaid)}
 	}
 	var out struct {
 		Events []studentEvent `json:"events"`
 	}
 	if err := json.Unmarshal([]byte(text), &out); err != nil {
-		return nil, fmt.Errorf("session_events: the answer is not a list of events: %v", err)
+		return nil, errors.New("session_events: the answer is not a list of events")
 	}
 	return out.Events, nil
 }
@@ -167,7 +175,7 @@ func (s *mcpSession) events(ctx context.Context, since int64, wait time.Duration
 func (s *mcpSession) tools(ctx context.Context) ([]string, error) {
 	res, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
-		return nil, s.explain(fmt.Errorf("tools/list: %w", err))
+		return nil, s.fail("tools/list", err)
 	}
 	names := make([]string, 0, len(res.Tools))
 	for _, t := range res.Tools {
@@ -182,7 +190,7 @@ func (s *mcpSession) call(ctx context.Context, tool string, args map[string]any)
 	req.Params.Name, req.Params.Arguments = tool, args
 	res, err := s.c.CallTool(ctx, req)
 	if err != nil {
-		return nil, s.explain(fmt.Errorf("%s: %w", tool, err))
+		return nil, s.fail(tool, err)
 	}
 	return res, nil
 }
@@ -197,10 +205,10 @@ func (s *mcpSession) status(ctx context.Context) (gatestatus.Status, error) {
 	}
 	text := firstText(res)
 	if res.IsError {
-		return st, fmt.Errorf("%s: %s", gateStatusTool, clean(text))
+		return st, &StudentError{What: gateStatusTool, Said: termtext.Line(text, maxSaid)}
 	}
 	if err := json.Unmarshal([]byte(text), &st); err != nil {
-		return st, fmt.Errorf("%s: the answer is not the gate's status: %v", gateStatusTool, err)
+		return st, fmt.Errorf("%s: the answer is not the gate's status", gateStatusTool)
 	}
 	return st, nil
 }

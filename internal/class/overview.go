@@ -39,6 +39,9 @@ func (h *Hub) Overview(ctx context.Context) []Row {
 					rows[i] = r
 					return
 				}
+			} else if r, ok := h.cutOffRow(s); ok {
+				rows[i] = r
+				return
 			}
 			select {
 			case sem <- struct{}{}:
@@ -126,7 +129,7 @@ func (h *Hub) StatusOf(ctx context.Context, student string) (Row, error) {
 	if s == nil {
 		return Row{}, fmt.Errorf("no student %q in this class", clean(student))
 	}
-	r, ok := Row{}, false
+	r, ok := h.cutOffRow(*s)
 	if op := h.session(student); op != nil {
 		r, ok = h.overSession(ctx, *s, op)
 	}
@@ -153,4 +156,21 @@ func (h *Hub) Grant(student string) (level string, tools []string, ok bool) {
 		return "", nil, false
 	}
 	return op.level, op.toolNames(), true
+}
+
+// cutOffRow is the row of a student whose last session the hub cut off
+// for going past its budget, until the hub's next attempt: no new
+// connection is spent on them meanwhile.
+func (h *Hub) cutOffRow(s Student) (Row, bool) {
+	h.mu.Lock()
+	l := *h.links[s.Name]
+	h.mu.Unlock()
+	if !l.CutOff || l.Connected {
+		return Row{}, false
+	}
+	fix := "the student's side sent what no stem-mcp gate sends: ask the student to run `stemctl access check`"
+	if l.Retry != nil {
+		fix += fmt.Sprintf("; the next attempt is at %s", l.Retry.UTC().Format(time.RFC3339))
+	}
+	return failed(s, failure{ReachBroken, l.Error, fix}, 0), true
 }

@@ -45,16 +45,18 @@ type Options struct {
 // Row is one student's line of the status table. Every string in it that
 // came from the student's machine is one clean line of bounded length.
 type Row struct {
-	Student   string     `json:"student"`
-	Dest      string     `json:"host"`
-	Reach     Reach      `json:"reach"`
-	Why       string     `json:"why,omitempty"`
-	Fix       string     `json:"fix,omitempty"`
-	Account   string     `json:"account,omitempty"`
-	Grant     string     `json:"grant,omitempty"`
-	Level     string     `json:"level,omitempty"`
-	Expires   *time.Time `json:"expires,omitempty"`
-	Instances []Instance `json:"instances"`
+	Student string `json:"student"`
+	Dest    string `json:"host"`
+	Reach   Reach  `json:"reach"`
+	Why     string `json:"why,omitempty"`
+	Fix     string `json:"fix,omitempty"`
+	// ClaimedAccount is the account the student's gate says it runs as:
+	// the student's claim, not the roster's (Dest is the roster's).
+	ClaimedAccount string     `json:"claimed_account,omitempty"`
+	Grant          string     `json:"grant,omitempty"`
+	Level          string     `json:"level,omitempty"`
+	Expires        *time.Time `json:"expires,omitempty"`
+	Instances      []Instance `json:"instances"`
 	// Activity is the latest of the instances' (absent when no tmux
 	// answered); Work comes from the session events a hub saw.
 	Activity *time.Time `json:"activity,omitempty"`
@@ -213,7 +215,7 @@ func rowOf(s Student, st gatestatus.Status, took time.Duration, notes []string) 
 
 // fromStatus turns the gate's answer into a row, cleaned and bounded.
 func fromStatus(s Student, st gatestatus.Status) Row {
-	r := Row{Student: s.Name, Dest: s.Dest(), Reach: ReachOK, Account: clean(st.Account), Grant: clean(st.Grant), Level: st.Level, Expires: st.Expires}
+	r := Row{Student: s.Name, Dest: s.Dest(), Reach: ReachOK, ClaimedAccount: clean(st.Account), Grant: clean(st.Grant), Level: st.Level, Expires: st.Expires}
 	list := st.Instances
 	if len(list) > maxInstances {
 		r.Why = fmt.Sprintf("%d instances; the first %d are shown", len(list), maxInstances)

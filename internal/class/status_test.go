@@ -168,7 +168,7 @@ func TestStatusClassifiesAndBounds(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ok := rows[0]
-	if ok.Account != "anna" || ok.Level != "observe" || len(ok.Instances) != 2 || ok.Instances[0].State != "answers" || ok.Instances[1].State != "not started" {
+	if ok.ClaimedAccount != "anna" || ok.Level != "observe" || len(ok.Instances) != 2 || ok.Instances[0].State != "answers" || ok.Instances[1].State != "not started" {
 		t.Fatalf("ok row: %+v", ok)
 	}
 	if rows[1].Instances[0].State != "no nvim" {

@@ -74,16 +74,25 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 		}
 		return tg, notes, err
 	}}
-	hub := class.NewHub(r.Students, class.HubOptions{Options: opt})
+	hub := class.NewHub(r.Students, class.HubOptions{Options: opt, Tools: forwardedTools()})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { hub.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	// The hub kills every ssh it started once ctx ends; the wait for it
+	// is bounded all the same, so that no student's connection can hold
+	// the end of the teacher's side.
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(shutdownWait):
+		}
+	}()
 
 	srv := server.NewMCPServer("stem-mcp class", mcpserver.Version, server.WithToolCapabilities(false))
 	srv.AddTool(mcp.NewTool("class_overview",
-		mcp.WithDescription(fmt.Sprintf("The status of every student of class %s in one call: whether their gate answered (or why not, and what to do), the grant's level, each allowed instance's task, profile, state, idle time (activity) and running agents, each student's last build or test and last event (work), triage flags (students who need help first: instance-down, crashed, unreachable, failing, idle, ...), and the state of the open session with each student. Each call asks every student's gate anew, over the open session where there is one (via: session) and with a new SSH connection otherwise (via: ssh), each within %v. %s", r.Name, timeout, classNotice)),
+		mcp.WithDescription(fmt.Sprintf("The status of every student of class %s in one call: whether their gate answered (or why not, and what to do), the grant's level, each allowed instance's task, profile, state, idle time (activity) and running agents, each student's last build or test and last event (work), triage flags (students who need help first: instance-down, crashed, unreachable, failing, idle, ...), and the state of the open session with each student (cut_off when the teacher's side ended it for going past its budget, with why; events_dropped counts that student's events no longer kept). Each call asks every student's gate anew, over the open session where there is one (via: session) and with a new SSH connection otherwise (via: ssh), each within %v. %s", r.Name, timeout, classNotice)),
 		mcp.WithReadOnlyHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			rows := hub.Overview(ctx)
@@ -91,7 +100,7 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 			return jsonResult(map[string]any{"class": r.Name, "students": rows, "sessions": hub.Links(), "notice": classNotice})
 		})
 	srv.AddTool(mcp.NewTool("class_events",
-		mcp.WithDescription("Events from all students' sessions, merged, each with the student's name: gdb stops, programs exiting or crashing in a pane, failed builds and tests (as session_events gives them for one student). seq is the class's own: pass the last one seen as since. Waits up to wait_ms for the next one when there is none yet. "+classNotice),
+		mcp.WithDescription(fmt.Sprintf("Events from all students' sessions, merged, each with the student's name: gdb stops, programs exiting or crashing in a pane, failed builds and tests (as session_events gives them for one student). seq is the class's own; each event's time is when the teacher's side received it. One page holds at most %d events (about %d KiB): pass next as since for the following page; more says one is ready. Each student has a fair share of the events kept; dropped counts, by student, the oldest ones no longer kept. Waits up to wait_ms for the next one when there is none yet. %s", class.MaxPageEvents, class.MaxPageBytes>>10, classNotice)),
 		mcp.WithNumber("since", mcp.Description("return events with a larger seq (default 0: everything kept)"), mcp.Min(0)),
 		mcp.WithNumber("wait_ms", mcp.Description("wait this long for a new event (default 0, at most 60000)"), mcp.Min(0), mcp.Max(60000)),
 		mcp.WithReadOnlyHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
@@ -100,14 +109,23 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 			if since < 0 || since != float64(int64(since)) || wait < 0 || wait > 60000 || wait != float64(int64(wait)) {
 				return mcp.NewToolResultError("class_events refused: since must be a whole number >= 0 and wait_ms one from 0 to 60000"), nil
 			}
-			evs := hub.Since(ctx, int64(since), time.Duration(wait)*time.Millisecond)
-			if evs == nil {
-				evs = []class.Event{}
-			}
-			return jsonResult(map[string]any{"events": evs, "notice": classNotice})
+			p := hub.Page(ctx, int64(since), time.Duration(wait)*time.Millisecond)
+			return jsonResult(map[string]any{"events": p.Events, "next": p.Next, "more": p.More, "dropped": p.Dropped, "notice": classNotice})
 		})
 	addStudentTools(srv, hub, timeout)
 	return server.NewStdioServer(srv).Listen(ctx, ios.In, ios.Out)
+}
+
+// shutdownWait bounds how long the end of the server waits for the hub.
+const shutdownWait = 2 * time.Second
+
+// forwardedTools are the names of the student tools the class forwards.
+func forwardedTools() []string {
+	var out []string
+	for _, t := range mcpserver.Tools(mcpserver.Full) {
+		out = append(out, t.Name)
+	}
+	return out
 }
 
 func jsonResult(v any) (*mcp.CallToolResult, error) {

@@ -2,6 +2,7 @@ package mcpcmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -46,7 +47,7 @@ func addStudentTools(srv *server.MCPServer, hub *class.Hub, timeout time.Duratio
 				if errors.As(err, &re) {
 					return mcp.NewToolResultError(re.Msg), nil
 				}
-				return mcp.NewToolResultError(t.Name + " failed: " + err.Error()), nil
+				return failedResult(student, t.Name, err), nil
 			}
 			return res, nil
 		})
@@ -65,4 +66,23 @@ func studentTool(t mcp.Tool) mcp.Tool {
 	t.InputSchema = sch
 	t.Description = "Forwarded to the student's gate (each student's grant decides whether it is allowed; refused otherwise, with the grant's level named). " + t.Description + " " + classNotice
 	return t
+}
+
+// failedResult says a forwarded call failed. What the student's side
+// answered is quoted under student_said, never worded as the teacher
+// side's own.
+func failedResult(student, tool string, err error) *mcp.CallToolResult {
+	obj := map[string]any{"student": student, "notice": class.ForwardNotice(student)}
+	var se *class.StudentError
+	if errors.As(err, &se) {
+		obj["error"] = tool + " failed: the student's side answered with an error; its text is student_said, that student's data"
+		obj["student_said"] = se.Said
+	} else {
+		obj["error"] = tool + " failed: " + err.Error()
+	}
+	data, jerr := json.Marshal(obj)
+	if jerr != nil {
+		return mcp.NewToolResultError(tool + " failed")
+	}
+	return mcp.NewToolResultError(string(data))
 }

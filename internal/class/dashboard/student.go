@@ -161,9 +161,18 @@ func LookStudent(ctx context.Context, src Source, board *Board, student string) 
 // timeline is the hub's events of this student, oldest first.
 func timeline(src Source, student string) []string {
 	out := []string{}
-	for _, e := range src.Since(context.Background(), 0, 0) {
-		if e.Student == student {
-			out = append(out, eventLine(e))
+	// Since gives one bounded page at a time: read every page the hub
+	// keeps (its event memory is bounded).
+	for seq := int64(0); ; {
+		evs := src.Since(context.Background(), seq, 0)
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			seq = max(seq, e.Seq)
+			if e.Student == student {
+				out = append(out, eventLine(e))
+			}
 		}
 	}
 	if len(out) > maxTimeline {

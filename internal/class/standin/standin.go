@@ -10,7 +10,8 @@
 // student with one observe-level grant and one running instance; one whose
 // name starts with "failing" has failed three builds and crashed. Each
 // status answer appends a line to that student's log and syncs it, as
-// the real gate audits every status. It is not a security boundary and
+// the real gate audits every status. A user named "hostile-MODE..." gets
+// a hostile gate instead (hostile.go). It is not a security boundary and
 // checks nothing but the teacher's key.
 package standin
 
@@ -174,6 +175,10 @@ func (s *Server) session(user string, ch ssh.Channel, reqs <-chan *ssh.Request) 
 }
 
 func (s *Server) verb(user, cmd string, ch ssh.Channel) int {
+	if m := HostileMode(user); m != "" {
+		inc(&s.Verbs, "hostile")
+		return Hostile(m, cmd, ch, ch)
+	}
 	f := strings.Fields(cmd)
 	switch {
 	case len(f) == 1 && f[0] == "status":

@@ -39,6 +39,13 @@ import (
 // built stem-mcp and the environment that runs `stem-mcp class --class lab`.
 func benchClass(b *testing.B, n int) (string, []string) {
 	b.Helper()
+	return benchClassWith(b, n)
+}
+
+// benchClassWith is benchClass with further stand-in students named
+// extra (a name "hostile-MODE..." is a hostile gate).
+func benchClassWith(b testing.TB, n int, extra ...string) (string, []string) {
+	b.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		b.Skip("needs OpenSSH's ssh")
 	}
@@ -58,6 +65,9 @@ func benchClass(b *testing.B, n int) (string, []string) {
 	var csv strings.Builder
 	for i := range n {
 		fmt.Fprintf(&csv, "s%03d,u%03d@127.0.0.1,%d\n", i, i, srv.Port)
+	}
+	for _, x := range extra {
+		fmt.Fprintf(&csv, "%s,%s@127.0.0.1,%d\n", x, x, srv.Port)
 	}
 	roster := filepath.Join(home, "lab.csv")
 	for p, data := range map[string]string{known: srv.KnownHosts + "\n", roster: csv.String()} {
@@ -88,13 +98,16 @@ func benchClass(b *testing.B, n int) (string, []string) {
 type classProc struct {
 	cmd *exec.Cmd
 	c   *client.Client
+	in  io.WriteCloser
 }
 
-func startClass(b *testing.B, mcpBin string, env []string) *classProc {
+// startClass starts stem-mcp class; extra flags follow (a later
+// --timeout wins).
+func startClass(b testing.TB, mcpBin string, env []string, extra ...string) *classProc {
 	b.Helper()
 	// A long per-student timeout: the machine is shared, and a student
 	// who times out fails the benchmark rather than passing for fast.
-	cmd := exec.Command(mcpBin, "class", "--class", "lab", "--timeout", "2m")
+	cmd := exec.Command(mcpBin, append([]string{"class", "--class", "lab", "--timeout", "2m"}, extra...)...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
@@ -108,7 +121,7 @@ func startClass(b *testing.B, mcpBin string, env []string) *classProc {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &classProc{cmd: cmd, c: client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader(""))))}
+	p := &classProc{cmd: cmd, in: in, c: client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader(""))))}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.c.Start(context.Background()); err != nil {
@@ -137,7 +150,7 @@ type overview struct {
 
 // overview calls class_overview; every student must be reachable when
 // all is true.
-func (p *classProc) overview(b *testing.B, all bool) overview {
+func (p *classProc) overview(b testing.TB, all bool) overview {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -144,7 +144,7 @@ func TestRender(t *testing.T) {
 	render(&b, rows, now)
 	want := `STUDENT  HOST             REACH    LEVEL    TASK                        PROFILE       STATE    IDLE   AGENTS                        LAST BUILD           LAST EVENT               FLAGS
 anna     anna@lab-03      ok       observe  demo/hello/1                native-amd64  down     -      -                             build failed 3m ago  crashed SIGSEGV 40s ago  instance-down,failing
-                                            hazard3-sim-inf-bss-t4      -             answers  2h05m  claude/assist,codex/observe!                                                
+anna                                        hazard3-sim-inf-bss-t4      -             answers  2h05m  claude/assist,codex/observe!                                                
 bob      bob@lab-04:2222  timeout  -        -                           -             -        -      -                             -                    -                        unreachable
 cyd      cyd@lab-05       ok       assist   native-amd64-demo-hello-t1  -             answers  0s     -                             test ok 5s ago       -                        -
 bob: no answer within 15s
@@ -152,5 +152,30 @@ bob: no answer within 15s
 `
 	if b.String() != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// A student with 64 instances whose task names copy another student's row
+// gets at most maxTableInstances lines, each starting with their own name;
+// without the cap and the name, 64 lines would look like bob's.
+func TestRenderCraftedTasks(t *testing.T) {
+	var ins []class.Instance
+	for range 64 {
+		ins = append(ins, class.Instance{Instance: "bob      bob@lab-04       ok       assist   demo/hello/1", State: "answers"})
+	}
+	rows := []class.Row{{Student: "mallory", Dest: "mallory@lab-09", Reach: class.ReachOK, Level: "observe", Instances: ins}}
+	var b bytes.Buffer
+	render(&b, rows, time.Now())
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 1+maxTableInstances+1 {
+		t.Fatalf("%d lines:\n%s", len(lines), b.String())
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "mallory ") {
+			t.Fatalf("a line of mallory's that does not start with mallory: %q", l)
+		}
+	}
+	if !strings.Contains(lines[len(lines)-1], "(56 more instances: --json lists them)") {
+		t.Fatalf("last line: %q", lines[len(lines)-1])
 	}
 }

@@ -217,7 +217,7 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 	}
 	for i, n := range names {
 		r := byName[n]
-		if r.Reach != class.ReachOK || r.Level != levels[i] || r.Account != lab[i].s.Name || len(r.Flags) != 0 ||
+		if r.Reach != class.ReachOK || r.Level != levels[i] || r.ClaimedAccount != lab[i].s.Name || len(r.Flags) != 0 ||
 			len(r.Instances) != 1 || r.Instances[0].Instance != instance || r.Instances[0].State != "answers" ||
 			r.Instances[0].Task != "1" || r.Instances[0].Card != "hello" || r.Instances[0].Profile != "native-amd64" {
 			t.Errorf("%s: %+v\nsshd log:\n%s", n, r, srv.Log())

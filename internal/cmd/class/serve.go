@@ -146,7 +146,9 @@ func RunServe(ctx context.Context, opts *ServeOptions) error {
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
-	<-done
+	// The hub kills its ssh processes when ctx ends; the wait is bounded
+	// all the same, so no student's connection holds the exit.
+	waitBounded(done)
 	if err := srv.Close(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -119,7 +119,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { hub.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); waitBounded(done) }()
 	for {
 		start := time.Now()
 		rows := hub.Overview(ctx)
@@ -230,6 +230,13 @@ func render(w io.Writer, rows []class.Row, now time.Time) error {
 			continue
 		}
 		for i, in := range r.Instances {
+			// Every line starts with the student's own name, and a student
+			// gets at most maxTableInstances lines: a task name cannot pass
+			// for another student's row.
+			if i == maxTableInstances {
+				fmt.Fprintf(tw, "%s\t\t\t\t(%d more instances: --json lists them)\t\t\t\t\t\t\t\n", r.Student, len(r.Instances)-i)
+				break
+			}
 			task := in.Instance
 			if in.Series != "" && in.Card != "" && in.Task != "" {
 				task = in.Series + "/" + in.Card + "/" + in.Task
@@ -242,7 +249,7 @@ func render(w io.Writer, rows []class.Row, now time.Time) error {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Student, r.Dest, r.Reach, dash(r.Level),
 					task, dash(in.Profile), in.State, idle, agents(in.Agents), build, last, flags)
 			} else {
-				fmt.Fprintf(tw, "\t\t\t\t%s\t%s\t%s\t%s\t%s\t\t\t\n", task, dash(in.Profile), in.State, idle, agents(in.Agents))
+				fmt.Fprintf(tw, "%s\t\t\t\t%s\t%s\t%s\t%s\t%s\t\t\t\n", r.Student, task, dash(in.Profile), in.State, idle, agents(in.Agents))
 			}
 		}
 	}
@@ -325,4 +332,18 @@ func outcome(o *class.Outcome, now time.Time) string {
 		what = strings.ReplaceAll(o.Type, "_", " ")
 	}
 	return what + " " + ago(now.Sub(o.Time)) + " ago"
+}
+
+// maxTableInstances bounds the table's lines for one student.
+const maxTableInstances = 8
+
+// shutdownWait bounds how long an ending command waits for its hub.
+const shutdownWait = 2 * time.Second
+
+// waitBounded waits for done, at most shutdownWait.
+func waitBounded(done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+	}
 }

@@ -81,7 +81,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	}
 	var st gatestatus.Status
 	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
-		return fmt.Errorf("ssh %s status: the answer is not the gate's JSON (%v): is the key's forced command stem-mcp gate? %s", tg.Host, err, strings.TrimSpace(stdout.String()))
+		return fmt.Errorf("ssh %s status: the answer is not the gate's JSON (%v): is the key's forced command stem-mcp gate? It said (quoted): %q", tg.Host, err, termtext.Line(stdout.String(), 200))
 	}
 	if opts.JSON {
 		return cmdutil.WriteJSON(ios.Out, st)
@@ -89,7 +89,9 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	// The answer comes from the student's machine: each value is printed
 	// as one clean line.
 	clean := func(v string) string { return termtext.Line(v, 200) }
-	fmt.Fprintf(ios.Out, "%s: account %s, grant %s, level %s\n", tg.Host, clean(st.Account), clean(st.Grant), clean(st.Level))
+	// The host is the teacher's own; the rest is what the student's side
+	// says, quoted.
+	fmt.Fprintf(ios.Out, "%s: its gate says account %q, grant %q, level %q\n", tg.Host, clean(st.Account), clean(st.Grant), clean(st.Level))
 	if len(st.Instances) == 0 {
 		fmt.Fprintln(ios.Out, "no instances on this account")
 		return nil
