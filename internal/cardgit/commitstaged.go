@@ -1,0 +1,175 @@
+package cardgit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// zeroID is the "no ref yet" value update-ref checks for.
+var zeroID = map[string]string{"sha1": strings.Repeat("0", 40), "sha256": strings.Repeat("0", 64)}
+
+// testHook, when set, is called between the steps of commitStaged (tests).
+var testHook func(step string)
+
+// commitStaged stages the card through stem (stager) into a private index
+// and a quarantine object directory, checks the tree git wrote against
+// what stem read, makes the commit, moves the objects in, moves HEAD
+// (only if it is still where it was) and makes the real index match. A
+// failure before the objects move in leaves .git as it was.
+func commitStaged(ctx context.Context, r *runner, opt CommitOptions, lim Limits, out io.Writer) (string, error) {
+	tmp, err := os.MkdirTemp("", "stem-commit-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	shadow := filepath.Join(tmp, "wt")
+	if err := os.Mkdir(shadow, 0o700); err != nil {
+		return "", err
+	}
+	r = r.with()
+	r.workTree = shadow
+	info, err := r.output(ctx, "rev-parse", "--show-object-format", "--git-path", "objects")
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(strings.TrimSpace(string(info)), "\n")
+	if len(lines) != 2 {
+		return "", fmt.Errorf("git rev-parse: unexpected output %q", info)
+	}
+	format, objects := lines[0], lines[1]
+	if !filepath.IsAbs(objects) {
+		objects = filepath.Join(shadow, objects)
+	}
+	removeStale(objects)
+	head, headTree, err := r.head(ctx)
+	if err != nil {
+		return "", err
+	}
+	q, err := newQuarantine(objects, format)
+	if err != nil {
+		return "", err
+	}
+	defer q.remove()
+	s := &stager{r: r, card: opt.Card, lim: lim, q: q, index: filepath.Join(tmp, "index"), known: map[string]bool{}}
+	idx, err := r.output(ctx, "ls-files", "-s", "-z")
+	if err != nil {
+		return "", err
+	}
+	if s.tracked, err = lsEntries(idx, false); err != nil {
+		return "", err
+	}
+	s.head = map[string]entry{}
+	if head != "" {
+		tree, err := r.output(ctx, "ls-tree", "-r", "-z", "--full-tree", head)
+		if err != nil {
+			return "", err
+		}
+		if s.head, err = lsEntries(tree, true); err != nil {
+			return "", err
+		}
+	}
+	for _, m := range []map[string]entry{s.tracked, s.head} {
+		for _, e := range m {
+			s.known[e.id] = true
+		}
+	}
+	hook("walk")
+	want, err := s.stage(ctx, shadow)
+	if err != nil {
+		return "", err
+	}
+	hook("staged")
+	w := r.with(s.env()...)
+	treeOut, err := w.output(ctx, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	tree := strings.TrimSpace(string(treeOut))
+	if err := s.verify(ctx, tree, want); err != nil {
+		return "", err
+	}
+	if tree == headTree {
+		return "", ErrNothing
+	}
+	msg := cleanMessage(opt.Message)
+	if msg == "" {
+		return "", errors.New("the commit message is empty once comment lines are taken out: give one with -m")
+	}
+	args := []string{"commit-tree", tree}
+	if head != "" {
+		args = append(args, "-p", head)
+	}
+	cid, err := w.outputIn(ctx, []byte(msg), append(args, "-F", "-")...)
+	if err != nil {
+		return "", err
+	}
+	commit := strings.TrimSpace(string(cid))
+	hook("committed")
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("commit of %s stopped: %w", opt.Card, err)
+	}
+	// From here on the commit is made: finish it even if interrupted,
+	// so no lock file nor half-moved state is left.
+	fin, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := q.migrate(); err != nil {
+		return "", fmt.Errorf("card %s: %w (HEAD was not moved)", opt.Card, err)
+	}
+	old := head
+	if old == "" {
+		old = zeroID[format]
+	}
+	subject, _, _ := strings.Cut(msg, "\n")
+	reflog := "commit: " + subject
+	if head == "" {
+		reflog = "commit (initial): " + subject
+	}
+	if _, err := r.output(fin, "update-ref", "-m", reflog, "HEAD", commit, old); err != nil {
+		return "", fmt.Errorf("move HEAD to the new commit %s: %w", commit, err)
+	}
+	if _, err := r.output(fin, "read-tree", commit); err != nil {
+		return commit, fmt.Errorf("commit %s made, but the index was not updated (git status will show the commit's changes as staged; git reset fixes it): %w", commit, err)
+	}
+	fmt.Fprintf(out, "[%.12s] %s: %d files and symlinks, %d new objects\n", commit, subject, len(want), q.written)
+	return commit, nil
+}
+
+func hook(step string) {
+	if testHook != nil {
+		testHook(step)
+	}
+}
+
+// head is HEAD's commit and tree, both empty on an unborn branch.
+func (r *runner) head(ctx context.Context) (string, string, error) {
+	out, err := r.output(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	if err != nil {
+		var ee interface{ ExitCode() int }
+		if errors.As(err, &ee) && ee.ExitCode() == 1 {
+			return "", "", nil
+		}
+		return "", "", err
+	}
+	head := strings.TrimSpace(string(out))
+	out, err = r.output(ctx, "rev-parse", "--verify", head+"^{tree}")
+	if err != nil {
+		return "", "", err
+	}
+	return head, strings.TrimSpace(string(out)), nil
+}
+
+// removeStale removes quarantines a killed stemctl left (an hour old).
+func removeStale(objects string) {
+	old, _ := filepath.Glob(filepath.Join(objects, "stem-incoming-*"))
+	for _, p := range old {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > time.Hour {
+			os.RemoveAll(p)
+		}
+	}
+}
