@@ -34,23 +34,14 @@ func commitStaged(ctx context.Context, r *runner, opt CommitOptions, lim Limits,
 	}
 	r = r.with()
 	r.workTree = shadow
-	info, err := r.output(ctx, "rev-parse", "--show-object-format", "--git-path", "objects")
+	format, objects, head, headTree, err := r.repoInfo(ctx)
 	if err != nil {
 		return "", err
 	}
-	lines := strings.Split(strings.TrimSpace(string(info)), "\n")
-	if len(lines) != 2 {
-		return "", fmt.Errorf("git rev-parse: unexpected output %q", info)
-	}
-	format, objects := lines[0], lines[1]
 	if !filepath.IsAbs(objects) {
 		objects = filepath.Join(shadow, objects)
 	}
 	removeStale(objects)
-	head, headTree, err := r.head(ctx)
-	if err != nil {
-		return "", err
-	}
 	q, err := newQuarantine(objects, format)
 	if err != nil {
 		return "", err
@@ -146,22 +137,33 @@ func hook(step string) {
 	}
 }
 
-// head is HEAD's commit and tree, both empty on an unborn branch.
-func (r *runner) head(ctx context.Context) (string, string, error) {
-	out, err := r.output(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+// repoInfo is the repository's object format, objects directory, and
+// HEAD's commit and tree (both empty on an unborn branch): one git on the
+// usual path, three on an unborn branch.
+func (r *runner) repoInfo(ctx context.Context) (format, objects, head, tree string, err error) {
+	out, err := r.output(ctx, "rev-parse", "--show-object-format", "--git-path", "objects", "HEAD^{commit}", "HEAD^{tree}")
 	if err != nil {
-		var ee interface{ ExitCode() int }
-		if errors.As(err, &ee) && ee.ExitCode() == 1 {
-			return "", "", nil
+		// An unborn branch, or something else wrong: ask one at a time.
+		if _, herr := r.output(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}"); herr == nil || !isExit(herr, 1) {
+			return "", "", "", "", err
 		}
-		return "", "", err
+		out, err = r.output(ctx, "rev-parse", "--show-object-format", "--git-path", "objects")
+		if err != nil {
+			return "", "", "", "", err
+		}
+		out = append(out, "\n\n"...)
 	}
-	head := strings.TrimSpace(string(out))
-	out, err = r.output(ctx, "rev-parse", "--verify", head+"^{tree}")
-	if err != nil {
-		return "", "", err
+	f := strings.Split(string(out), "\n")
+	if len(f) < 4 || f[0] == "" || f[1] == "" {
+		return "", "", "", "", fmt.Errorf("git rev-parse: unexpected output %q", out)
 	}
-	return head, strings.TrimSpace(string(out)), nil
+	return f[0], f[1], f[2], f[3], nil
+}
+
+// isExit: err is a process's exit with code.
+func isExit(err error, code int) bool {
+	var ee interface{ ExitCode() int }
+	return errors.As(err, &ee) && ee.ExitCode() == code
 }
 
 // removeStale removes quarantines a killed stemctl left (an hour old).

@@ -220,8 +220,7 @@ func (s *stager) ignored(ctx context.Context, es []seen) (map[string]bool, error
 		return out, nil
 	}
 	res, err := s.r.outputIn(ctx, in.Bytes(), "check-ignore", "-z", "--stdin")
-	var ee interface{ ExitCode() int }
-	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+	if err != nil && !isExit(err, 1) {
 		return nil, err
 	}
 	for _, p := range bytes.Split(res, []byte{0}) {

@@ -271,3 +271,25 @@ func TestCommitInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// An unborn branch, in a SHA-1 and a SHA-256 repository.
+func TestCommitFirstCommit(t *testing.T) {
+	for _, format := range []string{"sha1", "sha256"} {
+		t.Run(format, func(t *testing.T) {
+			g := newGitRepo(t)
+			os.RemoveAll(filepath.Join(g.card, ".git"))
+			g.git(t, "init", "-q", "--object-format="+format)
+			res, err := g.commit(t, "first")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(g.git(t, "rev-parse", "HEAD")); got != res.Commit {
+				t.Fatalf("HEAD %s, commit %s", got, res.Commit)
+			}
+			if st := g.git(t, "status", "--porcelain"); st != "" {
+				t.Fatalf("status:\n%s", st)
+			}
+			g.git(t, "fsck", "--strict")
+		})
+	}
+}
