@@ -92,10 +92,13 @@ func (s *stager) stage(ctx context.Context, shadow string) (staged, error) {
 				dir = nil
 			}
 			dir, err = openParent(s.card, parent)
-			if err != nil {
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("card %s: %s changed while stem read it (%v): commit again", s.card, Show(orDot(parent)), err)
 			}
 			dirRel = parent
+		}
+		if dir == nil {
+			continue // its directory was removed or renamed meanwhile
 		}
 		ent, err := s.read(int(dir.Fd()), e.rel, name)
 		if errors.Is(err, os.ErrNotExist) {

@@ -293,3 +293,22 @@ func TestCommitFirstCommit(t *testing.T) {
 		})
 	}
 }
+
+// A directory renamed away between the listing and the read: its files
+// are not in the card any more, and the commit goes on without them.
+func TestCommitDirectoryGone(t *testing.T) {
+	g := newGitRepo(t)
+	write(t, filepath.Join(g.card, "d/a.c"), "a\n")
+	write(t, filepath.Join(g.card, "t1/main.c"), "changed\n")
+	withHook(t, "listed", func() {
+		if err := os.Rename(filepath.Join(g.card, "d"), filepath.Join(filepath.Dir(g.card), "d")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := g.commit(t, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.git(t, "ls-tree", "-r", "--name-only", "HEAD"); strings.Contains(got, "d/a.c") {
+		t.Fatalf("commit holds a file no longer in the card:\n%s", got)
+	}
+}

@@ -16,7 +16,7 @@ import (
 //	                    events come from the inode, whatever mount the
 //	                    host reaches it by) do OP: x exchanges A and B
 //	                    (renameat2 RENAME_EXCHANGE), r renames A to B,
-//	                    f replaces A by a FIFO
+//	                    f replaces A by a FIFO, s runs A with sh
 //	fifo PIPE A B       open the FIFO PIPE for writing, which returns once
 //	                    a reader (git on the host) opened it and waits for
 //	                    data, exchange A and B, close
@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
 	case 'x': rc = xchg(argv[5], argv[6]); break;
 	case 'r': rc = rename(argv[5], argv[6]); break;
 	case 'f': unlink(argv[5]); rc = mkfifo(argv[5], 0644); break;
+	case 's': rc = system(argv[5]); break;
 	}
 	if (rc) { perror("act"); return 1; }
 	say("fired");
@@ -232,14 +233,19 @@ func (w *world) toggleAttack(card, inst string) {
 // a gitlink, pointing at the container's commit.
 func (w *world) plantedAttack(card, inst string) {
 	t := w.t
-	w.inside(inst, `cd "$STEM_CARD_PATH" && mkdir sub && echo mine > sub/notes.txt && git init -q .prep && git -C .prep -c user.name=x -c user.email=x@x commit -q --allow-empty -m planted && mv .prep/.git .prepgit && rmdir .prep`)
-	w.background(inst, "p.log", "watch sub 2 r .prepgit sub/.git")
+	// Prepared in pieces (no HEAD yet), which the nested-repository
+	// check does not take for a repository; assembled when stem opens sub.
+	w.inside(inst, `cd "$STEM_CARD_PATH" && mkdir sub && echo mine > sub/notes.txt && git init -q .p && git -C .p -c user.name=x -c user.email=x@x commit -q --allow-empty -m planted && mv .p/.git .prep && rmdir .p && mv .prep/HEAD .prep/HEAD0`)
+	if st, r := w.status(inst); len(st.Git) != 0 || !strings.Contains(r.Stdout, filepath.Join(card, ".prep/refs")) {
+		t.Errorf("status: the pieces are no repository yet, but plain git add is racy with them:\n%s", r.Stdout)
+	}
+	w.background(inst, "p.log", "watch sub 2 s 'mv .prep/HEAD0 .prep/HEAD && mv .prep sub/.git' -")
 	r := w.stemctl("commit", inst, "-m", "planted")
 	if log := w.inside(inst, "cat /tmp/p.log"); !strings.Contains(log, "fired") {
 		t.Fatalf("the repository was not planted during stemctl commit:\n%s\n%s", log, r.Stderr)
 	}
 	t.Logf("stemctl commit with sub/.git planted meanwhile: exit %d %s%s", r.Code, r.Stdout, r.Stderr)
-	if r.Code != 0 && !strings.Contains(r.Stderr, filepath.Join(card, "sub/.git")) {
+	if r.Code != 0 && !strings.Contains(r.Stderr, filepath.Join(card, "sub/.git")) && !strings.Contains(r.Stderr, "changed while stem read it") {
 		t.Errorf("refused without naming sub/.git: %s", r.Stderr)
 	}
 	if tree := w.mustSh(card, "git ls-tree -r HEAD"); strings.Contains(tree, "160000") {
