@@ -20,7 +20,8 @@ var testHook func(step string)
 // commitStaged stages the card through stem (stager) into a private index
 // and a quarantine object directory, checks the tree git wrote against
 // what stem read, makes the commit, moves the objects in, moves HEAD
-// (only if it is still where it was) and makes the real index match. A
+// (only if it is still where it was) and makes the real index the one it
+// built (what read-tree of the commit would write). A
 // failure before the objects move in leaves .git as it was.
 func commitStaged(ctx context.Context, r *runner, opt CommitOptions, lim Limits, out io.Writer) (string, error) {
 	tmp, err := os.MkdirTemp("", "stem-commit-")
@@ -34,13 +35,11 @@ func commitStaged(ctx context.Context, r *runner, opt CommitOptions, lim Limits,
 	}
 	r = r.with()
 	r.workTree = shadow
-	format, objects, head, headTree, err := r.repoInfo(ctx)
+	rp, err := r.repoInfo(ctx)
 	if err != nil {
 		return "", err
 	}
-	if !filepath.IsAbs(objects) {
-		objects = filepath.Join(shadow, objects)
-	}
+	format, objects, head, headTree := rp.format, rp.objects, rp.head, rp.tree
 	removeStale(objects)
 	q, err := newQuarantine(objects, format)
 	if err != nil {
@@ -124,7 +123,7 @@ func commitStaged(ctx context.Context, r *runner, opt CommitOptions, lim Limits,
 	if _, err := r.output(fin, "update-ref", "-m", reflog, "HEAD", commit, old); err != nil {
 		return "", fmt.Errorf("move HEAD to the new commit %s: %w", commit, err)
 	}
-	if _, err := r.output(fin, "read-tree", commit); err != nil {
+	if err := installIndex(s.index, rp.index); err != nil {
 		return commit, fmt.Errorf("commit %s made, but the index was not updated (git status will show the commit's changes as staged; git reset fixes it): %w", commit, err)
 	}
 	fmt.Fprintf(out, "[%.12s] %s: %d files and symlinks, %d new objects\n", commit, subject, len(want), q.written)
@@ -137,27 +136,65 @@ func hook(step string) {
 	}
 }
 
-// repoInfo is the repository's object format, objects directory, and
-// HEAD's commit and tree (both empty on an unborn branch): one git on the
-// usual path, three on an unborn branch.
-func (r *runner) repoInfo(ctx context.Context) (format, objects, head, tree string, err error) {
-	out, err := r.output(ctx, "rev-parse", "--show-object-format", "--git-path", "objects", "HEAD^{commit}", "HEAD^{tree}")
+// repo is what commitStaged needs to know about the repository.
+type repo struct {
+	format, objects, index string // object format, objects directory, index file
+	head, tree             string // HEAD's commit and tree; empty on an unborn branch
+}
+
+// repoInfo asks git for repo: one git on the usual path, three on an
+// unborn branch. Relative paths are made absolute against the work tree
+// (git's working directory).
+func (r *runner) repoInfo(ctx context.Context) (repo, error) {
+	args := []string{"rev-parse", "--show-object-format", "--git-path", "objects", "--git-path", "index"}
+	out, err := r.output(ctx, append(args, "HEAD^{commit}", "HEAD^{tree}")...)
 	if err != nil {
 		// An unborn branch, or something else wrong: ask one at a time.
 		if _, herr := r.output(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}"); herr == nil || !isExit(herr, 1) {
-			return "", "", "", "", err
+			return repo{}, err
 		}
-		out, err = r.output(ctx, "rev-parse", "--show-object-format", "--git-path", "objects")
-		if err != nil {
-			return "", "", "", "", err
+		if out, err = r.output(ctx, args...); err != nil {
+			return repo{}, err
 		}
 		out = append(out, "\n\n"...)
 	}
 	f := strings.Split(string(out), "\n")
-	if len(f) < 4 || f[0] == "" || f[1] == "" {
-		return "", "", "", "", fmt.Errorf("git rev-parse: unexpected output %q", out)
+	if len(f) < 5 || f[0] == "" || f[1] == "" || f[2] == "" {
+		return repo{}, fmt.Errorf("git rev-parse: unexpected output %q", out)
 	}
-	return f[0], f[1], f[2], f[3], nil
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(r.workTree, p)
+	}
+	return repo{format: f[0], objects: abs(f[1]), index: abs(f[2]), head: f[3], tree: f[4]}, nil
+}
+
+// installIndex makes the repository's index the one stem built and
+// checked, with git's lock protocol: written to index.lock (created
+// exclusively: a git running meanwhile holds it) and renamed over.
+func installIndex(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	lock := to + ".lock"
+	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("lock the index: %w (another git running in the card?)", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(lock, to)
+	}
+	if err != nil {
+		os.Remove(lock)
+	}
+	return err
 }
 
 // isExit: err is a process's exit with code.
