@@ -183,6 +183,8 @@ func (s *stager) read(dfd int, rel, name string) (entry, error) {
 		if fst.Mode&0o100 != 0 {
 			mode = "100755"
 		}
+	case unix.S_IFDIR:
+		return entry{}, fmt.Errorf("card %s: %s changed while stem read it (a directory now): commit again", s.card, Show(rel))
 	default:
 		return entry{}, fmt.Errorf("card %s: %s is %s: %w; git would block on it or read a device of the host: remove it (from inside the container if rm is refused) or list it in .gitignore", s.card, Show(rel), modeKind(st.Mode), ErrSpecial)
 	}

@@ -312,3 +312,19 @@ func TestCommitDirectoryGone(t *testing.T) {
 		t.Fatalf("commit holds a file no longer in the card:\n%s", got)
 	}
 }
+
+// A symlink swapped for a directory after the listing: refused as a
+// change, not as a special file.
+func TestCommitSymlinkTurnedDirectory(t *testing.T) {
+	g := newGitRepo(t)
+	os.Symlink("t1", filepath.Join(g.card, "l"))
+	mkdirs(t, g.card, "d")
+	withHook(t, "listed", func() {
+		if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(g.card, "l"), unix.AT_FDCWD, filepath.Join(g.card, "d"), unix.RENAME_EXCHANGE); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := g.commit(t, "x"); err == nil || !strings.Contains(err.Error(), "l changed while stem read it") {
+		t.Fatalf("symlink turned directory: %v", err)
+	}
+}

@@ -114,7 +114,7 @@ func testCommitRace(t *testing.T, rootless bool) {
 func (w *world) hostSecret(name string) (string, string) {
 	dir := filepath.Join(w.a.Base, "secret-"+name)
 	canary := fmt.Sprintf("CANARY-%s-%d", name, time.Now().UnixNano())
-	w.mustSh(w.a.Base, fmt.Sprintf("rm -rf %[1]s && mkdir -m 700 %[1]s && printf '%%s\\n' %[2]s > %[1]s/CANARY_secret && chmod 600 %[1]s/CANARY_secret", q(dir), q(canary)))
+	w.mustSh(w.a.Base, fmt.Sprintf("rm -rf %[1]s && mkdir -m 700 %[1]s %[1]s/sub && echo x > %[1]s/sub/f && printf '%%s\\n' %[2]s > %[1]s/CANARY_secret && chmod 600 %[1]s/CANARY_secret", q(dir), q(canary)))
 	return dir, canary
 }
 
@@ -173,7 +173,7 @@ func (w *world) exchangeAttack(card, inst string) {
 			t.Fatalf("the exchange did not happen during stemctl commit (the test proves nothing):\n%s\ncommit: %s%s", log, r.Stdout, r.Stderr)
 		}
 		t.Logf("stemctl commit under the exchange: exit %d %s%s", r.Code, r.Stdout, r.Stderr)
-		hit = r.Code != 0 && strings.Contains(r.Stderr, "z changed while stem read it")
+		hit = r.Code != 0 && strings.Contains(r.Stderr, "changed while stem read it")
 		if r.Code != 0 && !hit {
 			t.Errorf("stemctl commit failed without saying the card changed: %s", r.Stderr)
 		}
@@ -188,15 +188,16 @@ func (w *world) exchangeAttack(card, inst string) {
 		t.Errorf("left in .git: %s", l)
 	}
 	// Control: a fresh decoy y (untracked: stem may have committed z),
-	// with a FIFO .gitignore that git opens once it has listed y.
-	w.inside(inst, fmt.Sprintf(`cd "$STEM_CARD_PATH" && mkdir y && echo decoy > y/CANARY_secret && ln -s %s yl && mkfifo y/.gitignore`, q(dir)))
-	w.background(inst, "c.log", "fifo y/.gitignore y yl")
+	// with a FIFO y/sub/.gitignore, which git opens (and waits on) when
+	// it lists y/sub, its first look at y/sub/f: by then it holds y open.
+	w.inside(inst, fmt.Sprintf(`cd "$STEM_CARD_PATH" && mkdir -p y/sub && echo decoy > y/CANARY_secret && echo x > y/sub/f && ln -s %s yl && mkfifo y/sub/.gitignore`, q(dir)))
+	w.background(inst, "c.log", "fifo y/sub/.gitignore y yl")
 	out, _ := w.sh(card, "git add --all 2>&1")
 	if log := w.inside(inst, "cat /tmp/c.log"); !strings.Contains(log, "fired") {
 		t.Fatalf("control: the exchange did not happen during git add:\n%s\n%s", log, out)
 	}
 	// The FIFO goes, else git commit waits on it for a writer.
-	w.inside(inst, `cd "$STEM_CARD_PATH" && rm -f y/.gitignore yl/.gitignore`)
+	w.inside(inst, `cd "$STEM_CARD_PATH" && rm -f y/sub/.gitignore yl/sub/.gitignore`)
 	cout, _ := w.sh(card, "git commit -qm plain 2>&1")
 	out += cout
 	if !w.leaked(card, canary) {
