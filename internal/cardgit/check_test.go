@@ -242,3 +242,34 @@ func TestNestedLimit(t *testing.T) {
 		t.Fatalf("under the limit: %v", err)
 	}
 }
+
+func TestRacy(t *testing.T) {
+	card := t.TempDir()
+	mkdirs(t, card, ".git", "t1/objects", "t2", ".stem/x")
+	write(t, filepath.Join(card, "t1/HEAD"), "ref: refs/heads/main\n")
+	os.Symlink("/etc", filepath.Join(card, "t2/l"))
+	os.Symlink("/etc", filepath.Join(card, ".stem/x/l"))
+	// The student's own: not reported.
+	if fs, n, err := Racy(context.Background(), card, 10); err != nil || n != 0 || len(fs) != 0 {
+		t.Fatalf("the student's own files: %v %d %v", fs, n, err)
+	}
+	// Another uid's (the test runs as root, who can chown).
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give files another owner")
+	}
+	for _, p := range []string{"t1/HEAD", "t1/objects", "t2/l", ".stem/x/l"} {
+		if err := os.Lchown(filepath.Join(card, p), 2000000000, 2000000000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, n, err := Racy(context.Background(), card, 2)
+	if err != nil || n != 3 || len(fs) != 2 {
+		t.Fatalf("got %v %d %v", fs, n, err)
+	}
+	note := RacyNote(fs, n)
+	for _, want := range []string{"and 1 more", "stemctl commit", "racy"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note lacks %q: %s", want, note)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -26,8 +25,10 @@ type CommitOptions struct {
 	// Env is the caller's environment; only PATH, HOME, the locale and
 	// the author and committer variables are passed on.
 	Env []string
-	// Out receives git's summary of the commit.
+	// Out receives a summary of the commit.
 	Out io.Writer
+	// Limits bound the commit (zero: DefaultLimits).
+	Limits Limits
 }
 
 // CommitResult says what Commit did.
@@ -40,11 +41,13 @@ type CommitResult struct {
 // ErrNothing is returned when the card has no changes to commit.
 var ErrNothing = errors.New("nothing to commit")
 
-// Commit stages every change in the card's work tree (except stem's own
-// .stem/ and .rv/ state) and commits it, with git on the host pinned to
-// the card's .git and reading nothing the container wrote: see the
-// package doc. It refuses a card Check finds unsafe, a card whose .git is
-// not yet a repository, and configuration included from the work tree.
+// Commit stages every change in the card's work tree as `git add --all`
+// would (except stem's own .stem/ and .rv/ state) and commits it, with git
+// on the host pinned to the card's .git and reading nothing the container
+// wrote: see the package doc. stem reads the card itself (commitStaged);
+// git never opens a path in the work tree. It refuses a card Check finds
+// unsafe, a card whose .git is not yet a repository, configuration
+// included from the work tree, and a card past opt.Limits.
 func Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
 	res := CommitResult{Card: opt.Card}
 	if strings.TrimSpace(opt.Message) == "" {
@@ -81,31 +84,15 @@ func Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	if err := r.run(ctx, out, "add", "--all"); err != nil {
-		return res, err
+	lim := opt.Limits
+	if lim == (Limits{}) {
+		lim = DefaultLimits
 	}
-	// stem's own state is never committed (an exclude pathspec makes
-	// add fail when .gitignore lists these already).
-	if err := r.run(ctx, out, "reset", "-q", "--", ".stem", ".rv"); err != nil {
-		return res, err
-	}
-	// diff --quiet exits 1 when something is staged, 0 when nothing is.
-	err = r.command(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv").Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return res, ErrNothing
-	case !errors.As(err, &ee) || ee.ExitCode() != 1:
-		return res, fmt.Errorf("git diff --cached: %w", err)
-	}
-	if err := r.run(ctx, out, "commit", "--no-verify", "--no-edit", "--cleanup=strip", "-m", opt.Message); err != nil {
-		return res, err
-	}
-	id, err := r.output(ctx, "rev-parse", "--verify", "HEAD")
+	id, err := commitStaged(ctx, r, opt, lim, out)
 	if err != nil {
 		return res, err
 	}
-	res.Commit = strings.TrimSpace(string(id))
+	res.Commit = id
 	// The .git cannot change under a read-only mount; a host-side change
 	// during the commit is still reported.
 	if after, err := Inspect(opt.Card); err != nil || !after.Same(before) {

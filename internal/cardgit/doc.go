@@ -28,11 +28,22 @@
 //     would take for a bare repository): the container can create those
 //     anywhere in the card, and git run on the host inside one uses it.
 //   - Commit runs the student's commit with git on the host pinned to the
-//     card's recorded .git (--git-dir and --work-tree, identity checked),
-//     system config off, hooks, fsmonitor, pagers, editors, external diff,
-//     textconv, filters, merge drivers, credential helpers and network
-//     protocols disabled, and refuses configuration read from any file the
-//     container can write.
+//     card's recorded .git (--git-dir, identity checked), system config
+//     off, hooks, fsmonitor, pagers, editors, external diff, textconv,
+//     filters, merge drivers, credential helpers and network protocols
+//     disabled, and refuses configuration read from any file the
+//     container can write. The container keeps running and can swap any
+//     directory for a symlink between a listing and a read, so git never
+//     reads the card: stem walks it relative to descriptors with nothing
+//     followed (walk.go), reads each file through an O_PATH descriptor
+//     whose type it checked, writes the blobs into a quarantine object
+//     directory (objects.go), and git builds the tree from a private
+//     index with a shadow work tree holding only copies of the card's
+//     .gitignore files (stage.go); the tree is checked against what stem
+//     read before commit-tree, and the objects move in only then
+//     (commitstaged.go). Files, bytes and time are bounded.
+//   - Racy names the symlinks and repository pieces the container made,
+//     which make plain `git add` on the host racy while it runs.
 //
 // What it cannot do: stop plain `git`, run by the student on the host inside
 // a nested repository the container made, from using it. Check finds such

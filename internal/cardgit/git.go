@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // fixedOverrides are given to every git stem runs in a card, on its
@@ -66,8 +68,11 @@ var allowedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "
 // work tree, with the hardened environment and overrides.
 type runner struct {
 	git, card, gitDir string
-	env               []string
-	overrides         []setting
+	// workTree is git's work tree and working directory: the card for
+	// configuration, a private shadow directory for a commit.
+	workTree  string
+	env       []string
+	overrides []setting
 }
 
 // setting is one configuration key and its value.
@@ -116,30 +121,50 @@ func newRunner(git, card, gitDir string, callerEnv []string) *runner {
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	return &runner{git: git, card: card, gitDir: gitDir, env: env, overrides: fixed()}
+	return &runner{git: git, card: card, gitDir: gitDir, workTree: card, env: env, overrides: fixed()}
+}
+
+// with is a copy of r whose commands also get the variables extra.
+func (r *runner) with(extra ...string) *runner {
+	c := *r
+	c.env = append(append([]string{}, r.env...), extra...)
+	return &c
 }
 
 // command builds a git command: --no-pager, the pinned --git-dir and
-// --work-tree, then args; it runs in the card root. The overrides go in
+// --work-tree, then args; it runs in the work tree. The overrides go in
 // GIT_CONFIG_COUNT/KEY_n/VALUE_n (the command line's precedence, and a
 // driver name holding "=" cannot split a key from its value as in -c).
 func (r *runner) command(ctx context.Context, args ...string) *exec.Cmd {
-	argv := append([]string{"--no-pager", "--git-dir=" + r.gitDir, "--work-tree=" + r.card}, args...)
+	argv := append([]string{"--no-pager", "--git-dir=" + r.gitDir, "--work-tree=" + r.workTree}, args...)
 	cmd := exec.CommandContext(ctx, r.git, argv...)
-	cmd.Dir = r.card
+	cmd.Dir = r.workTree
 	env := append([]string{}, r.env...)
 	env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(r.overrides)))
 	for i, o := range r.overrides {
 		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, o.key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, o.value))
 	}
 	cmd.Env = env
+	// Its own process group: a Ctrl-C reaches stemctl, which cancels ctx,
+	// and git then gets SIGTERM, on which it removes its lock files.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	return cmd
 }
 
 // output runs git and returns its standard output; a failure carries its
 // standard error.
 func (r *runner) output(ctx context.Context, args ...string) ([]byte, error) {
+	return r.outputIn(ctx, nil, args...)
+}
+
+// outputIn is output with stdin as git's standard input.
+func (r *runner) outputIn(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
 	cmd := r.command(ctx, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -89,6 +89,11 @@ func gitStatus(ctx context.Context, st *Status) {
 	}
 	err := cardgit.CheckRunning(ctx, rec.CardPath, rec.Git, pid)
 	if err == nil {
+		if pid > 0 {
+			if fs, n, _ := cardgit.Racy(ctx, rec.CardPath, 5); n > 0 {
+				st.GitNote = cardgit.RacyNote(fs, n)
+			}
+		}
 		return
 	}
 	var ce *cardgit.Error

@@ -46,6 +46,9 @@ type Status struct {
 	// Git lists what makes git on the host unsafe in the card (also in
 	// Problems, with what to do).
 	Git []cardgit.Problem `json:"git_problems,omitempty"`
+	// GitNote says that plain git add on the host is racy in this card
+	// (symlinks or repository pieces the container made); not a problem.
+	GitNote string `json:"git_note,omitempty"`
 }
 
 // CardState is the card-side copy of an instance's record

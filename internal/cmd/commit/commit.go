@@ -48,6 +48,14 @@ signing program or network protocol, and it refuses configuration included
 from a file in the card. A card whose .git was replaced, or that holds a
 nested repository, is refused with the paths and what to do.
 
+git never reads the card itself: stem reads each file with no symlink
+followed (a symlink is committed as its link text), so whatever the
+container does meanwhile, the commit holds only what the card holds. A
+FIFO, socket or device to be committed is refused, and so is a card past
+20,000 files, 100 MiB for one file or 1 GiB in all (list such files in
+.gitignore). Plain git add on the host while the container runs is racy:
+commit with stemctl commit, or stop the instance first (stemctl down).
+
 Push, pull and look at history with git as usual in the card's root directory.`,
 		Example: `  stemctl commit -m "task 4: bss cleared before main"
   stemctl commit hazard3-sim-inf-bss-t4 -m "first try"`,

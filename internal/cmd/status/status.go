@@ -103,6 +103,9 @@ func Print(w io.Writer, st instance.Status) {
 	for _, p := range st.Problems {
 		fmt.Fprintf(w, "problem    %s\n", p)
 	}
+	if st.GitNote != "" {
+		fmt.Fprintf(w, "git        %s\n", st.GitNote)
+	}
 	if st.Hint != "" {
 		fmt.Fprintf(w, "fix        %s\n", st.Hint)
 	}
