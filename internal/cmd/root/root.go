@@ -16,6 +16,7 @@ import (
 	classcmd "github.com/stem-edu/stem/internal/cmd/class"
 	"github.com/stem-edu/stem/internal/cmd/commit"
 	"github.com/stem-edu/stem/internal/cmd/debug"
+	doctorcmd "github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/cmd/down"
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
 	"github.com/stem-edu/stem/internal/cmd/list"
@@ -77,6 +78,7 @@ that same session through stem-mcp.`,
 		classcmd.NewCmdClass(f),
 		agentcmd.NewCmdAgent(f),
 		approvals.NewCmdApprovals(f, nil),
+		doctorcmd.NewCmdDoctor(f, nil),
 	)
 	return cmd
 }
