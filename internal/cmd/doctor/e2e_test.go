@@ -2,9 +2,11 @@ package doctor_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,6 +37,31 @@ func doctorJSON(t *testing.T, a *testenv.Account, want int) cmddoctor.Report {
 	var rep cmddoctor.Report
 	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
 		t.Fatalf("doctor --json: %v\n%s", err, r.Stdout)
+	}
+	return rep
+}
+
+// labDoctor runs root's stemctl lab doctor NAME --json (bin must be
+// readable by the account: it runs this stemctl as NAME).
+func labDoctor(t *testing.T, bin, name string, want int) cmddoctor.Report {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	cmd := exec.Command(filepath.Join(bin, "stemctl"), "lab", "doctor", name, "--json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != want {
+		t.Fatalf("lab doctor %s: exit %d (want %d)\n%s\n%s", name, code, want, stdout.String(), stderr.String())
+	}
+	var rep cmddoctor.Report
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("lab doctor --json: %v\n%s", err, stdout.String())
 	}
 	return rep
 }
@@ -101,6 +128,19 @@ func TestDoctorAccounts(t *testing.T) {
 			t.Errorf("runtime: %+v", c)
 		}
 	})
+	t.Run("lab doctor of a ready student", func(t *testing.T) {
+		// lab doctor uses the account's own default workspace.
+		ws := filepath.Join(s.Home, "dev", "workspace", "stem")
+		if out, err := exec.Command("sh", "-c", `mkdir -p "$1" && cp -a "$2"/. "$1"/ && chown -R "$3" "$4"`, "sh",
+			ws, filepath.Join(testenv.RepoRoot(), "examples", "workspace"), fmt.Sprintf("%d:%d", s.UID, s.GID), filepath.Join(s.Home, "dev")).CombinedOutput(); err != nil {
+			t.Fatalf("workspace: %v %s", err, out)
+		}
+		rep := labDoctor(t, a.Bin, s.Name, 0)
+		requiredOK(t, rep)
+		if rep.User != s.Name || rep.UID != s.UID || !strings.Contains(check(t, rep, "workspace").Detail, ws) {
+			t.Errorf("not run as %s (%d): %+v", s.Name, s.UID, rep)
+		}
+	})
 	t.Run("student without a runtime directory", func(t *testing.T) {
 		away := s.Runtime + ".away"
 		if err := os.Rename(s.Runtime, away); err != nil {
@@ -119,10 +159,11 @@ func TestDoctorAccounts(t *testing.T) {
 		s2 := student.New(t)
 		a2 := s2.Account(t, bin)
 		usermod(t, "--del-subuids", subLine(t, "/etc/subuid", s2.Name), "--del-subgids", subLine(t, "/etc/subgid", s2.Name), s2.Name)
-		rep := doctorJSON(t, a2, 1)
-		c := check(t, rep, "subordinate-ids")
-		if c.Status != doctor.Fail || !strings.Contains(c.Fix, "usermod --add-subuids ") || !strings.HasSuffix(c.Fix, " "+s2.Name) {
-			t.Errorf("%+v", c)
+		for _, rep := range []cmddoctor.Report{doctorJSON(t, a2, 1), labDoctor(t, a2.Bin, s2.Name, 1)} {
+			c := check(t, rep, "subordinate-ids")
+			if c.Status != doctor.Fail || !strings.Contains(c.Fix, "usermod --add-subuids ") || !strings.HasSuffix(c.Fix, " "+s2.Name) {
+				t.Errorf("%+v", c)
+			}
 		}
 	})
 }

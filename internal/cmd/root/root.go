@@ -19,6 +19,7 @@ import (
 	doctorcmd "github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/cmd/down"
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
+	labcmd "github.com/stem-edu/stem/internal/cmd/lab"
 	"github.com/stem-edu/stem/internal/cmd/list"
 	"github.com/stem-edu/stem/internal/cmd/mcp"
 	"github.com/stem-edu/stem/internal/cmd/rm"
@@ -79,6 +80,7 @@ that same session through stem-mcp.`,
 		agentcmd.NewCmdAgent(f),
 		approvals.NewCmdApprovals(f, nil),
 		doctorcmd.NewCmdDoctor(f, nil),
+		labcmd.NewCmdLab(f),
 	)
 	return cmd
 }
