@@ -136,11 +136,13 @@ func checkRuntimeDir(e *Env) Result {
 	case st != nil && int(st.Uid) != e.UID:
 		r.Status, r.Detail = Fail, fmt.Sprintf("%s belongs to uid %d, not %s", e.Runtime, st.Uid, e.User)
 		fix = e.asRoot(fmt.Sprintf("chown %s:%d %s", e.User, e.GID, e.Runtime))
-	case fi.Mode().Perm() != 0o700:
-		r.Status, r.Detail = Fail, fmt.Sprintf("%s has mode %04o, not 0700: other accounts could reach the sockets there", e.Runtime, fi.Mode().Perm())
-		fix = "chmod 0700 " + e.Runtime
+	case fi.Mode().Perm()&0o066 != 0:
+		// Search (x) for others is what rootless Podman leaves once a
+		// container on mapped ids ran (0711): they need to pass through.
+		r.Status, r.Detail = Fail, fmt.Sprintf("%s has mode %04o: other accounts could list or make files there, next to the sockets", e.Runtime, fi.Mode().Perm())
+		fix = "chmod go-rw " + e.Runtime
 	default:
-		r.Status, r.Detail = OK, e.Runtime+" (0700, yours)"
+		r.Status, r.Detail = OK, fmt.Sprintf("%s (%04o, yours)", e.Runtime, fi.Mode().Perm())
 		return r
 	}
 	r.Fix = fix

@@ -79,8 +79,12 @@ func TestRuntimeDir(t *testing.T) {
 	if r := checkRuntimeDir(e); r.Status != OK {
 		t.Fatalf("control: %+v", r)
 	}
+	os.Chmod(e.Runtime, 0o711)
+	if r := checkRuntimeDir(e); r.Status != OK {
+		t.Fatalf("mode 0711 (rootless Podman's): %+v", r)
+	}
 	os.Chmod(e.Runtime, 0o755)
-	if r := checkRuntimeDir(e); r.Status != Fail || r.Fix != "chmod 0700 "+e.Runtime {
+	if r := checkRuntimeDir(e); r.Status != Fail || r.Fix != "chmod go-rw "+e.Runtime {
 		t.Fatalf("mode 0755: %+v", r)
 	}
 	e.UID++
