@@ -110,9 +110,10 @@ type TermSize struct{ Rows, Cols int }
 
 // Image is a local image.
 type Image struct {
-	ID      string    `json:"id"`
-	Names   []string  `json:"names"`
-	Created time.Time `json:"created"`
+	ID      string            `json:"id"`
+	Names   []string          `json:"names"`
+	Created time.Time         `json:"created"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Engine is the container engine as stem uses it.

@@ -102,7 +102,7 @@ func subordinate(file, name, uid string) (start, count uint32, err error) {
 		}
 	}
 	if !found || count < 2 {
-		return 0, 0, fmt.Errorf("%w for %s in %s: stem runs your containers as one of them, so that nothing a container makes is yours on the host; ask an administrator to run `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s` (a range no other account uses)", ErrNoSubordinate, name, file, name)
+		return 0, 0, fmt.Errorf("%w for %s in %s: stem runs your containers as one of them, so that nothing a container makes is yours on the host; ask an administrator to run `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s` (a range no other account uses; `stemctl doctor` names a free one)", ErrNoSubordinate, name, file, name)
 	}
 	return start, count, nil
 }

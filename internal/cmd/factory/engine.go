@@ -20,7 +20,7 @@ func newEngine(ctx context.Context, f *cmdutil.Factory) (engine.Engine, error) {
 	}
 	e, err := podman.Connect(ctx, podman.Options{StartService: true, LogDir: d.State, Getenv: f.Getenv})
 	if err != nil {
-		return nil, fmt.Errorf("connect to Podman: %w", err)
+		return nil, fmt.Errorf("connect to Podman: %w\n  run `stemctl doctor` to check everything this account needs", err)
 	}
 	return e, nil
 }

@@ -17,8 +17,10 @@ import (
 	classcmd "github.com/stem-edu/stem/internal/cmd/class"
 	"github.com/stem-edu/stem/internal/cmd/commit"
 	"github.com/stem-edu/stem/internal/cmd/debug"
+	doctorcmd "github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/cmd/down"
 	execcmd "github.com/stem-edu/stem/internal/cmd/exec"
+	labcmd "github.com/stem-edu/stem/internal/cmd/lab"
 	"github.com/stem-edu/stem/internal/cmd/list"
 	"github.com/stem-edu/stem/internal/cmd/mcp"
 	policycmd "github.com/stem-edu/stem/internal/cmd/policy"
@@ -84,6 +86,8 @@ that same session through stem-mcp.`,
 		allow.NewCmdAllow(f, nil),
 		allow.NewCmdDisallow(f, nil),
 		policycmd.NewCmdPolicy(f, nil),
+		doctorcmd.NewCmdDoctor(f, nil),
+		labcmd.NewCmdLab(f),
 	)
 	return cmd
 }

@@ -66,7 +66,7 @@ func (e *Engine) ImageInspect(ctx context.Context, ref string) (v engine.Image, 
 	if r == nil || r.ImageData == nil {
 		return engine.Image{}, fmt.Errorf("image %s: empty answer from the service", ref)
 	}
-	img := engine.Image{ID: r.ID, Names: r.RepoTags}
+	img := engine.Image{ID: r.ID, Names: r.RepoTags, Labels: r.Labels}
 	if r.Created != nil {
 		img.Created = *r.Created
 	}

@@ -53,7 +53,8 @@ const (
 		"(try `runc --version`): install runc or crun (apt-get install runc), or fix [engine] runtime " +
 		`in containers.conf, then restart the Podman service`
 	hintImage = `stem's images are built locally, never pulled: run ` +
-		"`make images` (scripts/build-images.sh) in the stem checkout"
+		"`make images` (scripts/build-images.sh) in the stem checkout; " +
+		"`stemctl doctor` lists every image this account lacks and how to get it"
 	hintPermission = `the Podman socket belongs to another user. Use your own rootless service ` +
 		"(`systemctl --user enable --now podman.socket`, and unset CONTAINER_HOST), " +
 		`or run stem as the socket's owner`

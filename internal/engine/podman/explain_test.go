@@ -42,6 +42,7 @@ func TestExplainErrorMessages(t *testing.T) {
 		{"runtime cannot run", errors.New("/usr/bin/crun: error while loading shared libraries: libyajl.so.2: cannot open shared object file: No such file or directory: OCI runtime attempted to invoke a command that was not found"), "install runc or crun"},
 		{"image", errors.New("localhost/stem-rp2350:latest: image not known"), "make images"},
 		{"image not found", fmt.Errorf("image x: %w", engine.ErrNotFound), "make images"},
+		{"image: doctor", fmt.Errorf("image x: %w", engine.ErrNotFound), "`stemctl doctor` lists every image"},
 		{"socket permission", dialErr(syscall.EACCES), "systemctl --user enable --now podman.socket"},
 		{"socket missing", dialErr(syscall.ENOENT), "podman system service --time=0 unix:///run/user/1000/podman/podman.sock"},
 		{"socket refused", dialErr(syscall.ECONNREFUSED), "podman system service --time=0 unix:///run/user/1000/podman/podman.sock"},
