@@ -5,33 +5,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/decision"
 	"github.com/stem-edu/stem/internal/termtext"
-	"github.com/stem-edu/stem/internal/tmux"
 )
 
 // Approvals: a call of a tool the task's agent policy lists in approve
-// waits for the student's yes or no, asked in the status line of their
-// tmux (tmux.Question: only a keyboard answers, so no tool of an agent
-// below full can). Each answer covers one call; no answer within the
-// timeout is a no. The request, the decision (with the tmux client that
-// gave it) and an expiry are in the audit log; the request is written
-// before the student is asked, so an approval that cannot be audited is
-// never asked for.
+// waits for the student's yes or no, asked on the host
+// (internal/decision): `stemctl attach` shows it in a line of its own
+// below the container's screen and reads the answer from the student's
+// real keyboard, or `stemctl approvals` answers it. Nothing in the
+// container — its tmux and clients, its Neovim, the card — can answer,
+// because the question and its answer never pass through it. Each answer
+// covers one call; no answer within the timeout is a no. The request, the
+// decision (with the host input that gave it) and an expiry are in the
+// audit log; the request is written before the student is asked, so an
+// approval that cannot be audited is never asked for.
 
 const (
 	defaultApprovalTimeout = time.Minute
-	// approvalPoll is how often the answer is looked for: one control-mode
-	// round trip (tens of microseconds) each.
-	approvalPoll  = 2 * time.Millisecond
-	maxActionText = 160
-	// approveWhile is how long the student's 'a' answer covers every
-	// approval of this client (one agent, one teacher grant).
+	maxActionText          = 160
+	// approveWhile is how long the student's "allow it all for a while"
+	// covers every approval of this client (one agent, one teacher grant).
 	approveWhile = 10 * time.Minute
 )
 
@@ -69,8 +68,10 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 		ttl = defaultApprovalTimeout
 	}
 	action := actionText(d.tool.Name, req)
-	// tmux splits a prompt at commas (one prompt per argument).
-	prompt := fmt.Sprintf("stem: %s wants %s - y: allow once  a: allow it all for %d min  n: no", s.requester(), strings.ReplaceAll(action, ",", ";"), int(approveWhile/time.Minute))
+	spool, err := decision.Open(s.dirs.State, c.target().Record.Instance)
+	if err != nil {
+		return true, &policyError{fmt.Sprintf("the task's agent policy wants the student's approval, which cannot be asked for (%v): nothing was done", err)}
+	}
 	e := s.callEntry(audit.ApprovalRequest, d.tool.Name, digest)
 	e.Detail = s.requester() + " wants " + action
 	actx, cancel := context.WithTimeout(ctx, auditTimeout)
@@ -84,28 +85,28 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 		e.Intent, e.Result, e.Detail = request.Seq, result, detail
 		s.appendAudit(context.WithoutCancel(ctx), e)
 	}
-	q, err := c.tmux.Ask(ctx, prompt)
-	if err != nil {
-		closing(audit.ApprovalDecision, "refused", "could not ask: "+err.Error())
-		if errors.Is(err, tmux.ErrNoStudentClient) {
-			return true, &policyError{"the task's agent policy wants the student's approval for " + d.tool.Name + ", and " + err.Error() + ": nothing was done"}
-		}
-		return true, &policyError{fmt.Sprintf("the student's approval could not be asked for (%v): nothing was done", err)}
+	q := decision.Question{
+		Kind:    "approval",
+		From:    s.requester(),
+		Text:    s.requester() + " wants " + action,
+		Choices: []decision.Choice{decision.Yes, decision.No, decision.While},
+		Expires: time.Now().Add(ttl),
 	}
-	wctx, wcancel := context.WithTimeout(ctx, ttl)
-	defer wcancel()
-	ans, err := q.Wait(wctx, approvalPoll)
+	ans, err := spool.Ask(ctx, q)
 	switch {
-	case err == nil && ans == tmux.Yes:
-		closing(audit.ApprovalDecision, "granted", "the student, at tmux client "+q.Client)
+	case err == nil && ans.Choice == decision.Yes:
+		closing(audit.ApprovalDecision, "granted", "the student, at "+ans.Input)
 		return true, nil
-	case err == nil && ans == tmux.YesForAWhile:
+	case err == nil && ans.Choice == decision.While:
 		until := s.approveFor(approveWhile)
-		closing(audit.ApprovalDecision, "granted", fmt.Sprintf("the student, at tmux client %s, for this client until %s UTC", q.Client, until.UTC().Format(time.TimeOnly)))
+		closing(audit.ApprovalDecision, "granted", fmt.Sprintf("the student, at %s, for this client until %s UTC", ans.Input, until.UTC().Format(time.TimeOnly)))
 		return true, nil
 	case err == nil:
-		closing(audit.ApprovalDecision, "denied", "the student, at tmux client "+q.Client)
+		closing(audit.ApprovalDecision, "denied", "the student, at "+ans.Input)
 		return true, &policyError{"the student said no to this " + d.tool.Name + " call: nothing was done"}
+	case errors.Is(err, decision.ErrNobodyToAsk):
+		closing(audit.ApprovalDecision, "refused", "could not ask: "+err.Error())
+		return true, &policyError{"the task's agent policy wants the student's approval for " + d.tool.Name + ", and " + err.Error() + ": nothing was done"}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		closing(audit.ApprovalExpired, "refused", fmt.Sprintf("no answer within %s", ttl))
 		return true, &policyError{fmt.Sprintf("the student did not answer within %s: nothing was done (ask again, or tell them what you want to do)", ttl)}

@@ -4,17 +4,19 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/decision"
 )
 
 // BenchmarkApprovalRoundTrip is an approved call's time without the
-// student's reaction: from the call to the question on the student's
-// terminal (audit entry, list-clients, command-prompt, tmux's redraw),
-// plus from the key to the result (tmux running the answer, the poll,
-// the audit entry, the tool itself). approval-p50-ms subtracts the same
-// call made without approval.
+// student's reaction: from the call to the question in the host spool
+// (audit entry, the question file; a host input's own poll aside), plus
+// from the answer to the result (the asker's poll, the audit entry, the
+// tool itself). approval-p50-ms subtracts the same call made without
+// approval.
 func BenchmarkApprovalRoundTrip(b *testing.B) {
 	in := fixture(b)
-	term := attachTerminal(b, in)
+	h := hostInput(b, in)
 	s := connect(b, in, "assist")
 	s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
 	hint := map[string]any{"path": "t1/words.c", "line": 3, "text": "look here"}
@@ -30,15 +32,12 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 	var rts, asks, answers []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m := term.mark()
 		t0 := time.Now()
 		res := s.async("nvim_hint", hint)
-		if !term.waitFor(m, "y: allow once", 10*time.Second) {
-			b.Fatal("no question")
-		}
+		q := h.question()
 		asked := time.Since(t0)
 		t2 := time.Now()
-		term.press("y")
+		h.answer(q, decision.Yes)
 		if r := <-res; r.err != nil || r.etext != "" {
 			b.Fatalf("%v %s", r.err, r.etext)
 		}

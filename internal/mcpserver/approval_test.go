@@ -1,9 +1,10 @@
 package mcpserver_test
 
-// Approvals against a real tmux with the student at a real terminal: a
-// tmux client attached through a pseudo-terminal, whose keyboard is the
-// pty's master. The student answers with keys; agents try every way they
-// have to answer for themselves.
+// Approvals are asked and answered on the host (internal/decision): the
+// student's answers here come through the host spool, as `stemctl attach`
+// and `stemctl approvals` give them. Agents, and a tmux client of the
+// container's own at a real terminal, try every way they have to answer
+// for themselves.
 
 import (
 	"bytes"
@@ -18,6 +19,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/decision"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -101,35 +103,80 @@ func (s *session) async(name string, args map[string]any) <-chan callResult {
 	return ch
 }
 
+// host is the student's host input: it shows the instance's questions
+// and answers them as the test says.
+type host struct {
+	t     testing.TB
+	spool *decision.Spool
+}
+
+func hostInput(t testing.TB, in *testenv.Instance) *host {
+	t.Helper()
+	sp, err := decision.Open(in.Dirs.State, in.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := sp.Attend("host terminal /dev/pts/test (stemctl attach)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return &host{t: t, spool: sp}
+}
+
+// question waits for the one open question.
+func (h *host) question() decision.Question {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if qs, err := h.spool.Pending(); err == nil && len(qs) > 0 {
+			return qs[0]
+		}
+		time.Sleep(time.Millisecond) // polling a condition
+	}
+	h.t.Fatal("no question on the host within 10s")
+	return decision.Question{}
+}
+
+func (h *host) answer(q decision.Question, c decision.Choice) {
+	h.t.Helper()
+	if err := h.spool.Answer(decision.Answer{ID: q.ID, Choice: c, Input: "host terminal /dev/pts/test (stemctl attach)"}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func TestApprovals(t *testing.T) {
 	in := fixture(t)
 	st := studentOf(t, in)
 	shell := st.pane("shell")
 	st.waitPrompt(shell)
 	in.Tmux(t, "set", "-p", "-t", shell, "@stem_allow", "1")
-	term := attachTerminal(t, in)
 	in.SetAgentPolicy(t, `approve = ["nvim_hint"]`)
 	s := connect(t, in, "assist", "--approval-timeout", "4s")
 	s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
 	hint := map[string]any{"path": "t1/words.c", "line": 3, "text": "look here"}
-	const question = "y: allow once  a: allow it all for 10 min  n: no"
 
+	t.Run("nobody to ask", func(t *testing.T) {
+		// No host input shows questions: refused at once, not after
+		// the timeout.
+		start := time.Now()
+		_, etext, err := s.call("nvim_hint", hint)
+		if err != nil || !strings.Contains(etext, "no stem terminal open on the host") {
+			t.Fatalf("asked with nobody on the host: %v %q", err, etext)
+		}
+		if el := time.Since(start); el >= 4*time.Second {
+			t.Fatalf("refused after %s: it waited for the timeout", el)
+		}
+	})
+
+	h := hostInput(t, in)
 	t.Run("accepted", func(t *testing.T) {
-		m := term.mark()
 		res := s.async("nvim_hint", hint)
-		if !term.waitFor(m, question, 10*time.Second) {
-			term.mu.Lock()
-			tail := term.out.String()[m:]
-			term.mu.Unlock()
-			t.Fatalf("the student's terminal shows no question: %q", tail[max(0, len(tail)-1200):])
+		q := h.question()
+		if !strings.Contains(q.Text, "nvim_hint") || !strings.Contains(q.Text, "look here") || q.Kind != "approval" {
+			t.Fatalf("the question does not show the exact action: %+v", q)
 		}
-		term.mu.Lock()
-		shown := term.out.String()[m:]
-		term.mu.Unlock()
-		if !strings.Contains(shown, "nvim_hint") || !strings.Contains(shown, "look here") {
-			t.Fatalf("the question does not show the exact action: %q", shown)
-		}
-		term.press("y")
+		h.answer(q, decision.Yes)
 		r := <-res
 		if r.err != nil || r.etext != "" {
 			t.Fatalf("accepted: %v %s", r.err, r.etext)
@@ -138,66 +185,62 @@ func TestApprovals(t *testing.T) {
 
 	t.Run("denied", func(t *testing.T) {
 		// Single use: the next call asks again.
-		m := term.mark()
 		res := s.async("nvim_hint", hint)
-		if !term.waitFor(m, question, 10*time.Second) {
-			t.Fatal("the second call was not asked about")
-		}
-		term.press("n")
+		h.answer(h.question(), decision.No)
 		if r := <-res; r.etext == "" || !strings.Contains(r.etext, "said no") {
 			t.Fatalf("denied: %v %q", r.err, r.etext)
 		}
 	})
 
 	t.Run("for a while", func(t *testing.T) {
-		m := term.mark()
 		res := s.async("nvim_hint", hint)
-		if !term.waitFor(m, question, 10*time.Second) {
-			t.Fatal("no question")
-		}
-		term.press("a")
+		h.answer(h.question(), decision.While)
 		if r := <-res; r.err != nil || r.etext != "" {
 			t.Fatalf("allowed for a while: %v %s", r.err, r.etext)
 		}
-		// The next call is not asked about: it returns with no key
-		// pressed, and no new question shows.
-		m = term.mark()
+		// The next call is not asked about: it returns with nobody
+		// answering.
 		s.ok("nvim_hint", hint)
-		term.mu.Lock()
-		again := bytes.Contains(term.out.Bytes()[m:], []byte(question))
-		term.mu.Unlock()
-		if again {
-			t.Fatal("asked again within the student's 10 minutes")
-		}
 	})
 
-	t.Run("expired, while agents try to answer it", func(t *testing.T) {
-		// Another agent: the student's "a" above covers only that one.
+	t.Run("expired, while agents and the container's own terminal try to answer it", func(t *testing.T) {
+		// Another agent: the student's "for a while" above covers only
+		// that one.
 		other := connect(t, in, "assist", "--approval-timeout", "4s")
 		full := connect(t, in, "full")
-		m := term.mark()
+		// A tmux client of the container's, at a real terminal, the
+		// most recently active: its keys are a keyboard to tmux.
+		attacker := attachTerminal(t, in)
 		start := time.Now()
 		res := other.async("nvim_hint", hint)
-		if !term.waitFor(m, question, 10*time.Second) {
-			t.Fatal("no question")
-		}
+		h.question()
 		// Every way the agents have to press y: keys into the allowed
 		// pane (assist), into any pane and the editor (full), a shell
-		// command in the session (full), Neovim's input (full).
+		// command in the session (full), Neovim's input (full); and
+		// the attacker's terminal typing y and a.
 		edit := st.pane("edit")
 		other.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "y"})
 		full.ok("pane_send_keys", map[string]any{"pane": edit, "keys": "y"})
 		full.ok("pane_send_keys", map[string]any{"pane": shell, "keys": "{C-u}"})
 		full.ok("pane_run", map[string]any{"pane": shell, "command": "tmux send-keys y; tmux send-keys Enter; true"})
 		full.ok("nvim_lua", map[string]any{"code": "vim.api.nvim_input('y')"})
+		attacker.press("y")
+		attacker.press("a")
 		r := <-res
 		if r.etext == "" || !strings.Contains(r.etext, "did not answer within 4s") {
-			t.Fatalf("an agent answered its own approval: %v %q", r.err, r.etext)
+			t.Fatalf("something in the session answered the approval: %v %q", r.err, r.etext)
 		}
 		if el := time.Since(start); el < 4*time.Second {
 			t.Fatalf("refused after %s, before the timeout", el)
 		}
-		term.press("\x1b") // the student dismisses the stale question
+		// Control: the attacker's terminal is a keyboard to tmux — it
+		// answers a question asked in tmux, where approvals were asked.
+		opt := "@stem_control_" + decision.NewID()[:8]
+		in.Tmux(t, "command-prompt", "-b", "-1", "-p", "question", "set -gq "+opt+" %1")
+		attacker.press("y")
+		waitUntil(t, 10*time.Second, "the attacker's key answering a tmux prompt", func() bool {
+			return strings.TrimSpace(in.Tmux(t, "show", "-gqv", opt)) == "y"
+		})
 	})
 
 	t.Run("audit", func(t *testing.T) {
@@ -215,13 +258,13 @@ func TestApprovals(t *testing.T) {
 					got = append(got, "within")
 					continue
 				}
-				if e.Intent == 0 || (e.Event == audit.ApprovalDecision && !strings.Contains(e.Detail, "the student, at tmux client")) {
-					t.Errorf("decision without its request or who decided: %+v", e)
+				if e.Intent == 0 || (e.Event == audit.ApprovalDecision && e.Result != "refused" && !strings.Contains(e.Detail, "the student, at host terminal /dev/pts/test (stemctl attach)")) {
+					t.Errorf("decision without its request or the host input that decided: %+v", e)
 				}
 				got = append(got, e.Result)
 			}
 		}
-		if want := []string{"request", "granted", "request", "denied", "request", "granted", "within", "request", "refused"}; !slices.Equal(got, want) {
+		if want := []string{"request", "refused", "request", "granted", "request", "denied", "request", "granted", "within", "request", "refused"}; !slices.Equal(got, want) {
 			t.Fatalf("approval entries %v, want %v", got, want)
 		}
 	})

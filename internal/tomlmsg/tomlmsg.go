@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // typeErrRE matches BurntSushi/toml's message for a value of the wrong type.
@@ -29,7 +31,13 @@ func kind(t string) string {
 // string") as "line 4: tasks.id must be a string, not a number (quote it: "4")".
 // A field's own ValueError is put on its line the same way. Other errors
 // are returned unchanged.
-func Explain(err error) error {
+func Explain(err error) error { return ExplainIn(nil, err) }
+
+// ExplainIn is Explain with the file's text, so a wrong-type error is put
+// on the line of the value that has that type: the decoder reports the
+// line of the last definition of the key, which for a key in an array of
+// tables ([[tasks]]) is often another task's.
+func ExplainIn(data []byte, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -41,7 +49,13 @@ func Explain(err error) error {
 		return err
 	}
 	want, got := kind(m[4]), kind(m[3])
-	msg := fmt.Sprintf("line %s: %s must be %s, not %s", m[1], m[2], want, got)
+	line := m[1]
+	if data != nil {
+		if n := findKey(data, splitKey(m[2]), func(v string) bool { return valueKind(v) == got }); n > 0 {
+			line = strconv.Itoa(n)
+		}
+	}
+	msg := fmt.Sprintf("line %s: %s must be %s, not %s", line, m[2], want, got)
 	switch {
 	case want == "a string" && got == "a number":
 		msg += ` (put it in quotes, e.g. id = "4")`
@@ -49,4 +63,23 @@ func Explain(err error) error {
 		msg += ` (put it in brackets, e.g. ["native-amd64"])`
 	}
 	return errors.New(msg)
+}
+
+// valueKind is the kind of a TOML value as written, in kinds' words.
+func valueKind(v string) string {
+	switch {
+	case v == "":
+		return ""
+	case v[0] == '"' || v[0] == '\'':
+		return "a string"
+	case v[0] == '[':
+		return "a list"
+	case v[0] == '{':
+		return "a table"
+	case strings.HasPrefix(v, "true") || strings.HasPrefix(v, "false"):
+		return "true or false"
+	case strings.ContainsAny(v[:1], "0123456789+-") || strings.HasPrefix(v, "inf") || strings.HasPrefix(v, "nan"):
+		return "a number"
+	}
+	return ""
 }

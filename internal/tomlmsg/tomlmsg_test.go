@@ -2,6 +2,7 @@ package tomlmsg
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
@@ -38,5 +39,46 @@ func TestExplain(t *testing.T) {
 	other := errors.New("x")
 	if Explain(other) != other {
 		t.Error("other error rewritten")
+	}
+}
+
+func TestExplainInFindsTheValuesLine(t *testing.T) {
+	var v struct {
+		Tasks []struct {
+			ID string `toml:"id"`
+		} `toml:"tasks"`
+	}
+	data := "[[tasks]]\nid = 1\n\n[[tasks]]\nid = \"2\"\n\n[[tasks]]\nid = \"3\"\n"
+	_, err := toml.Decode(data, &v)
+	got := ExplainIn([]byte(data), err)
+	if got == nil || !strings.HasPrefix(got.Error(), "line 2: tasks.id must be a string") {
+		t.Fatalf("%v (decoder: %v)", got, err)
+	}
+}
+
+func TestUnknown(t *testing.T) {
+	type commands struct {
+		Build string `toml:"build"`
+		Test  string `toml:"test"`
+	}
+	var v struct {
+		Schema   int      `toml:"schema"`
+		Defaults commands `toml:"defaults"`
+		Tasks    []struct {
+			ID     string `toml:"id"`
+			Agents struct {
+				MaxLevel string `toml:"max_level"`
+			} `toml:"agents"`
+		} `toml:"tasks"`
+	}
+	data := "schema = 1\n[defaults]\nbulid = \"make\"\n\n[[tasks]]\nid = \"1\"\n[tasks.agents]\nmax_levl = \"observe\"\ncolour = 1\n"
+	md, err := toml.Decode(data, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Unknown([]byte(data), v, md.Undecoded())
+	want := `line 3: unknown key defaults.bulid (did you mean "build"?); line 8: unknown key tasks.agents.max_levl (did you mean "max_level"?); line 9: unknown key tasks.agents.colour`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }

@@ -82,7 +82,7 @@ func TestAgentPolicyBadValues(t *testing.T) {
 		{head + "[tasks.agents]\n\napprove = [\"pane_run\", \"rm_rf\"]\n", `line 7: tasks.agents.approve names "rm_rf", which is not a stem-mcp tool (tools: nvim_open,`},
 		{head + "[tasks.agents]\nhints = \"yes\"\n", `line 6: tasks.agents.hints must be true or false, not a string`},
 		{head + "[tasks.agents]\napprove = \"task_action\"\n", `line 6: tasks.agents.approve must be a list, not a string`},
-		{head + "[tasks.agents]\nmax_levl = \"observe\"\n", `unknown keys tasks.agents.max_levl`},
+		{head + "[tasks.agents]\nmax_levl = \"observe\"\n", `line 6: unknown key tasks.agents.max_levl (did you mean "max_level"?)`},
 		{"schema = 1\n[defaults.agents]\nmax_level = \"admin\"\n" + task, `line 3: defaults.agents.max_level = "admin" is not a level`},
 		{head + "agents = { max_level = 3 }\n", `line 5: tasks.agents.max_level = "3" is not a level`},
 		// full with edits none: full edits through its shell.

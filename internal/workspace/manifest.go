@@ -144,14 +144,10 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	var m Manifest
 	md, err := toml.Decode(string(data), &m)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w (see docs/manifest.md)", name, tomlmsg.Explain(err))
+		return nil, fmt.Errorf("parse %s: %w (see docs/manifest.md)", name, tomlmsg.ExplainIn(data, err))
 	}
 	if undec := md.Undecoded(); len(undec) > 0 {
-		keys := make([]string, len(undec))
-		for i, k := range undec {
-			keys[i] = k.String()
-		}
-		return nil, fmt.Errorf("parse %s: unknown keys %s (see docs/manifest.md)", name, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("parse %s: %s (see docs/manifest.md)", name, tomlmsg.Unknown(data, m, undec))
 	}
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

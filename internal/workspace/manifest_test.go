@@ -144,12 +144,12 @@ func TestParseManifestErrors(t *testing.T) {
 		want string // substring of the error
 	}{
 		{"not toml", "schema = = 1", "parse"},
-		{"unknown top-level key", task("") + "\nauthor = \"x\"\n", "unknown keys"},
+		{"unknown top-level key", task("") + "\nauthor = \"x\"\n", "unknown key"},
 		{"unknown top-level key names it", "schema = 1\nauthor = \"x\"\n[[tasks]]\nid = \"1\"\nprofiles = [\"native-amd64\"]\n", "author"},
 		{"unknown task key", task("bulid = \"make\"\n"), "tasks.bulid"},
 		{"unknown defaults key", "schema = 1\n[defaults]\nflash = \"x\"\n[[tasks]]\nid = \"1\"\nprofiles = [\"native-amd64\"]\n", "defaults.flash"},
 		{"unknown override key", "schema = 1\n[[tasks]]\nid = \"1\"\nprofiles = [\"rp2350\"]\n[tasks.overrides.rp2350-rv]\nbulid = \"x\"\n", "tasks.overrides.rp2350-rv.bulid"},
-		{"unknown table", task("[tasks.debugger]\nport = 1\n"), "unknown keys"},
+		{"unknown table", task("[tasks.debugger]\nport = 1\n"), "unknown key"},
 		{"schema missing", "[[tasks]]\nid = \"1\"\nprofiles = [\"native-amd64\"]\n", "schema = 0 is not supported"},
 		{"schema too new", "schema = 2\n[[tasks]]\nid = \"1\"\nprofiles = [\"native-amd64\"]\n", "schema = 2 is not supported"},
 		{"schema as string", "schema = \"1\"\n[[tasks]]\nid = \"1\"\nprofiles = [\"native-amd64\"]\n", "line 1: schema must be a number, not a string"},

@@ -305,7 +305,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"up", "native-amd64", "bad", "malformed", "1"}, code: 1, want: []string{"bad/malformed/stem.toml", "line ", "docs/manifest.md"}},
 		{args: []string{"up", "native-amd64", "bad", "types", "1"}, code: 1, want: []string{"schema must be a number"}},
 		{args: []string{"up", "native-amd64", "bad", "notlist", "1"}, code: 1, want: []string{"profiles must be a list"}},
-		{args: []string{"up", "native-amd64", "bad", "unknown", "1"}, code: 1, want: []string{"unknown keys", "colour", "tasks.comand"}},
+		{args: []string{"up", "native-amd64", "bad", "unknown", "1"}, code: 1, want: []string{"unknown key", "colour", "tasks.comand"}},
 		{args: []string{"up", "native-amd64", "bad", "badprofile", "1"}, code: 1, want: []string{`unknown profile "x86"`}},
 		{args: []string{"up", "native-amd64", "bad", "badid", "1"}, code: 1, want: []string{"id", "lower-case"}},
 		{args: []string{"up", "native-amd64", "bad", "updir", "1"}, code: 1, want: []string{"inside the card"}},

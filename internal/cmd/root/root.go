@@ -10,6 +10,7 @@ import (
 
 	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
 	agentcmd "github.com/stem-edu/stem/internal/cmd/agent"
+	"github.com/stem-edu/stem/internal/cmd/approvals"
 	"github.com/stem-edu/stem/internal/cmd/attach"
 	auditcmd "github.com/stem-edu/stem/internal/cmd/audit"
 	classcmd "github.com/stem-edu/stem/internal/cmd/class"
@@ -75,6 +76,7 @@ that same session through stem-mcp.`,
 		teacher.NewCmdTeacher(f),
 		classcmd.NewCmdClass(f),
 		agentcmd.NewCmdAgent(f),
+		approvals.NewCmdApprovals(f, nil),
 	)
 	return cmd
 }
