@@ -28,7 +28,7 @@ type Options struct {
 
 // NewCmdAttach builds the command.
 func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{F: f, Questions: spoolQuestions(f)}
 	cmd := &cobra.Command{
 		Use:   "attach INSTANCE",
 		Short: "Join the instance's tmux session from your terminal",
