@@ -29,9 +29,18 @@ func (r *Relay) lineText() string {
 		if n := len(r.pending); n > 1 {
 			more = fmt.Sprintf(" (1 of %d)", n)
 		}
-		return fmt.Sprintf("stem ▸ %s%s asks: %s%s  [Ctrl-] then %s]", note, clean(q.From), clean(q.Text), more, choiceKeys(q))
+		return fmt.Sprintf("stem ▸ %s%s%s  [Ctrl-] then %s]", note, questionText(q), more, choiceKeys(q))
 	}
 	return "stem ▸ " + note + clean(r.name)
+}
+
+// questionText is the question, led by who asks unless it already is.
+func questionText(q Question) string {
+	from, text := clean(q.From), clean(q.Text)
+	if from != "" && !strings.HasPrefix(text, from) {
+		text = from + ": " + text
+	}
+	return text
 }
 
 func choiceKeys(q Question) string {

@@ -213,7 +213,7 @@ func TestLineShowsQuestion(t *testing.T) {
 	r, term := newTestRelay(t, f)
 	term.Reset()
 	pend(t, r, q1)
-	want := string(lineBytes("stem ▸ agent codex asks: run test?  [Ctrl-] then y yes · n no · a allow all 10 min]", 24, 40))
+	want := string(lineBytes("stem ▸ agent codex: run test?  [Ctrl-] then y yes · n no · a allow all 10 min]", 24, 40))
 	if term.String() != want {
 		t.Fatalf("got %q\nwant %q", term.String(), want)
 	}

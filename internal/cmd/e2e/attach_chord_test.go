@@ -85,7 +85,7 @@ func TestAttachHostLineAnswers(t *testing.T) {
 
 	t.Run("typing answers nothing", func(t *testing.T) {
 		as := ask(ctx, t, sp, "run the tests (typing)")
-		waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex asks: run the tests (typing)"))
+		waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex: run the tests (typing)"))
 		typed := ""
 		for _, k := range []string{"a", "n", "d", " ", "s", "o", "y"} {
 			key(k)
@@ -118,7 +118,7 @@ func TestAttachHostLineAnswers(t *testing.T) {
 		t.Run("chord "+c.name, func(t *testing.T) {
 			text := "run the tests (" + c.name + ")"
 			as := ask(ctx, t, sp, text)
-			waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex asks: "+text))
+			waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex: "+text))
 			for i, k := range c.keys {
 				m := screen.mark()
 				key(k)
@@ -141,7 +141,7 @@ func TestAttachHostLineAnswers(t *testing.T) {
 
 	t.Run("the container's own keys answer nothing", func(t *testing.T) {
 		as := ask(ctx, t, sp, "run the tests (forged)")
-		waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex asks: run the tests (forged)"))
+		waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex: run the tests (forged)"))
 		// A client of the container's own, at a terminal.
 		evil := exec.Command("podman", "exec", "-it", "-e", "TERM=xterm-256color", cid, "tmux", "-S", sock, "attach-session", "-t", "stem")
 		ef, err := pty.StartWithSize(evil, &pty.Winsize{Cols: 160, Rows: 30})
