@@ -31,7 +31,7 @@ func BenchmarkAttachRelay(b *testing.B) {
 	r, _ := a.Run(nil, "status", inst, "--json")
 	sock := socketOf(b, r.Stdout)
 	cid := containerOf(b, r.Stdout)
-	if out, err := exec.Command("podman", "exec", cid, "sh", "-c", "head -c 10000000 /dev/urandom | base64 > /tmp/10mb").CombinedOutput(); err != nil {
+	if out, err := exec.Command("podman", "exec", cid, "sh", "-c", "head -c 7500000 /dev/urandom | base64 -w 118 > /tmp/10mb").CombinedOutput(); err != nil {
 		b.Fatalf("make the 10 MB file: %v %s", err, out)
 	}
 	bins := map[string]string{"relay": filepath.Join(bin, "stemctl")}
@@ -42,30 +42,41 @@ func BenchmarkAttachRelay(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			exec.Command("tmux", "-S", sock, "kill-window", "-t", "stem:bench").Run()
 			exec.Command("tmux", "-S", sock, "new-window", "-n", "bench", "sh").Run()
+			before := clientCount(sock)()
 			cmd := exec.Command(stemctl, "attach", inst)
 			cmd.Env = a.Env
 			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 40})
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			defer func() {
+				// Detach, so the client in the container ends with it.
+				f.Write([]byte{0x02, 'd'})
+				select {
+				case <-done:
+				case <-time.After(2 * time.Minute):
+					cmd.Process.Kill()
+					<-done
+				}
+				f.Close()
+			}()
 			screen := record(f)
-			for clientCount(sock)() != 1 {
-				time.Sleep(time.Millisecond)
-			}
+			waitBench(b, "the client attached", func() bool { return clientCount(sock)() > before })
 			var cats, echoes []time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				m := screen.mark()
 				start := time.Now()
 				f.Write([]byte("cat /tmp/10mb; echo CAT-$((6*7))-DONE\r"))
-				waitBench(b, screen.showsAfter(m, "CAT-42-DONE"))
+				waitBench(b, "cat to finish", screen.showsAfter(m, "CAT-42-DONE"), screen)
 				cats = append(cats, time.Since(start))
 				for k := 0; k < 20; k++ {
 					m := screen.mark()
 					start := time.Now()
 					f.Write([]byte("q"))
-					waitBench(b, screen.showsAfter(m, "q"))
+					waitBench(b, "the echo", screen.showsAfter(m, "q"), screen)
 					echoes = append(echoes, time.Since(start))
 				}
 				f.Write([]byte("\x15")) // C-u: the shell forgets the q's
@@ -73,7 +84,6 @@ func BenchmarkAttachRelay(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(median(cats).Seconds()*1000, "cat10MB-ms")
 			b.ReportMetric(float64(median(echoes).Microseconds())/1000, "echo-ms")
-			f.Write([]byte{0x02, 'd'})
 		})
 	}
 }
@@ -83,11 +93,18 @@ func median(d []time.Duration) time.Duration {
 	return d[len(d)/2]
 }
 
-func waitBench(b *testing.B, ok func() bool) {
+func waitBench(b *testing.B, what string, ok func() bool, screen ...*screen) {
+	b.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !ok() {
 		if time.Now().After(deadline) {
-			b.Fatal("timed out")
+			if len(screen) > 0 {
+				screen[0].mu.Lock()
+				t := screen[0].buf.String()
+				screen[0].mu.Unlock()
+				b.Logf("the terminal's last bytes: %q", t[max(0, len(t)-600):])
+			}
+			b.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
