@@ -61,7 +61,7 @@ func TestAttachHostLineAnswers(t *testing.T) {
 
 	// A window whose program shows the keys it gets: what reaches the
 	// container is on screen.
-	tmuxOut(t, sock, "new-window", "cat")
+	tmuxOut(t, sock, "new-window", "-n", "cat", "cat")
 	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
 	cmd.Env = a.Env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 160, Rows: 30})
