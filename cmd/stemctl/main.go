@@ -34,6 +34,11 @@ func run() int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// The user's Ctrl-C: what was half-made is undone by the command.
+		fmt.Fprintln(f.IOStreams.ErrOut, "stemctl: interrupted")
+		return 130
+	}
 	// An error may quote a container's server or files: printed clean.
 	fmt.Fprintf(f.IOStreams.ErrOut, "stemctl: %s\n", termtext.String(err.Error()))
 	if cmdutil.IsFlagError(err) {

@@ -37,11 +37,16 @@ func sandboxServer() mcpconfig.Entry {
 // image; any other program is the host's file, mounted read-only at the
 // same path (a static binary, or a script whose interpreter the image has).
 func sandboxProgram(p Provider, hostBin string) (string, []string) {
-	prog := p.Command[0]
-	if !strings.Contains(prog, "/") && p.Builtin && p.Adapter != AdapterCustom {
-		return prog, nil
+	if p.InImage() {
+		return p.Command[0], nil
 	}
 	return hostBin, []string{hostBin}
+}
+
+// InImage reports whether the provider's program is one the agent image
+// carries: a built-in CLI named without a path.
+func (p Provider) InImage() bool {
+	return len(p.Command) > 0 && !strings.Contains(p.Command[0], "/") && p.Builtin && p.Adapter != AdapterCustom
 }
 
 // checkExecutable refuses a host program the sandbox could not execute

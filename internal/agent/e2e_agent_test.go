@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -352,13 +353,19 @@ func waitGone(t *testing.T, pid int, start uint64, d time.Duration) {
 	}
 }
 
-// A provider that is not installed is named with what to install, before
-// anything starts; an unknown one lists the known providers.
+// A provider that is not installed where it runs is named with what to
+// install, before anything starts (the built-in CLIs run in the agent
+// image, so only --here needs them on the host); an unknown one lists the
+// known providers.
 func TestMissingProviderIsExplained(t *testing.T) {
 	a := newAccount(t)
-	r, err := a.runEnv([]string{"PATH=" + bins(t) + ":/usr/bin:/bin"}, "agent", "start", "codex", "native-amd64", "demo", "hello", "1")
+	noCLIs := []string{"PATH=" + bins(t) + ":/usr/bin:/bin"}
+	r, err := a.runEnv(noCLIs, "agent", "start", "codex", "native-amd64", "demo", "hello", "1", "--here")
 	if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, `program "codex" not found in PATH`) || !strings.Contains(r.Stderr, "npm install -g @openai/codex") {
 		t.Fatalf("missing codex: %d %v\n%s", r.Code, err, r.Stderr)
+	}
+	if r, err := a.runEnv(noCLIs, "agent", "providers"); err != nil || r.Code != 0 || !regexp.MustCompile(`codex +codex +in the sandbox image localhost/stem-agent:latest\n`).MatchString(r.Stdout) {
+		t.Fatalf("agent providers without the CLIs on the host's PATH: %d %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	r, _ = a.run("agent", "start", "aider", "native-amd64", "demo", "hello", "1")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "codex, claude, gemini, custom, helper") {
@@ -403,6 +410,22 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 	}
 	a.must("up", "native-amd64", "demo", "hello", "1")
 	st := a.status(nativeInst)
+	// Without a key each CLI would stop at its own sign-in screen in the
+	// sandbox, where a browser sign-in cannot work: stem says what to set
+	// before any window opens.
+	before := a.tmux(st, "list-windows", "-F", "#{window_id}")
+	noKeys := []string{"ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "OPENAI_API_KEY=", "CODEX_API_KEY=", "GEMINI_API_KEY=", "GOOGLE_API_KEY="}
+	for p, want := range map[string]string{"codex": "export OPENAI_API_KEY=", "claude": "export ANTHROPIC_API_KEY=", "gemini": "export GEMINI_API_KEY="} {
+		r, err := a.runEnv(noKeys, "agent", "start", p, "native-amd64", "demo", "hello", "1", "--background")
+		if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, "needs an API key in its sandbox") || !strings.Contains(r.Stderr, want) {
+			t.Fatalf("%s without a key: %d %v\n%s", p, r.Code, err, r.Stderr)
+		}
+	}
+	if after := a.tmux(st, "list-windows", "-F", "#{window_id}"); after != before {
+		t.Fatalf("an agent without a key opened a window:\n%s", after)
+	}
+	// Keys the model would refuse: the CLIs get past stem's check.
+	a.Env = append(a.Env, "ANTHROPIC_API_KEY=sk-ant-test-0000000000000000000000", "OPENAI_API_KEY=sk-test-000000000000", "GEMINI_API_KEY=test-0000000000")
 	for _, c := range []struct{ provider, shows string }{
 		{"codex", "Welcome to Codex"},
 		// In the sandbox Claude's first-run dialogs are answered, and

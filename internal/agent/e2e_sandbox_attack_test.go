@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
@@ -163,6 +164,7 @@ func TestTypedShellEscapeStaysInTheSandbox(t *testing.T) {
 	// program runs on the host (the old design: a host process behind the
 	// window), run on the host. A host-side tmux stands for that pane.
 	t.Run("control", func(t *testing.T) {
+		needs.Program(t, "tmux", "tmux")
 		canary := filepath.Join(t.TempDir(), "CANARY-control")
 		sock := filepath.Join(t.TempDir(), "t.sock")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
@@ -123,15 +124,19 @@ func SocketPath(dir sockets.Dir, id string) (string, error) {
 // directory agents' files go to, a custom command's placeholders). Callers
 // run it before they start a container, so that a refusal leaves nothing
 // behind; the agent socket's length is covered by sockets.CheckLengths,
-// which `up` runs. It returns the provider and its program's path.
-func (e *Env) Check(name string) (Provider, string, error) {
+// which `up` runs. It returns the provider and its program's path on the
+// host: none for a CLI the agent image carries when it runs in its
+// sandbox (mode ModeWindow), which needs nothing installed on the host.
+func (e *Env) Check(name, mode string) (Provider, string, error) {
 	p, err := e.Providers.Get(name)
 	if err != nil {
 		return Provider{}, "", err
 	}
-	bin, err := p.Binary(e.getenv("PATH"))
-	if err != nil {
-		return Provider{}, "", err
+	bin := ""
+	if mode != ModeWindow || !p.InImage() {
+		if bin, err = p.Binary(e.getenv("PATH")); err != nil {
+			return Provider{}, "", err
+		}
 	}
 	if err := Precheck(p, e.Store.Root); err != nil {
 		return Provider{}, "", err
@@ -139,16 +144,36 @@ func (e *Env) Check(name string) (Provider, string, error) {
 	return p, bin, nil
 }
 
+// checkKey refuses a CLI that would stop at its own sign-in screen in the
+// sandbox: none of the credentials it takes there is set.
+func (e *Env) checkKey(p Provider) error {
+	vars := sandbox.Credentials(p.Adapter)
+	for _, v := range vars {
+		if e.getenv(v) != "" {
+			return nil
+		}
+	}
+	if len(vars) == 0 {
+		return nil
+	}
+	return &NoKeyError{Provider: p.Name, Vars: vars, Where: keyPages[p.Adapter]}
+}
+
 // Prepare creates the agent's directory and files. mode is ModeWindow or
 // ModeHere. On error nothing is left behind.
 func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
-	p, bin, err := e.Check(req.Provider)
+	p, bin, err := e.Check(req.Provider, mode)
 	if err != nil {
 		return nil, err
 	}
 	pol, err := checkPolicy(req)
 	if err != nil {
 		return nil, err
+	}
+	if mode == ModeWindow && p.InImage() {
+		if err := e.checkKey(p); err != nil {
+			return nil, err
+		}
 	}
 	rec := req.Target.Record
 	id, dir, err := e.Store.Create()

@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -141,6 +142,7 @@ func startSupervisor(t *testing.T, ctx context.Context, spec Spec) (*supervised,
 // agent starts at the window's size with its TERM, keys and size changes
 // reach it, its output reaches the window, and its exit status is shown.
 func TestSupervisorAndRelay(t *testing.T) {
+	needs.Program(t, "stty", "coreutils")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	t.Setenv("TMUX", "/tmp/tmux-0/default,1,0") // stemctl run from the host's tmux

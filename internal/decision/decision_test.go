@@ -150,3 +150,35 @@ func TestOpenRefuses(t *testing.T) {
 		t.Error("a directory others can read was taken")
 	}
 }
+
+func TestParticipants(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	leave, err := s.Join("agent 3f9a2c", "assist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave2, err := s.Join("teacher kowalska", "observe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := s.Participants()
+	if len(ps) != 2 || ps[0].Who != "agent 3f9a2c" || ps[1].Level != "observe" {
+		t.Fatalf("participants %+v", ps)
+	}
+	leave()
+	if ps := s.Participants(); len(ps) != 1 || ps[0].Who != "teacher kowalska" {
+		t.Fatalf("after one left: %+v", ps)
+	}
+	leave2()
+	// One whose process has ended is not shown (and its file goes).
+	dead, _ := json.Marshal(Participant{PID: os.Getpid(), Start: 1, Who: "ghost"})
+	path := filepath.Join(s.Dir(), "p-"+strconv.Itoa(os.Getpid())+"-dead.json")
+	os.WriteFile(path, dead, 0o600)
+	if ps := s.Participants(); len(ps) != 0 {
+		t.Fatalf("a dead participant is shown: %+v", ps)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatal("its file was kept")
+	}
+}

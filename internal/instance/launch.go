@@ -44,7 +44,13 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 			m.progress("still creating %s: the first container of an image on these ids waits for Podman to prepare a copy of the image (once, several seconds)", plan.Name)
 		}
 	})
-	id, err := m.Engine.Create(ctx, spec)
+	// Creation runs to its end even when the caller is interrupted:
+	// Podman may make the container after the request is cut off, and
+	// then no record would name it. The interruption is acted on right
+	// after, by removing what was made.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	id, err := m.Engine.Create(cctx, spec)
+	ccancel()
 	slow.Stop()
 	if err != nil {
 		undoGit()
@@ -66,6 +72,9 @@ func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeSta
 		}
 		undoGit()
 		return engine.Container{}, sockets.Dir{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("create %s: interrupted: %w", plan.Name, err))
 	}
 	dir, err := m.Layout.ForContainer(plan.ThreadKey, plan.InstanceKey, id)
 	if err != nil {

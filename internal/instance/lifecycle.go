@@ -31,6 +31,21 @@ func (m *Manager) Down(ctx context.Context, ref string, timeout time.Duration) (
 	return rec, nil
 }
 
+// Unsaved lists the unsaved buffers of the instance's editor: what
+// stopping it would discard. None when the editor does not answer (it
+// is closed, or the container is not running), or when the manager has
+// no way to ask.
+func (m *Manager) Unsaved(ctx context.Context, rec registry.Record) []string {
+	if m.NvimModified == nil {
+		return nil
+	}
+	names, err := m.NvimModified(ctx, rec.Dir().Nvim())
+	if err != nil {
+		return nil
+	}
+	return names
+}
+
 // Remove deletes the container, its socket directories, its registry record,
 // and the selection if it pointed there. The card repository is untouched.
 func (m *Manager) Remove(ctx context.Context, ref string) (registry.Record, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/stem-edu/stem/internal/cardstate"
@@ -225,7 +224,7 @@ func (m *Manager) up(ctx context.Context, plan *Plan) (UpResult, error) {
 		if err := m.restartNvim(ctx, plan, dir, existing.ID); err != nil {
 			return UpResult{}, err
 		}
-		action, reason = Repaired, "nvim was not running: started it in a new tmux window \"edit\""
+		action, reason = Repaired, "nvim was not running: started it again in the edit window"
 	}
 	// A predecessor's directory left beside this one (a crash, a container
 	// removed behind stem's back) is dead: the container must only see its
@@ -290,31 +289,4 @@ func (m *Manager) refreshCardState(plan *Plan, rec registry.Record) {
 	if err := cardstate.Write(plan.Resolved.CardPath, plan.Name, rec); err != nil {
 		m.progress("warning: %v", err)
 	}
-}
-
-// restartNvim opens a new background window running nvim on the instance's
-// socket, the way stem-init's first window does. It runs the container's own
-// tmux (through exec) so a host tmux of another version cannot matter.
-func (m *Manager) restartNvim(ctx context.Context, plan *Plan, dir sockets.Dir, id string) error {
-	m.progress("nvim in %s is not running; starting it in a new tmux window", plan.Name)
-	// A dead nvim can leave its socket behind, and nvim will not listen on
-	// an existing path. Only a socket is removed, never what replaced it,
-	// and never through a <cid12> swapped for a symlink.
-	dir.RemoveSocket(sockets.NvimSocket)
-	var out strings.Builder
-	code, err := m.Engine.Exec(ctx, id, engine.ExecSpec{
-		Cmd: []string{"tmux", "-S", dir.Tmux(), "new-window", "-d", "-n", "edit", "-c", plan.Resolved.TaskDir,
-			`set -m; nvim --listen "$STEM_SOCKDIR/n.sock"; exec bash -l`},
-		Stdout: &out, Stderr: &out,
-	})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("tmux new-window exited with %d: %s", code, strings.TrimSpace(out.String()))
-	}
-	if err == nil {
-		err = m.waitSockets(ctx, dir, id)
-	}
-	if err != nil {
-		return fmt.Errorf("nvim in %s is not running and starting it again failed: %w; to start the whole session over (this ends the student's shells), run `stemctl rm %s` and `stemctl up` again", plan.Name, err, plan.Name)
-	}
-	return nil
 }

@@ -175,13 +175,7 @@ func (st *Status) clean() {
 
 // UpCommand is the stemctl command line that brings rec's instance up again
 // (devices are kept from the record).
-func UpCommand(rec registry.Record) string {
-	c := fmt.Sprintf("stemctl up %s %s %s %s", rec.Profile, rec.Series, rec.Card, rec.Task)
-	if rec.Target != "" {
-		c += " --target " + rec.Target
-	}
-	return c
-}
+func UpCommand(rec registry.Record) string { return rec.UpCommand() }
 
 // List returns the status of every registered instance.
 func (m *Manager) List(ctx context.Context) ([]Status, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/decision"
 	"github.com/stem-edu/stem/internal/termtext"
+	"github.com/stem-edu/stem/internal/verify"
 )
 
 // Approvals: a call of a tool the task's agent policy lists in approve
@@ -116,6 +117,20 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 	}
 	closing(audit.ApprovalDecision, "refused", err.Error())
 	return true, err
+}
+
+// join shows this server among the session's participants (the student's
+// host line) while it serves t. A failure only costs the display.
+func (s *Server) join(t verify.Target) func() {
+	spool, err := decision.Open(s.dirs.State, t.Record.Instance)
+	if err == nil {
+		leave, err := spool.Join(s.requester(), s.opt.Level.String())
+		if err == nil {
+			return leave
+		}
+	}
+	s.logf("instance %s: not shown among the participants: %v", t.Record.Instance, err)
+	return nil
 }
 
 // requester names the client in the student's question.

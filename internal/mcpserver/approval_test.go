@@ -269,3 +269,24 @@ func TestApprovals(t *testing.T) {
 		}
 	})
 }
+
+// Each server serving the instance is among the session's participants,
+// on the host, while it runs: what the student's host line shows.
+func TestParticipantsOnTheHost(t *testing.T) {
+	in := fixture(t)
+	sp, err := decision.Open(in.Dirs.State, in.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := sp.Participants(); len(ps) != 0 {
+		t.Fatalf("participants before any client: %+v", ps)
+	}
+	s := connect(t, in, "assist")
+	s.ok("pane_list", nil)
+	ps := sp.Participants()
+	if len(ps) != 1 || ps[0].Level != "assist" || !strings.Contains(ps[0].Who, "AI agent") {
+		t.Fatalf("participants with one assist client: %+v", ps)
+	}
+	s.c.Close()
+	waitUntil(t, 10*time.Second, "the ended session gone from the participants", func() bool { return len(sp.Participants()) == 0 })
+}

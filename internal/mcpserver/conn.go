@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,8 @@ type conn struct {
 	tmux *tmux.Client
 	nvim *nvim.Client
 	gdbl gdbLink
+	// leave ends this server's entry among the session's participants.
+	leave func()
 
 	mu     sync.Mutex
 	closed bool
@@ -46,19 +47,20 @@ func (p programs) containerTmux(t verify.Target) []string {
 	return []string{cmp.Or(p.podman, "podman"), "exec", "-i", t.Record.ContainerID, "tmux"}
 }
 
+// dial connects to the instance's tmux, which every session needs (the
+// editor runs in it). Neovim is connected at its first use and again after
+// it restarts: a Neovim that is gone, broken or hostile fails only the
+// tools that use it (see parts.go).
 func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
 	tm, err := tmux.DialOrInside(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem"}, progs.containerTmux(t), logf)
 	if err != nil {
-		return nil, fmt.Errorf("instance %s: tmux does not answer: %w", t.Record.Instance, err)
+		logf("instance %s: tmux does not answer: %v", t.Record.Instance, err)
+		return nil, tmuxDown(t.Record, err)
 	}
-	nv, err := nvim.Dial(ctx, t.Dir.Nvim(), nvim.Options{
+	nv := nvim.New(t.Dir.Nvim(), nvim.Options{
 		CallTimeout: 5 * time.Second,
 		OnReconnect: func(r nvim.Reconnect) { logf("nvim reconnected (%s)", r.Reason) },
 	})
-	if err != nil {
-		tm.Close()
-		return nil, fmt.Errorf("instance %s: nvim does not answer: %w", t.Record.Instance, err)
-	}
 	c := &conn{tmux: tm, nvim: nv, logf: logf}
 	c.setTarget(t)
 	return c, nil
@@ -88,6 +90,9 @@ func (c *conn) close() {
 		return
 	}
 	c.closed = true
+	if c.leave != nil {
+		c.leave()
+	}
 	c.tmux.Close()
 	c.nvim.Close()
 	c.closeGDB()

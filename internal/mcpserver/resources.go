@@ -77,7 +77,7 @@ func (s *Server) registerSessionResources() {
 			}
 			bt, err := c.nvim.ReadBuffer(ctx, nvim.Buf(n), 1, 0, defaultReadByte)
 			if err != nil {
-				return nil, err
+				return nil, s.explainPart(err)
 			}
 			if err := s.checkBufferInCard(c, bt.Buffer, bt.Name); err != nil {
 				return nil, err

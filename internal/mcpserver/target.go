@@ -96,6 +96,7 @@ func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 			s.conn = nil
 			return nil, err
 		}
+		nc.leave = s.join(t)
 		s.conn = nc
 		s.events.attach(nc)
 	}

@@ -203,6 +203,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 	}
 	start := time.Now()
 	out, err := d.run(ctx, s, req)
+	err = s.explainPart(err)
 	if err == nil && d.clean {
 		out, err = cleanJSON(out)
 	}

@@ -33,7 +33,7 @@ func gdbObserveTools() []toolDef {
 			for attempt := 0; ; attempt++ {
 				cl, err := c.gdb(ctx)
 				if errors.Is(err, gdbmi.ErrNotRunning) {
-					out := map[string]any{"state": "no-debugger", "message": err.Error()}
+					out := map[string]any{"state": "no-debugger", "message": partOf(c.target().Record, err).Error()}
 					if sync, serr := gdbmi.ReadSync(c.target().Dir.Path); serr == nil {
 						out["last_sync"] = sync
 					}

@@ -16,7 +16,7 @@ func observeTools() []toolDef {
 			// tmux client names and pane strings come from the container.
 			min: Observe, clean: true,
 			tool: mcp.NewTool("session_status",
-				mcp.WithDescription("Which session this server talks to: instance, profile, task, target, container id, this server's access level, and the other clients attached to the student's tmux."),
+				mcp.WithDescription("Which session this server talks to: instance, profile, task, target, container id, this server's access level, the other clients attached to the student's tmux, and each part's state (parts: tmux, editor, debugger; up, down or refused, with the reason and the command that brings it back)."),
 				readOnly()),
 			run: runSessionStatus,
 		},
@@ -61,6 +61,7 @@ func runSessionStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) (
 		"follows":      followsText(s),
 		"note":         "Several MCP clients (the student's, a teacher's) may act in this session at once; nothing arbitrates between them.",
 	}
+	st["parts"] = c.parts(ctx)
 	if clients, err := c.clients(ctx); err == nil {
 		st["tmux_clients"] = clients
 	} else {

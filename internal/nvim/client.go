@@ -144,6 +144,7 @@ type Client struct {
 	closed     bool
 	reconnects int
 	lastReason string // why the last session ended, for Reconnect.Reason
+	connected  bool   // a session was ever made (the next one is a reconnect)
 }
 
 // session is one connection. It is replaced, never repaired.
@@ -243,19 +244,34 @@ func (s *session) markDead(err error) {
 // Dial connects to the Neovim listening on socketPath and checks that it
 // speaks at least the Neovim 0.7 API.
 func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error) {
+	c := New(socketPath, opts)
+	s, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.sess = s
+	c.connected = true
+	return c, nil
+}
+
+// New returns a Client for the Neovim on socketPath that connects at its
+// first call: a Neovim that is not running (yet) fails only the calls that
+// need it, with ErrUnavailable.
+func New(socketPath string, opts Options) *Client {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = DefaultDialTimeout
 	}
-	c := &Client{socket: socketPath, opts: opts}
-	s, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.sess = s
-	return c, nil
+	return &Client{socket: socketPath, opts: opts}
+}
+
+// Connect makes sure the Client has a live connection, dialing if the last
+// one ended; it sends nothing over a connection that is still up.
+func (c *Client) Connect(ctx context.Context) error {
+	_, err := c.current(ctx)
+	return err
 }
 
 // Reconnects is how many times the Client has transparently redialled.
@@ -371,6 +387,10 @@ func (c *Client) currentLocked(ctx context.Context) (*session, *Reconnect, error
 		return nil, nil, err
 	}
 	c.sess = s
+	if !c.connected {
+		c.connected = true
+		return s, nil, nil
+	}
 	c.reconnects++
 	return s, &Reconnect{Socket: c.socket, Count: c.reconnects, Reason: c.lastReason, At: time.Now()}, nil
 }

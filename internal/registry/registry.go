@@ -58,6 +58,16 @@ type Record struct {
 // SocketDir returns the record's socket directory as a sockets.Dir.
 func (r Record) Dir() sockets.Dir { return sockets.Dir{Path: r.SocketDir, ContainerID: r.ContainerID} }
 
+// UpCommand is the stemctl command line that brings the record's instance
+// up again (or repairs it): what error messages tell the user to run.
+func (r Record) UpCommand() string {
+	c := fmt.Sprintf("stemctl up %s %s %s %s", r.Profile, r.Series, r.Card, r.Task)
+	if r.Target != "" {
+		c += " --target " + r.Target
+	}
+	return c
+}
+
 type file struct {
 	Schema    int               `json:"schema"`
 	Instances map[string]Record `json:"instances"`

@@ -8,7 +8,11 @@
 //  2. container.json in that directory names the same full id and instance;
 //  3. the engine reports that exact container, running, with our instance
 //     label;
-//  4. the tmux and nvim servers answer on the directory's sockets.
+//  4. the tmux server answers on the directory's socket.
+//
+// Neovim's answer is asked too, and reported (Target.Editor), but does not
+// fail verification: the editor can be quit, broken or hostile on its own,
+// and only what uses it may fail for that (stem-mcp's tools, say).
 //
 // A re-created container has a new id and a new directory, so a stale
 // directory fails 1-3 even if someone kept it around.
@@ -91,12 +95,15 @@ type Target struct {
 	Dir       sockets.Dir           `json:"dir"`
 	Container engine.Container      `json:"container"`
 	Info      sockets.ContainerInfo `json:"info"`
+	// Editor is why Neovim did not answer (nil: it answered, or was not
+	// probed). It can quote the server: print it as one clean line.
+	Editor error `json:"-"`
 }
 
 // Error is a failed check; Check names which one.
 type Error struct {
 	Instance string
-	Check    string // registry, socket-dir, container-json, container, label, tmux, nvim, selection
+	Check    string // registry, socket-dir, container-json, container, label, tmux, selection
 	Err      error
 }
 
@@ -162,10 +169,7 @@ func (c *Checker) Record(ctx context.Context, rec registry.Record) (Target, erro
 	if h.Tmux != nil {
 		return fail("tmux", h.Tmux)
 	}
-	if h.Nvim != nil {
-		return fail("nvim", h.Nvim)
-	}
-	return Target{Record: rec, Dir: want, Container: ctr, Info: info}, nil
+	return Target{Record: rec, Dir: want, Container: ctr, Info: info, Editor: h.Nvim}, nil
 }
 
 // Selected verifies the instance the selection symlink points at. The link

@@ -146,3 +146,30 @@ func TestSelectedRefusesForeignDirectories(t *testing.T) {
 		t.Fatalf("relative link to the right directory: %v", err)
 	}
 }
+
+// A Neovim that does not answer is reported, not a failed check: the
+// instance is verified (tools that do not use the editor work), and every
+// identity check still refuses as before.
+func TestEditorDownIsReportedNotRefused(t *testing.T) {
+	ctx := context.Background()
+	w := setup(t)
+	w.c.Servers.Tmux = func(context.Context, string) error { return nil }
+	w.c.Servers.Nvim = func(context.Context, string) error { return errors.New("no nvim") }
+	tg, err := w.c.Instance(ctx, "i1")
+	if err != nil {
+		t.Fatalf("with only Neovim down: %v", err)
+	}
+	if tg.Editor == nil || tg.Editor.Error() != "no nvim" {
+		t.Fatalf("Target.Editor = %v, want the probe's error", tg.Editor)
+	}
+	c := w.eng[w.rec.ContainerID]
+	c.Labels = map[string]string{labels.Instance: "other"}
+	w.eng[w.rec.ContainerID] = c
+	_, err = w.c.Instance(ctx, "i1")
+	check(t, err, "label")
+	c.Labels = map[string]string{labels.Instance: "i1"}
+	w.eng[w.rec.ContainerID] = c
+	w.c.Servers.Tmux = func(context.Context, string) error { return errors.New("no tmux") }
+	_, err = w.c.Instance(ctx, "i1")
+	check(t, err, "tmux")
+}

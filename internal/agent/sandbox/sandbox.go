@@ -245,6 +245,21 @@ func KeyVars(adapter string) []string {
 	return nil
 }
 
+// Credentials are the KeyVars of adapter that carry a credential: the CLI
+// in the sandbox can sign in with nothing else (a browser sign-in cannot
+// reach it there).
+func Credentials(adapter string) []string {
+	switch adapter {
+	case "claude":
+		return []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
+	case "codex":
+		return []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
+	case "gemini":
+		return []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}
+	}
+	return nil
+}
+
 // CardGit is what of the card stays read-only when the sandbox may write
 // it: its .git, bind-mounted at its own path as in the student's
 // container (see internal/cardgit), so it can be neither written nor

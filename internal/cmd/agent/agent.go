@@ -18,10 +18,14 @@ func NewCmdAgent(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent <command>",
 		Short: "Run AI agents (Codex, Claude, Gemini, ...) in a student's task session",
-		Long: `An agent CLI runs on the host (where it, its credentials and the network are) and
-works in the student's session through stem-mcp, fixed to one instance and one access
-level. Its terminal opens in a new window of the student's tmux, so the student sees
-and talks to it, or in your terminal with --here. See docs/agents.md.`,
+		Long: `An agent CLI runs in a sandbox: a container of its own beside the student's, with
+no network but the model's API (through stem's egress proxy) and the API key from
+your environment. The built-in CLIs (codex, claude, gemini) come with the agent
+image (make agent-image); nothing needs installing on the host. It works in the
+student's session through stem-mcp, fixed to one instance and one access level, and
+its terminal opens in a new window of the student's tmux, so the student sees and
+talks to it. With --here the CLI runs on the host in your terminal instead (then it
+must be on your PATH). See docs/agents.md.`,
 		Example: `  stemctl agent start codex hazard3-sim inf bss 4
   stemctl agent attach claude --instance hazard3-sim-inf-bss-t4 --level observe
   stemctl agent list

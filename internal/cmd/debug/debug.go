@@ -32,7 +32,7 @@ type Options struct {
 func NewCmdDebug(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "debug (INSTANCE | " + cmdutil.TaskArgs + ")",
+		Use:   "debug [INSTANCE | " + cmdutil.TaskArgs + "]",
 		Short: "Open the debugger layout in the task's tmux: nvim, program, gdb",
 		Long: `Start (or reuse) the instance, build the task, and open the debugger layout in the
 student's tmux window "edit": nvim on the left, with the task's files open (the
@@ -46,13 +46,14 @@ see and drive the same debugger (breakpoints, steps, registers) and get its stop
 as events. Running debug again replaces the layout.
 
 The commands come from the card's stem.toml: debug (a plain gdb command line) and
-debug_program (what runs in the program pane).`,
+debug_program (what runs in the program pane). Without a name, in a task's
+directory of the card, it is that task's instance.`,
 		Example: `  stemctl debug hazard3-sim inf bss 4
   stemctl debug native-amd64 demo hello 1 --no-build
   stemctl debug native-amd64-demo-hello-t1 --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 && len(args) != 4 {
-				return cmdutil.FlagErrorf("debug takes INSTANCE or %s", cmdutil.TaskArgs)
+			if len(args) > 1 && len(args) != 4 {
+				return cmdutil.FlagErrorf("debug takes INSTANCE or %s (or nothing, in a task's directory)", cmdutil.TaskArgs)
 			}
 			return nil
 		},
@@ -80,6 +81,13 @@ func Run(ctx context.Context, opts *Options) error {
 	var rec registry.Record
 	var r *workspace.Resolved
 	var err error
+	if len(opts.Args) == 0 {
+		here, err := cmdutil.InstanceHere(ctx, opts.F, "")
+		if err != nil {
+			return err
+		}
+		opts.Args = []string{here}
+	}
 	if len(opts.Args) == 4 {
 		// Resolve before connecting to Podman: bad names and manifests are
 		// reported without the service and before anything is created.

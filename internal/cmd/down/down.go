@@ -4,6 +4,7 @@ package down
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ type Options struct {
 	F        *cmdutil.Factory
 	Instance string
 	Timeout  time.Duration
+	Force    bool
 	JSON     bool
 }
 
@@ -26,8 +28,13 @@ func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	cmd := &cobra.Command{
 		Use:   "down INSTANCE",
 		Short: "Stop an instance's container (its record and the card stay; `up` starts it again)",
+		Long: `Stop an instance's container. Its record and the card stay, and ` + "`stemctl up`" + `
+starts it again; the shells, running programs and the editor's unsaved changes
+end with it, so down refuses while the editor has unsaved buffers and names
+them: save them (:wa in Neovim), or pass --force to discard them.`,
 		Example: `  stemctl down native-amd64-demo-hello-t1
-  stemctl down native-amd64-demo-hello-t1 --timeout 2s`,
+  stemctl down native-amd64-demo-hello-t1 --timeout 2s
+  stemctl down native-amd64-demo-hello-t1 --force`,
 		Args:              cmdutil.ExactArgs(1, "INSTANCE"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -39,6 +46,7 @@ func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Second, "how long to wait before killing the container")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "stop even if the editor has unsaved changes (they are lost)")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
@@ -48,6 +56,18 @@ func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.Force {
+		rec, err := m.Registry.Find(ctx, opts.Instance)
+		if err != nil {
+			return err
+		}
+		uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		unsaved := m.Unsaved(uctx, rec)
+		cancel()
+		if len(unsaved) > 0 {
+			return fmt.Errorf("%s: the editor has unsaved changes in %s; nothing was stopped: save them (:wa in Neovim), or run `stemctl down %s --force` to discard them", rec.Instance, strings.Join(unsaved, ", "), rec.Instance)
+		}
 	}
 	rec, err := m.Down(ctx, opts.Instance, opts.Timeout)
 	if err != nil {

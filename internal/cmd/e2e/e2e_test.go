@@ -647,3 +647,54 @@ func TestRebuildNeverEndsASessionBehindTheStudentsBack(t *testing.T) {
 		t.Fatal("up --force did not re-create the instance")
 	}
 }
+
+// down keeps the editor's unsaved work safe: it refuses and names the
+// buffers, and --force discards them.
+func TestDownKeepsUnsavedWork(t *testing.T) {
+	a := newAccount(t)
+	const inst = "native-amd64-demo-hello-t1"
+	a.must(0, "up", "native-amd64", "demo", "hello", "1")
+	r := a.must(0, "status", inst, "--json")
+	var st struct {
+		Record struct {
+			SocketDir string `json:"socket_dir"`
+			CardPath  string `json:"card_path"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing unsaved: down stops it, up starts it again.
+	a.must(0, "down", inst)
+	a.must(0, "up", "native-amd64", "demo", "hello", "1")
+	file := filepath.Join(st.Record.CardPath, "t1", "words.c")
+	nv := exec.Command("nvim", "--server", filepath.Join(a.statusDir(t, inst), "n.sock"), "--remote-send", "<C-\\><C-n>:e "+file+"<CR>ggO/* unsaved */<Esc>")
+	if out, err := nv.CombinedOutput(); err != nil {
+		t.Fatalf("nvim --remote-send: %v %s", err, out)
+	}
+	r = a.must(1, "down", inst)
+	if !strings.Contains(r.Stderr, "unsaved changes in "+file) || !strings.Contains(r.Stderr, "stemctl down "+inst+" --force") {
+		t.Fatalf("down over an unsaved buffer: %s", r.Stderr)
+	}
+	if r := a.must(0, "list", "--json"); !strings.Contains(r.Stdout, `"state": "running"`) {
+		t.Fatalf("a refused down stopped the instance: %s", r.Stdout)
+	}
+	a.must(0, "down", inst, "--force")
+	if r := a.must(0, "list", "--json"); strings.Contains(r.Stdout, `"state": "running"`) {
+		t.Fatalf("down --force left it running: %s", r.Stdout)
+	}
+}
+
+// statusDir is the instance's current socket directory.
+func (a *account) statusDir(t *testing.T, inst string) string {
+	t.Helper()
+	var st struct {
+		Record struct {
+			SocketDir string `json:"socket_dir"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(a.must(0, "status", inst, "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Record.SocketDir
+}

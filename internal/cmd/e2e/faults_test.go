@@ -80,11 +80,17 @@ func TestMCPSessionThroughInstanceFaults(t *testing.T) {
 	// nvim killed inside: a clear error, pane tools keep working.
 	a.must(0, "exec", inst, "--", "pkill", "-x", "nvim")
 	waitFor(t, 10*time.Second, "nvim_status to fail", func() bool { _, isErr := mcpCall(t, c, "nvim_status", nil); return isErr })
-	if out, _ := mcpCall(t, c, "nvim_status", nil); !strings.Contains(strings.ToLower(out), "nvim") {
-		t.Fatalf("nvim error does not say what is wrong: %s", out)
+	if out, _ := mcpCall(t, c, "nvim_status", nil); !strings.Contains(out, "Neovim is not running in instance "+inst) || !strings.Contains(out, "stemctl up native-amd64 demo hello 1") {
+		t.Fatalf("nvim error does not say what is wrong and what fixes it: %s", out)
 	}
 	if _, isErr := mcpCall(t, c, "pane_list", nil); isErr {
 		t.Fatal("pane_list failed while only nvim was down")
+	}
+	// A session started while the editor is down (a new agent, the gate's
+	// next connection) serves the terminal too, and the selection works.
+	a.must(0, "mcp", "select", inst)
+	if r := a.must(0, "mcp", "call", "--level", "observe", "pane_list"); !strings.Contains(r.Stdout, "%0") {
+		t.Fatalf("a new session's pane_list with nvim down: %s", r.Stdout)
 	}
 	r := a.must(0, "up", "native-amd64", "demo", "hello", "1")
 	if !strings.Contains(r.Stdout, "repaired") {
@@ -92,6 +98,9 @@ func TestMCPSessionThroughInstanceFaults(t *testing.T) {
 	}
 	if id, _ := status(); id != oldID {
 		t.Fatal("repairing nvim replaced the container")
+	}
+	if w := a.must(0, "exec", inst, "--", "tmux", "-S", filepath.Join(oldDir, "t.sock"), "list-windows", "-F", "#{window_name} #{pane_current_command}"); strings.Count(w.Stdout, "edit ") != 1 || !strings.Contains(w.Stdout, "edit nvim") {
+		t.Fatalf("after the repair want one edit window running nvim: %q", w.Stdout)
 	}
 	waitFor(t, 10*time.Second, "nvim_status to work again", func() bool { _, isErr := mcpCall(t, c, "nvim_status", nil); return !isErr })
 

@@ -34,6 +34,9 @@ type Options struct {
 	Devices []string
 	TTY     string
 	Print   bool
+	// Dir is where the instance is looked for without a name (default:
+	// the current directory).
+	Dir string
 }
 
 var blurbs = map[Verb]string{
@@ -60,18 +63,19 @@ func NewCmd(f *cmdutil.Factory, verb Verb, runF func(context.Context, *Options) 
 	opts := &Options{F: f, Verb: verb}
 	v := string(verb)
 	cmd := &cobra.Command{
-		Use:   v + " (INSTANCE | " + cmdutil.TaskArgs + ")",
+		Use:   v + " [INSTANCE | " + cmdutil.TaskArgs + "]",
 		Short: blurbs[verb],
 		Long: blurbs[verb] + `.
 
 Give an instance name, or PROFILE SERIES CARD TASK (the instance is started or
-reused first, as with ` + "`stemctl up`" + `). The command comes from the card's
+reused first, as with ` + "`stemctl up`" + `), or nothing in a task's directory of
+the card (the instance of that task). The command comes from the card's
 stem.toml at the moment you run this, so edits to the manifest apply at once. The
 exit status is the command's.`,
 		Example: examples(verb),
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 && len(args) != 4 {
-				return cmdutil.FlagErrorf("%s takes INSTANCE or %s", v, cmdutil.TaskArgs)
+			if len(args) > 1 && len(args) != 4 {
+				return cmdutil.FlagErrorf("%s takes INSTANCE or %s (or nothing, in a task's directory)", v, cmdutil.TaskArgs)
 			}
 			return nil
 		},
@@ -118,6 +122,13 @@ func RunVerb(ctx context.Context, opts *Options) error {
 		m       *instance.Manager
 		err     error
 	)
+	if len(opts.Args) == 0 {
+		here, err := cmdutil.InstanceHere(ctx, opts.F, opts.Dir)
+		if err != nil {
+			return err
+		}
+		opts.Args = []string{here}
+	}
 	if len(opts.Args) == 4 {
 		// Resolve first: a bad name or manifest is reported without
 		// connecting to (or starting) Podman, and nothing is created for a

@@ -38,7 +38,7 @@ files (the manifest's open list, or its editable files) without replacing what
 is open or unsaved. A healthy instance is reused;
 one whose configuration or schema changed, or whose tmux server is gone, is
 re-created (new container id, new socket directory, the old one removed). If only
-nvim is gone (the student quit it), nvim is started again in a new tmux window and
+nvim is gone (the student quit it), nvim is started again in the edit window and
 the session is kept. Devices given once with --device stay with the instance.
 
 Re-creating a running instance ends the student's session; up refuses while its

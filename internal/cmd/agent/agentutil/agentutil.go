@@ -86,7 +86,11 @@ func CheckProvider(f *cmdutil.Factory, name string, here bool) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := env.Check(name); err != nil {
+	mode := agent.ModeWindow
+	if here {
+		mode = agent.ModeHere
+	}
+	if _, _, err := env.Check(name, mode); err != nil {
 		return err
 	}
 	if here {
@@ -170,7 +174,8 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 		return err
 	}
 	// The full check: registry record, full container id, instance label,
-	// tmux and nvim answering in this container's socket directory.
+	// tmux answering in this container's socket directory (a Neovim that
+	// does not answer fails only the agent's editor tools).
 	target, err := checker.Instance(ctx, o.Instance)
 	if err != nil {
 		return err

@@ -4,13 +4,13 @@ package providers
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 )
@@ -24,6 +24,10 @@ type Options struct {
 // Entry is one provider as listed.
 type Entry struct {
 	agent.Provider
+	// Sandbox is where `agent start` runs the CLI: the agent image, for
+	// a CLI it carries.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Path is the program on the host (`--here`, and custom providers).
 	Path    string `json:"path,omitempty"`
 	Missing string `json:"missing,omitempty"`
 }
@@ -66,14 +70,23 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	image := imageState(ctx, opts.F)
 	var out []Entry
 	for _, p := range ps.List() {
 		e := Entry{Provider: p}
-		if len(p.Command) == 0 {
+		path, err := "", error(nil)
+		if len(p.Command) > 0 {
+			path, err = p.Binary(opts.F.Getenv("PATH"))
+		}
+		switch {
+		case len(p.Command) == 0:
 			e.Missing = "no command configured (" + agent.ConfigFile + ")"
-		} else if path, err := p.Binary(os.Getenv("PATH")); err != nil {
+		case p.InImage():
+			e.Sandbox = image
+			e.Path = path // for --here; none needed otherwise
+		case err != nil:
 			e.Missing = err.Error()
-		} else {
+		default:
 			e.Path = path
 		}
 		out = append(out, e)
@@ -85,8 +98,13 @@ func Run(ctx context.Context, opts *Options) error {
 	fmt.Fprintln(tw, "PROVIDER\tADAPTER\tPROGRAM")
 	for _, e := range out {
 		prog := e.Path
-		if e.Missing != "" {
+		switch {
+		case e.Missing != "":
 			prog = "missing: " + e.Missing
+		case e.Sandbox != "" && e.Path != "":
+			prog = e.Sandbox + "; --here: " + e.Path
+		case e.Sandbox != "":
+			prog = e.Sandbox
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, e.Adapter, prog)
 	}
@@ -94,4 +112,21 @@ func Run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(tw, "\n(configuration: %s)\n", ps.Path)
 	}
 	return tw.Flush()
+}
+
+// imageState says whether the agent image that carries the built-in CLIs
+// is there, and how to build it when it is not.
+func imageState(ctx context.Context, f *cmdutil.Factory) string {
+	in := "in the sandbox image " + sandbox.Image
+	if f.Engine == nil {
+		return in
+	}
+	eng, err := f.Engine(ctx)
+	if err != nil {
+		return in + " (Podman does not answer: " + err.Error() + ")"
+	}
+	if _, err := eng.ImageInspect(ctx, sandbox.Image); err != nil {
+		return in + ", which is not built: run `make agent-image`"
+	}
+	return in
 }

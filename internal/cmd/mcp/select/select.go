@@ -10,6 +10,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/selection"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Options are select's inputs.
@@ -67,5 +68,8 @@ func Run(ctx context.Context, opts *Options) error {
 		})
 	}
 	fmt.Fprintf(opts.F.IOStreams.Out, "selected %s (container %.12s)\n  %s -> %s\n", t.Record.Instance, t.Record.ContainerID, c.Layout.Selected(), t.Dir.Path)
+	if t.Editor != nil {
+		fmt.Fprintf(opts.F.IOStreams.ErrOut, "note: nvim in %s does not answer (%s); the editor's tools fail until it is repaired: `stemctl status %s` says how\n", t.Record.Instance, termtext.Line(t.Editor.Error(), 300), t.Record.Instance)
+	}
 	return nil
 }

@@ -53,6 +53,9 @@ type Result struct {
 	OK          bool   `json:"ok"`
 	Check       string `json:"failed_check,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Editor is why Neovim does not answer; the selection still works
+	// (tools that do not use the editor are unaffected).
+	Editor string `json:"editor_error,omitempty"`
 }
 
 // Run verifies the selection.
@@ -68,6 +71,9 @@ func Run(ctx context.Context, opts *Options) error {
 		t, err := c.Selected(ctx)
 		if err == nil {
 			res.OK, res.Instance, res.ContainerID = true, t.Record.Instance, t.Record.ContainerID
+			if t.Editor != nil {
+				res.Editor = termtext.Line(t.Editor.Error(), 1000)
+			}
 		} else {
 			res.Error = termtext.Line(err.Error(), 1000) // may quote a server's error
 			var ve *verify.Error
@@ -87,6 +93,8 @@ func Run(ctx context.Context, opts *Options) error {
 		switch {
 		case !res.Selected:
 			fmt.Fprintf(out, "nothing selected: %s\n", termtext.Line(cerr.Error(), 1000))
+		case res.OK && res.Editor != "":
+			fmt.Fprintf(out, "selected   %s\ncontainer  %s\nsockets    %s\nhealth     tmux answers; nvim does not (%s): `stemctl status %s` says how to repair it\n", res.Instance, res.ContainerID, res.Target, res.Editor, res.Instance)
 		case res.OK:
 			fmt.Fprintf(out, "selected   %s\ncontainer  %s\nsockets    %s\nhealth     tmux and nvim answer\n", res.Instance, res.ContainerID, res.Target)
 		default:
