@@ -1,6 +1,7 @@
 package hostterm
 
 import (
+	"bytes"
 	"io"
 	"unicode/utf8"
 )
@@ -23,6 +24,8 @@ type Guard struct {
 	// saved: the stream saved the cursor (ESC 7, CSI s) and has not
 	// restored it; the host line must not use the one save slot then.
 	saved bool
+	// alt: the stream is on the alternate screen; sawAlt: it has used it.
+	alt, sawAlt bool
 }
 
 type state uint8
@@ -53,6 +56,21 @@ func NewGuard(w io.Writer) *Guard {
 // held, so a write of the host's own to the terminal lands between two
 // things Guard passed and cannot change their meaning.
 func (g *Guard) AtGround() bool { return g.st == stGround }
+
+// LeftAltScreen reports whether the stream used the alternate screen and
+// has left it (tmux does on detach): what follows is on the main screen.
+func (g *Guard) LeftAltScreen() bool { return g.sawAlt && !g.alt }
+
+// altMode: the modes switch to or from the alternate screen.
+func altMode(nums []byte) bool {
+	for _, m := range bytes.Split(nums, []byte{';'}) {
+		switch string(m) {
+		case "47", "1047", "1049":
+			return true
+		}
+	}
+	return false
+}
 
 // CursorSaved reports whether the stream holds the terminal's saved
 // cursor (ESC 7 or CSI s without its restore).
@@ -275,6 +293,9 @@ func (g *Guard) csi(out []byte, b byte) []byte {
 	case b >= 0x40 && b <= 0x7e:
 		if !g.bad && keepCSI(g.seq[2:], b) {
 			out = append(append(out, g.seq...), b)
+			if (b == 'h' || b == 'l') && len(g.seq) > 2 && g.seq[2] == '?' && altMode(g.seq[3:]) {
+				g.alt, g.sawAlt = b == 'h', true
+			}
 			if len(g.seq) == 2 {
 				switch b {
 				case 's':

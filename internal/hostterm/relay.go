@@ -77,10 +77,12 @@ func (o outputWriter) Write(p []byte) (int, error) {
 }
 
 // appendLine appends the host line when it can be drawn now: the stream
-// is between sequences and does not hold the saved cursor. force draws it
+// is between sequences, does not hold the saved cursor, and has not left
+// the alternate screen (tmux detaching: the line stays off the shell's
+// screen). force draws it
 // even when it has not changed.
 func (r *Relay) appendLine(b []byte, force bool) []byte {
-	if !r.line || !r.started || r.rows < 2 || r.cols < 2 || !r.guard.AtGround() || r.guard.CursorSaved() {
+	if !r.line || !r.started || r.rows < 2 || r.cols < 2 || !r.guard.AtGround() || r.guard.CursorSaved() || r.guard.LeftAltScreen() {
 		return b
 	}
 	if r.drawn == nil {

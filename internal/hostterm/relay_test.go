@@ -224,3 +224,26 @@ func TestLineShowsQuestion(t *testing.T) {
 		t.Fatalf("no confirmation asked: %q", term.String())
 	}
 }
+
+// TestNoLineAfterTheAltScreen: once tmux leaves the alternate screen (it
+// detaches), the line is not drawn on the shell's screen.
+func TestNoLineAfterTheAltScreen(t *testing.T) {
+	t.Parallel()
+	r, term := newTestRelay(t, nil)
+	line := string(lineBytes("stem ▸ demo-t1", 24, 40))
+	term.Reset()
+	r.Output().Write([]byte("\x1b[?1049h"))
+	if term.String() != "\x1b[?1049h"+line {
+		t.Fatalf("on the alternate screen: %q", term.String())
+	}
+	term.Reset()
+	r.Output().Write([]byte("\x1b[?1049l[detached]\r\n"))
+	if term.String() != "\x1b[?1049l[detached]\r\n" {
+		t.Fatalf("after leaving it: %q", term.String())
+	}
+	term.Reset()
+	r.Output().Write([]byte("\x1b[?1049h"))
+	if term.String() != "\x1b[?1049h"+line {
+		t.Fatalf("back on it: %q", term.String())
+	}
+}
