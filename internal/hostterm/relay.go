@@ -155,3 +155,10 @@ func (r *Relay) isPending(id string) bool {
 	}
 	return false
 }
+
+// Pending is the questions the host line has now, oldest first.
+func (r *Relay) Pending() []Question {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Question(nil), r.pending...)
+}
