@@ -64,7 +64,7 @@ func (o outputWriter) Write(p []byte) (int, error) {
 	defer r.mu.Unlock()
 	r.started = true
 	r.buf = r.guard.Filter(r.buf[:0], p)
-	r.buf = r.appendLine(r.buf, true)
+	r.buf = r.appendLine(r.buf)
 	if len(r.buf) > 0 {
 		if _, err := r.term.Write(r.buf); err != nil {
 			return 0, err
@@ -79,16 +79,13 @@ func (o outputWriter) Write(p []byte) (int, error) {
 // appendLine appends the host line when it can be drawn now: the stream
 // is between sequences, does not hold the saved cursor, and has not left
 // the alternate screen (tmux detaching: the line stays off the shell's
-// screen). force draws it
-// even when it has not changed.
-func (r *Relay) appendLine(b []byte, force bool) []byte {
+// screen).
+func (r *Relay) appendLine(b []byte) []byte {
 	if !r.line || !r.started || r.rows < 2 || r.cols < 2 || !r.guard.AtGround() || r.guard.CursorSaved() || r.guard.LeftAltScreen() {
 		return b
 	}
 	if r.drawn == nil {
 		r.drawn = lineBytes(r.lineText(), r.rows, r.cols)
-	} else if !force {
-		return b
 	}
 	return append(b, r.drawn...)
 }
@@ -97,7 +94,7 @@ func (r *Relay) appendLine(b []byte, force bool) []byte {
 // Called with r.mu held.
 func (r *Relay) redraw() {
 	r.drawn = nil
-	if b := r.appendLine(nil, false); len(b) > 0 {
+	if b := r.appendLine(nil); len(b) > 0 {
 		r.term.Write(b) // a failed terminal ends the relay through Output's writes
 	}
 }
