@@ -12,6 +12,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/hostterm"
 	"github.com/stem-edu/stem/internal/instance"
 )
 
@@ -20,22 +21,40 @@ type Options struct {
 	F        *cmdutil.Factory
 	Instance string
 	ReadOnly bool
+	// Questions opens the instance's decision spool for the host line,
+	// named by the host input that answers; nil shows no questions.
+	Questions func(instance, input string) (hostterm.Questions, func(), error)
 }
 
 // NewCmdAttach builds the command.
 func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{F: f, Questions: spoolQuestions(f)}
 	cmd := &cobra.Command{
 		Use:   "attach INSTANCE",
 		Short: "Join the instance's tmux session from your terminal",
 		Long: `Attach your terminal to the student's tmux session in the instance. Detach with
 the tmux prefix followed by d (C-b d by default); the session keeps running.
 
+The host line. On a terminal, the last row belongs to stemctl, not to the
+container: tmux gets one row less, and the line shows the questions that wait
+for your answer (an agent asks to run something, for example) or, when none,
+the instance's name. Nothing in the container can write on it.
+
+To answer, press Ctrl-] and then, as separate keys, y (yes), n (no) or a (allow
+everything that agent asks for 10 minutes, which asks once more: y confirms).
+Esc cancels. Keys you type for anything else go to the session as always: a
+question never takes a key, and a chord pasted or typed together with other
+keys answers nothing. Programs and tmux clients in the container cannot
+answer; only this terminal's keyboard can.
+
 The tmux client runs inside the container (through Podman), never on the host:
 an attached tmux client does what its server tells it, including running a
-command when it detaches, and the server is the container's. When stdin is not a
-terminal, the client gets a pseudo-terminal of COLUMNS x LINES and the streams
-are relayed.
+command when it detaches, and the server is the container's. Its output is
+filtered on the way to your terminal: what draws the screen passes; clipboard
+writes (OSC 52), passthrough and other escape strings, and queries whose answers
+your terminal would type back are dropped (docs/security.md lists them).
+When stdin is not a terminal, the client gets a pseudo-terminal of COLUMNS x
+LINES and the streams are relayed (filtered, without the host line).
 --read-only is a courtesy (tmux's read-only mode), not a security boundary.`,
 		Example: `  stemctl attach native-amd64-demo-hello-t1
   stemctl attach hazard3-sim-inf-bss-t4 --read-only`,
@@ -72,15 +91,7 @@ func Run(ctx context.Context, opts *Options) error {
 		args = append(args, "-r")
 	}
 	spec := engine.ExecSpec{Cmd: args, Env: map[string]string{"TERM": containerTerm(opts.F.Getenv("TERM"))}}
-	ios := opts.F.IOStreams
-	if !(ios.IsStdinTTY() && ios.IsStdoutTTY()) {
-		// Not a terminal (a script, a test, a web terminal): the exec
-		// session's pseudo-terminal gets COLUMNS x LINES.
-		sizes := make(chan engine.TermSize, 1)
-		sizes <- engine.TermSize{Rows: envSize(opts.F.Getenv, "LINES", 40), Cols: envSize(opts.F.Getenv, "COLUMNS", 120)}
-		spec.Resize = sizes
-	}
-	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, rec.Instance, spec, "always")
+	code, err := relay(ctx, opts, m, rec.Instance, spec)
 	if err != nil {
 		return fmt.Errorf("attach %s: %w", rec.Instance, err)
 	}

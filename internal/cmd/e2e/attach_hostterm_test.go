@@ -1,0 +1,116 @@
+package e2e_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// attachedInstance makes the demo instance and returns its name, tmux
+// socket and container id.
+func attachedInstance(t *testing.T, a *account) (inst, sock, cid string) {
+	t.Helper()
+	inst = "native-amd64-demo-hello-t1"
+	a.must(0, "up", "native-amd64", "demo", "hello", "1")
+	var st struct {
+		Record struct {
+			SocketDir   string `json:"socket_dir"`
+			ContainerID string `json:"container_id"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(a.must(0, "status", inst, "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	return inst, filepath.Join(st.Record.SocketDir, "t.sock"), st.Record.ContainerID
+}
+
+// tmuxOut runs the host's tmux against the container's server.
+func tmuxOut(t *testing.T, sock string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tmux %v: %v %s", args, err, out)
+	}
+	return string(out)
+}
+
+func clientCount(sock string) func() int {
+	return func() int {
+		out, _ := exec.Command("tmux", "-S", sock, "list-clients", "-F", "#{client_control_mode}").Output()
+		return strings.Count(string(out), "0")
+	}
+}
+
+// TestAttachGuardsTheHostTerminal: a program in a pane, with tmux's
+// passthrough and clipboard on, writes an OSC 52 clipboard string, a DCS
+// through passthrough and a title report query. Two clients watch the same
+// window: `stemctl attach` (whose terminal must get none of it) and, as the
+// control, a plain `podman exec -it ... tmux attach` (whose terminal gets
+// all of it).
+func TestAttachGuardsTheHostTerminal(t *testing.T) {
+	a := newAccount(t)
+	inst, sock, cid := attachedInstance(t, a)
+	tmuxOut(t, sock, "set-option", "-g", "set-clipboard", "on")
+	tmuxOut(t, sock, "set-option", "-g", "allow-passthrough", "on")
+
+	guarded := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
+	guarded.Env = a.Env
+	gf, err := pty.StartWithSize(guarded, &pty.Winsize{Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { guarded.Process.Kill(); guarded.Wait(); gf.Close() }()
+	gscreen := record(gf)
+	waitFor(t, 20*time.Second, "stemctl's client attached", func() bool { return clientCount(sock)() == 1 })
+
+	plain := exec.Command("podman", "exec", "-it", "-e", "TERM=xterm-256color", cid, "tmux", "-S", sock, "attach-session", "-t", "stem")
+	pf, err := pty.StartWithSize(plain, &pty.Winsize{Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { plain.Process.Kill(); plain.Wait(); pf.Close() }()
+	pscreen := record(pf)
+	waitFor(t, 20*time.Second, "the control client attached", func() bool { return clientCount(sock)() == 2 })
+
+	// The host line's row is the relay's: tmux sizes stemctl's client to
+	// 29 rows, the plain one to 30.
+	heights := tmuxOut(t, sock, "list-clients", "-F", "#{client_height}")
+	if !strings.Contains(heights, "29\n") || !strings.Contains(heights, "30\n") {
+		t.Fatalf("client heights %q: want 29 (stemctl) and 30 (plain)", heights)
+	}
+
+	clip := base64.StdEncoding.EncodeToString([]byte("stem-canary-osc52-direct"))
+	pass := base64.StdEncoding.EncodeToString([]byte("stem-canary-osc52-passthrough"))
+	script := `printf '\033]52;c;` + clip + `\007'; ` +
+		`printf '\033Ptmux;\033\033]52;c;` + pass + `\007\033\\'; ` +
+		`printf '\033Ptmux;\033\033P$qm\033\033\\\033\\'; ` +
+		`printf '\033Ptmux;\033\033[21t\033\\'; ` +
+		`printf 'MARK%s\n' done; sleep 600`
+	tmuxOut(t, sock, "new-window", "sh", "-c", script)
+	waitFor(t, 20*time.Second, "the control's terminal shows the pane's output", pscreen.shows("MARKdone"))
+	waitFor(t, 20*time.Second, "stemctl's terminal shows the pane's output", gscreen.shows("MARKdone"))
+
+	hostile := map[string]string{
+		"OSC 52 written in the pane":       clip,
+		"OSC 52 through passthrough":       pass,
+		"DECRQSS through passthrough":      "\x1bP$q",
+		"title report through passthrough": "\x1b[21t",
+	}
+	for what, canary := range hostile {
+		if !pscreen.shows(canary)() {
+			t.Errorf("control: %s did not reach the plain client's terminal; the attack is not exercised", what)
+		}
+		if gscreen.shows(canary)() {
+			t.Errorf("%s reached the terminal of stemctl attach", what)
+		}
+	}
+	if !gscreen.shows("stem ▸ " + inst)() {
+		t.Errorf("stemctl's terminal has no host line naming %s", inst)
+	}
+}
