@@ -31,7 +31,15 @@ func (r *Relay) lineText() string {
 		}
 		return fmt.Sprintf("stem ▸ %s%s%s  [Ctrl-] then %s]", note, questionText(q), more, choiceKeys(q))
 	}
-	return "stem ▸ " + note + clean(r.name)
+	line := "stem ▸ " + note + clean(r.name)
+	if r.who != nil {
+		if len(r.with) == 0 {
+			line += " · no agent or teacher connected"
+		} else {
+			line += " · connected: " + clean(strings.Join(r.with, ", "))
+		}
+	}
+	return line
 }
 
 // questionText is the question, led by who asks unless it already is.

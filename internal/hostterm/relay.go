@@ -3,7 +3,9 @@ package hostterm
 import (
 	"context"
 	"io"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
 )
@@ -20,6 +22,8 @@ type Relay struct {
 	qs    Questions
 	line  bool
 	name  string
+	who   func() []string
+	with  []string // who is connected, as last read
 
 	rows, cols int
 	started    bool   // the stream has written: the terminal is tmux's now
@@ -43,11 +47,18 @@ type Options struct {
 	Name string
 	// Questions feed the host line; nil shows none.
 	Questions Questions
+	// Participants says who is connected to the session now (each a
+	// short name with its level), shown when no question is pending;
+	// nil shows nothing.
+	Participants func() []string
 }
+
+// participantsEvery is how often the host line reads who is connected.
+const participantsEvery = time.Second
 
 // New returns a relay writing to term.
 func New(term io.Writer, opts Options) *Relay {
-	return &Relay{term: term, guard: NewGuard(io.Discard), qs: opts.Questions, line: opts.Line, name: opts.Name}
+	return &Relay{term: term, guard: NewGuard(io.Discard), qs: opts.Questions, line: opts.Line, name: opts.Name, who: opts.Participants}
 }
 
 // Output is the writer for the container's output.
@@ -122,15 +133,42 @@ func (r *Relay) Sizes(in <-chan engine.TermSize) <-chan engine.TermSize {
 	return out
 }
 
-// Run follows the pending questions until ctx ends.
+// Run follows the pending questions and who is connected until ctx ends.
 func (r *Relay) Run(ctx context.Context) {
-	if r.qs == nil || !r.line {
+	if !r.line {
+		return
+	}
+	if r.who != nil {
+		go r.follow(ctx)
+	}
+	if r.qs == nil {
+		<-ctx.Done()
 		return
 	}
 	for qs := range r.qs.Watch(ctx) {
 		r.mu.Lock()
 		r.setPending(qs)
 		r.mu.Unlock()
+	}
+}
+
+// follow reads who is connected and redraws the line when it changes.
+func (r *Relay) follow(ctx context.Context) {
+	t := time.NewTicker(participantsEvery)
+	defer t.Stop()
+	for {
+		with := r.who()
+		r.mu.Lock()
+		if !slices.Equal(with, r.with) {
+			r.with = with
+			r.redraw()
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
 )
@@ -246,4 +248,59 @@ func TestNoLineAfterTheAltScreen(t *testing.T) {
 	if term.String() != "\x1b[?1049h"+line {
 		t.Fatalf("back on it: %q", term.String())
 	}
+}
+
+// TestLineShowsWhoIsConnected: with no question pending, the line names
+// who is connected, and follows when that changes.
+func TestLineShowsWhoIsConnected(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	with := []string{"agent 3f9a2c (assist)"}
+	var term syncBuf
+	r := New(&term, Options{Line: true, Name: "demo-t1", Participants: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), with...)
+	}})
+	sizes := make(chan engine.TermSize, 1)
+	sizes <- engine.TermSize{Rows: 24, Cols: 80}
+	close(sizes)
+	<-r.Sizes(sizes)
+	r.Output().Write([]byte("x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	shows := func(text string) {
+		t.Helper()
+		want := string(lineBytes(text, 24, 80))
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(term.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the line never showed %q: %q", text, term.String())
+			}
+			time.Sleep(time.Millisecond) // polling a condition
+		}
+	}
+	shows("stem ▸ demo-t1 · connected: agent 3f9a2c (assist)")
+	mu.Lock()
+	with = nil
+	mu.Unlock()
+	shows("stem ▸ demo-t1 · no agent or teacher connected")
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

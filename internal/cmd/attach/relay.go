@@ -27,7 +27,11 @@ func relay(ctx context.Context, opts *Options, m *instance.Manager, inst string,
 		defer release()
 		qs = q
 	}
-	r := hostterm.New(ios.Out, hostterm.Options{Line: onTerm, Name: inst, Questions: qs})
+	var who func() []string
+	if onTerm && opts.Questions != nil {
+		who = participants(opts.F, inst)
+	}
+	r := hostterm.New(ios.Out, hostterm.Options{Line: onTerm, Name: inst, Questions: qs, Participants: who})
 	spec.Tty = true
 	spec.Stdin, spec.Stdout, spec.Stderr = r.Input(ios.In), r.Output(), r.Output()
 	if onTerm {

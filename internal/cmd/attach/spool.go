@@ -31,6 +31,26 @@ func spoolQuestions(f *cmdutil.Factory) func(instance, input string) (hostterm.Q
 	}
 }
 
+// participants reads who is connected to the instance's session, from
+// the files each stem-mcp server keeps in the host spool.
+func participants(f *cmdutil.Factory, instance string) func() []string {
+	dirs, err := f.Dirs()
+	if err != nil {
+		return nil
+	}
+	sp, err := decision.Open(dirs.State, instance)
+	if err != nil {
+		return nil
+	}
+	return func() []string {
+		var who []string
+		for _, p := range sp.Participants() {
+			who = append(who, p.Who+" ("+p.Level+")")
+		}
+		return who
+	}
+}
+
 // spoolAdapter gives the relay the spool's questions and records its
 // answers with the host input that gave them.
 type spoolAdapter struct {
