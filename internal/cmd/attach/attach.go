@@ -5,6 +5,8 @@ package attach
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -30,7 +32,7 @@ type Options struct {
 func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f, Questions: spoolQuestions(f)}
 	cmd := &cobra.Command{
-		Use:   "attach INSTANCE",
+		Use:   "attach [INSTANCE]",
 		Short: "Join the instance's tmux session from your terminal",
 		Long: `Attach your terminal to the student's tmux session in the instance. Detach with
 the tmux prefix followed by d (C-b d by default); the session keeps running.
@@ -58,10 +60,12 @@ LINES and the streams are relayed (filtered, without the host line).
 --read-only is a courtesy (tmux's read-only mode), not a security boundary.`,
 		Example: `  stemctl attach native-amd64-demo-hello-t1
   stemctl attach hazard3-sim-inf-bss-t4 --read-only`,
-		Args:              cmdutil.ExactArgs(1, "INSTANCE"),
+		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Instance = args[0]
+			if len(args) == 1 {
+				opts.Instance = args[0]
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -78,6 +82,13 @@ LINES and the streams are relayed (filtered, without the host line).
 // container's, so a client on the host would let anything in the container
 // run commands on the host.
 func Run(ctx context.Context, opts *Options) error {
+	if opts.Instance == "" {
+		here, err := cmdutil.InstanceHere(ctx, opts.F, "")
+		if err != nil {
+			return err
+		}
+		opts.Instance = here
+	}
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err
@@ -91,6 +102,7 @@ func Run(ctx context.Context, opts *Options) error {
 		args = append(args, "-r")
 	}
 	spec := engine.ExecSpec{Cmd: args, Env: map[string]string{"TERM": containerTerm(opts.F.Getenv("TERM"))}}
+	welcome(opts)
 	code, err := relay(ctx, opts, m, rec.Instance, spec)
 	if err != nil {
 		return fmt.Errorf("attach %s: %w", rec.Instance, err)
@@ -121,4 +133,21 @@ func exitCode(code int) error {
 		return &cmdutil.ExitError{Code: code}
 	}
 	return nil
+}
+
+// welcome points a student attaching for the first time to the guide,
+// once per account.
+func welcome(opts *Options) {
+	dirs, err := opts.F.Dirs()
+	if err != nil || !opts.F.IOStreams.IsStdoutTTY() {
+		return
+	}
+	mark := filepath.Join(dirs.State, "attach-welcomed")
+	if _, err := os.Stat(mark); err == nil {
+		return
+	}
+	if os.MkdirAll(dirs.State, 0o700) != nil || os.WriteFile(mark, nil, 0o600) != nil {
+		return
+	}
+	fmt.Fprintln(opts.F.IOStreams.ErrOut, "stem: first time here? The last row is stem's: questions for you and who is connected. Windows: C-b n / C-b p, detach: C-b d. The student guide is docs/student.md in stem's repository; `stemctl attach --help` says more.")
 }
