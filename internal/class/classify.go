@@ -91,3 +91,14 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
+
+// ExplainHostKey says, when ssh to target (USER@HOST, port 0 for 22)
+// ended on the student's host key, why and what to do, for any command
+// that talks to a student's gate; "" otherwise.
+func ExplainHostKey(target string, port, exit int, stderr string) string {
+	f := classify(Student{Host: target, Port: port}, exit, stderr)
+	if f.reach != ReachHostKeyUnknown && f.reach != ReachHostKeyChanged {
+		return ""
+	}
+	return f.why + ": " + f.fix
+}

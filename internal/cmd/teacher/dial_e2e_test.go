@@ -396,3 +396,23 @@ func TestStemDialBesideStemctl(t *testing.T) {
 		t.Fatalf("config with a non-executable stem-dial does not fall back to %s:\n%s", want, out)
 	}
 }
+
+// A student's machine whose host key is not in known_hosts: ssh's bare
+// "Host key verification failed." comes with what to check and the
+// command that adds the key.
+func TestStatusUnknownHostKeyExplained(t *testing.T) {
+	r := newTeacherRig(t)
+	useSSHConfig(t, "")
+	flags := []string{"--host", r.srv.Host(), "--key", r.key, "--port", strconv.Itoa(r.srv.Port),
+		"--ssh-option", "UserKnownHostsFile=" + filepath.Join(t.TempDir(), "empty"), "--ssh-option", "GlobalKnownHostsFile=/dev/null",
+		"--ssh-option", "StrictHostKeyChecking=yes"}
+	out, err := r.stemctlErr(append([]string{"status", "--timeout", "20s"}, flags...)...)
+	if err == nil {
+		t.Fatalf("status with an unknown host key succeeded:\n%s", out)
+	}
+	for _, want := range []string{"Host key verification failed", "not in your known_hosts", "ssh-keyscan -p " + strconv.Itoa(r.srv.Port)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("the refusal lacks %q: %v", want, err)
+		}
+	}
+}

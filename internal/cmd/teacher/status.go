@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/termtext"
@@ -76,6 +77,13 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		}
 		if msg == "" {
 			msg = err.Error()
+		}
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if why := class.ExplainHostKey(tg.Host, tg.Port, code, msg); why != "" {
+			return fmt.Errorf("ssh %s status: %s (ssh said: %s)", tg.Host, why, msg)
 		}
 		return fmt.Errorf("ssh %s status: %s", tg.Host, msg)
 	}
