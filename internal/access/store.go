@@ -14,6 +14,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/statefile"
 )
 
 // Schema is the grants file format version.
@@ -158,8 +159,9 @@ func (s *Store) read() (*State, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return st, nil
 	}
-	if err := json.Unmarshal(data, st); err != nil {
-		return nil, fmt.Errorf("grants file %s is corrupt (%v): every grant is refused until it is repaired or moved aside (then grant again)", s.path, err)
+	if err := statefile.Unmarshal("the grants file", s.path, data, st,
+		"every teacher is refused until it is repaired, or moved aside ("+statefile.MoveAside(s.path)+") and each teacher granted again with `stemctl access grant`"); err != nil {
+		return nil, err
 	}
 	if st.Schema > Schema {
 		return nil, fmt.Errorf("grants file %s has schema %d, newer than this program (%d): upgrade stem", s.path, st.Schema, Schema)

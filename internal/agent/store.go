@@ -18,6 +18,7 @@ import (
 	"github.com/stem-edu/stem/internal/mcpconfig"
 	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/statefile"
 )
 
 // Modes of an agent.
@@ -157,8 +158,10 @@ func (s Store) Read(id string) (Record, error) {
 		return Record{}, err
 	}
 	var rec Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return Record{}, fmt.Errorf("agent %s: %w", id, err)
+	path := filepath.Join(s.Dir(id), "agent.json")
+	if err := statefile.Unmarshal("agent "+id+"'s record", path, data, &rec,
+		"stem no longer knows this agent; if `ps -ef | grep "+id+"` shows its supervisor, end it with kill, then remove the record with `rm -r "+s.Dir(id)+"`"); err != nil {
+		return Record{}, err
 	}
 	return rec, nil
 }
@@ -214,6 +217,13 @@ func (s Store) List(prune bool) ([]Status, error) {
 			continue
 		}
 		rec, err := s.Read(e.Name())
+		var corrupt *statefile.CorruptError
+		if errors.As(err, &corrupt) {
+			// Never pruned: its supervisor may still run, and the file is
+			// the only trace of it the user has.
+			out = append(out, Status{Record: Record{ID: e.Name()}, Problem: err.Error()})
+			continue
+		}
 		if err != nil {
 			if fi, serr := os.Stat(s.Dir(e.Name())); prune && serr == nil && time.Since(fi.ModTime()) > time.Minute {
 				s.Remove(e.Name())

@@ -144,6 +144,15 @@ type WriteError struct {
 }
 
 func (e *WriteError) Error() string {
+	dir := filepath.Dir(e.Path)
+	switch {
+	case errors.Is(e.Err, syscall.ENOSPC), errors.Is(e.Err, syscall.EDQUOT):
+		return fmt.Sprintf("the audit log %s cannot be written: the disk holding %s is full (%v); the entry was not written. Free space there (`df -h %s` shows it), then try again: the log continues where it stopped",
+			e.Path, dir, e.Err, dir)
+	case errors.Is(e.Err, syscall.EROFS):
+		return fmt.Sprintf("the audit log %s cannot be written: %s is on a read-only file system (%v); the entry was not written. Make it writable again (`mount -o remount,rw` of the file system holding it), then try again",
+			e.Path, dir, e.Err)
+	}
 	return fmt.Sprintf("the audit log %s cannot be written (%v): run `stemctl audit verify` to find the broken line; to start a new log, move %s and %s aside (keep them as the record)",
 		e.Path, e.Err, filepath.Base(e.Path), filepath.Base(headPath(e.Path)))
 }
@@ -169,16 +178,30 @@ func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 			return err
 		}
 		e.Hash = h
-		if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		end, err := f.Seek(0, io.SeekEnd)
+		if err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+		// A full disk can take part of a line: cut it off again, so the
+		// chain ends at its last whole entry and the next append (after
+		// space is freed) continues it. The entry counts as not written.
+		undo := func(err error) error {
+			if terr := f.Truncate(end); terr != nil {
+				return fmt.Errorf("append: %w; removing the partial line also failed (%v)", err, terr)
+			}
+			f.Sync()
 			return fmt.Errorf("append: %w", err)
 		}
 		if _, err := f.Write(line); err != nil {
-			return fmt.Errorf("append: %w", err)
+			return undo(err)
 		}
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("append: %w", err)
+			return undo(err)
 		}
-		return writeHead(l.path, Head{Seq: e.Seq, Hash: e.Hash})
+		if err := writeHead(l.path, Head{Seq: e.Seq, Hash: e.Hash}); err != nil {
+			return undo(err)
+		}
+		return nil
 	})
 	if err != nil {
 		return e, &WriteError{Path: l.path, Err: err}

@@ -19,6 +19,7 @@ import (
 	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/statefile"
 )
 
 // Schema is the registry file format version.
@@ -134,8 +135,9 @@ func (r *Registry) read() (file, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return f, nil
 	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		return f, fmt.Errorf("registry %s is corrupt (%v): move it aside and run `stemctl up` again to re-create records", r.path, err)
+	if err := statefile.Unmarshal("the registry", r.path, data, &f,
+		"move it aside ("+statefile.MoveAside(r.path)+") and run `stemctl up` again for each instance: it takes each instance's container back as it is"); err != nil {
+		return file{Schema: Schema, Instances: map[string]Record{}}, err
 	}
 	if f.Schema > Schema {
 		return f, fmt.Errorf("registry %s has schema %d, newer than this stemctl (%d): upgrade stemctl", r.path, f.Schema, Schema)

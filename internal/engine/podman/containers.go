@@ -249,6 +249,9 @@ func (e *Engine) Inspect(ctx context.Context, nameOrID string) (v engine.Contain
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	d, err := containers.Inspect(ctx, nameOrID, nil)
+	if e.restarted(ctx, err) {
+		d, err = containers.Inspect(ctx, nameOrID, nil)
+	}
 	if err != nil {
 		return engine.Container{}, notFound(err, "inspect container %s", nameOrID)
 	}
@@ -285,6 +288,9 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) (v []engine
 		opts.WithFilters(map[string][]string{"label": f})
 	}
 	list, err := containers.List(ctx, opts)
+	if e.restarted(ctx, err) {
+		list, err = containers.List(ctx, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

@@ -82,6 +82,8 @@ type Engine struct {
 	callTimeout time.Duration
 	service     *Service
 	getenv      func(string) string
+	// opts are Connect's, for starting the service again (see restarted).
+	opts Options
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -183,7 +185,31 @@ func Connect(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to Podman at %s: %w", uri, err)
 	}
-	return &Engine{uri: uri, conn: conn, client: client, callTimeout: opts.CallTimeout, service: started, getenv: opts.Getenv}, nil
+	opts.URI = uri
+	return &Engine{uri: uri, conn: conn, client: client, callTimeout: opts.CallTimeout, service: started, getenv: opts.Getenv, opts: opts}, nil
+}
+
+// restarted reports whether err says the service is gone (a dial of its
+// socket refused, or the socket removed) and, for an engine that starts
+// its service, starts it again as Connect does. The caller then tries a
+// call that changes nothing once more; a call that changes something is
+// not retried (it may have run), its error says to run the command again.
+func (e *Engine) restarted(ctx context.Context, err error) bool {
+	path, ok := unixPath(e.uri)
+	if !ok || !e.opts.StartService || !serviceGone(err) {
+		return false
+	}
+	_, serr := startService(ctx, e.opts, path)
+	return serr == nil
+}
+
+// serviceGone: err is a failed dial of the service's socket.
+func serviceGone(err error) bool {
+	var op *net.OpError
+	if err == nil || !errors.As(err, &op) || op.Op != "dial" {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
 }
 
 // probe dials a unix socket once, so a dead or missing socket fails fast

@@ -116,6 +116,9 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	if len(opts.IDs) == 0 {
 		for _, s := range sts {
+			if s.Instance == "" {
+				continue // a damaged record: stemctl agent list says what to do
+			}
 			if (opts.All || inst == "" || s.Instance == inst) && (opts.Provider == "" || s.Provider == opts.Provider) {
 				pick = append(pick, s.Record)
 			}
