@@ -62,7 +62,10 @@ func classEntry(opts *ConfigOptions) (mcpconfig.Entry, []string, error) {
 	if err := checkEntryName(name); err != nil {
 		return mcpconfig.Entry{}, nil, err
 	}
-	e := mcpconfig.Entry{Name: name, Command: bin, Args: []string{"class", "--class", r.Name}}
+	// The agent CLI may run stem-mcp with another HOME or XDG_CONFIG_HOME
+	// than this shell's: the entry names where the roster and the keys are.
+	e := mcpconfig.Entry{Name: name, Command: bin, Args: []string{"class", "--class", r.Name},
+		Env: map[string]string{"STEM_CONFIG_DIR": d.Config, "HOME": d.Home}}
 	var notes []string
 	if transientPath(bin) {
 		notes = append(notes, fmt.Sprintf("warning: the entry names %s, a temporary build (go run?) that will be gone: install stem-mcp and run this again", bin))

@@ -42,6 +42,7 @@ func TestConfigClassEntry(t *testing.T) {
 		MCPServers map[string]struct {
 			Command string
 			Args    []string
+			Env     map[string]string
 		} `toml:"mcp_servers"`
 	}
 	data, _ := os.ReadFile(filepath.Join(codexHome, "config.toml"))
@@ -51,6 +52,11 @@ func TestConfigClassEntry(t *testing.T) {
 	ent := got.MCPServers["stem-class-lab3"]
 	if len(got.MCPServers) != 1 || ent.Command != bin || strings.Join(ent.Args, " ") != "class --class lab3" {
 		t.Fatalf("config.toml:\n%s", data)
+	}
+	// The entry finds the roster whatever HOME or XDG_CONFIG_HOME the
+	// agent CLI runs stem-mcp with.
+	if ent.Env["STEM_CONFIG_DIR"] != cfg || ent.Env["HOME"] != e.home {
+		t.Fatalf("the entry's env does not name the roster's directory:\n%s", data)
 	}
 	if err := e.run(t, "config", "--provider", "codex", "--class", "lab3", "--host", "anna@lab-03"); err == nil || !strings.Contains(err.Error(), "--class takes no --host") {
 		t.Fatalf("--class with --host: %v", err)
