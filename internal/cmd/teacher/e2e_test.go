@@ -206,7 +206,7 @@ func TestTeacherConfigWithRealCLIsAndSSHD(t *testing.T) {
 			t.Fatalf("teacher status: %v\n%s", err, out)
 		}
 		text := r.stemctl(t, map[string]string{"HOME": r.home}, append([]string{"status"}, r.flags...)...)
-		if !strings.Contains(text, "grant kowalski, level observe") {
+		if !strings.Contains(text, `grant "kowalski", level "observe"`) {
 			t.Fatalf("teacher status:\n%s", text)
 		}
 	})
