@@ -353,7 +353,10 @@ return {term = term, prompt = prompt, nofile = nofile, help = help, nomod = nomo
 		if _, err := c.SetLines(ctx, b, 1, 1, []string{"INJECTED"}); !errors.Is(err, ErrBufType) {
 			t.Errorf("%s buffer: %v, want ErrBufType", name, err)
 		}
-		if after := bufLines(t, n, b); fmt.Sprint(after) != fmt.Sprint(before) {
+		// A terminal buffer's lines follow its job's screen by themselves:
+		// what counts there is that stem's text did not go in.
+		after := bufLines(t, n, b)
+		if strings.Contains(fmt.Sprint(after), "INJECTED") || name != "terminal" && fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Errorf("%s buffer changed: %q -> %q", name, before, after)
 		}
 	}
