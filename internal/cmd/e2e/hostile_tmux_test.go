@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +129,9 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 		ctl := exec.CommandContext(cctx, "tmux", append([]string{"-S", sock}, strings.Fields(c.control)...)...)
 		ctl.Env = append(os.Environ(), "TMUX=")
 		ctl.Stdin = strings.NewReader("")
+		// Its own process group: what the obedient client started (a
+		// shell for MSG_SHELL) ends with it, not during the checks below.
+		ctl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := ctl.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +139,7 @@ func TestHostileTmuxServerRunsNothingOnTheHost(t *testing.T) {
 			_, err := os.Stat(canary)
 			return err == nil
 		})
+		syscall.Kill(-ctl.Process.Pid, syscall.SIGKILL)
 		ccancel()
 		ctl.Wait()
 		os.Remove(canary)
