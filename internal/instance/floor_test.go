@@ -31,7 +31,7 @@ func TestFloorHoldsAgainstTheContainer(t *testing.T) {
 	ctx := context.Background()
 	mcpBin := os.Getenv("STEM_MCP_BIN")
 	if mcpBin == "" {
-		t.Skip("STEM_MCP_BIN is not set: build stem-mcp (make build) and point it there")
+		t.Fatal("STEM_MCP_BIN is not set: build stem-mcp (make build) and point it there (make test does)")
 	}
 	r := w.resolve("native-amd64", "demo", "hello", "1", "")
 	toml := filepath.Join(r.CardPath, workspace.ManifestName)
