@@ -188,20 +188,26 @@ func (w *world) exchangeAttack(card, inst string) {
 		t.Errorf("left in .git: %s", l)
 	}
 	// Control: a fresh decoy y (untracked: stem may have committed z),
-	// with a FIFO y/sub/.gitignore, which git opens (and waits on) when
-	// it lists y/sub, its first look at y/sub/f: by then it holds y open.
-	w.inside(inst, fmt.Sprintf(`cd "$STEM_CARD_PATH" && mkdir -p y/sub && echo decoy > y/CANARY_secret && echo x > y/sub/f && ln -s %s yl && mkfifo y/sub/.gitignore`, q(dir)))
-	w.background(inst, "c.log", "fifo y/sub/.gitignore y yl")
-	out, _ := w.sh(card, "git add --all 2>&1")
-	if log := w.inside(inst, "cat /tmp/c.log"); !strings.Contains(log, "fired") {
-		t.Fatalf("control: the exchange did not happen during git add:\n%s\n%s", log, out)
+	// with a FIFO y/sub/.gitignore, which git opens when it lists y/sub,
+	// its first look at y/sub/f: by then it holds y's listing. git closes
+	// a FIFO it finds empty without reading it, so the exchange races
+	// git's next steps; it usually wins, and is tried until it does.
+	var out string
+	for i := 0; i < 6 && !w.leaked(card, canary); i++ {
+		y, yl := fmt.Sprintf("y%d", i), fmt.Sprintf("yl%d", i)
+		w.inside(inst, fmt.Sprintf(`cd "$STEM_CARD_PATH" && mkdir -p %[1]s/sub && echo decoy > %[1]s/CANARY_secret && echo x > %[1]s/sub/f && ln -s %[3]s %[2]s && mkfifo %[1]s/sub/.gitignore`, y, yl, q(dir)))
+		w.background(inst, "c.log", fmt.Sprintf("fifo %[1]s/sub/.gitignore %[1]s %[2]s", y, yl))
+		out, _ = w.sh(card, "git add --all 2>&1")
+		if log := w.inside(inst, "cat /tmp/c.log"); !strings.Contains(log, "fired") {
+			t.Fatalf("control: the exchange did not happen during git add:\n%s\n%s", log, out)
+		}
+		// The FIFO goes, else git commit waits on it for a writer.
+		w.inside(inst, fmt.Sprintf(`cd "$STEM_CARD_PATH" && rm -f %[1]s/sub/.gitignore %[2]s/sub/.gitignore`, y, yl))
+		cout, _ := w.sh(card, fmt.Sprintf("git commit -qm plain%d 2>&1", i))
+		out += cout
 	}
-	// The FIFO goes, else git commit waits on it for a writer.
-	w.inside(inst, `cd "$STEM_CARD_PATH" && rm -f y/sub/.gitignore yl/sub/.gitignore`)
-	cout, _ := w.sh(card, "git commit -qm plain 2>&1")
-	out += cout
 	if !w.leaked(card, canary) {
-		t.Errorf("control: plain git add --all did not take the host canary:\n%s\n%s", out, w.mustSh(card, "git show --stat HEAD"))
+		t.Errorf("control: plain git add --all did not take the host canary in 6 tries:\n%s\n%s", out, w.mustSh(card, "git show --stat HEAD"))
 	}
 }
 
