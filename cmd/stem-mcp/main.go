@@ -19,6 +19,10 @@ import (
 
 func main() {
 	ios := iostreams.System()
+	// A client that went away (a teacher's dropped SSH connection) must
+	// cost a write error, not the process: the session still has its
+	// session_end to write to the audit log.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	cmd := mcpcmd.NewCmdRoot(ios, os.Getenv)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/audit"
 )
 
 // stemClients are the names of stem's control clients of the instance's tmux.
@@ -25,15 +27,17 @@ func (s *student) stemClients(t testing.TB) []string {
 	return out
 }
 
-// The teacher's SSH connection drops while a call is in flight: the
-// gate's tmux control client leaves the student's server, the audit log
-// still verifies, the server lives on and the next teacher session works.
+// The teacher's SSH connection drops while a call is in flight: the gate
+// ends its session (session_end in the audit log), its tmux control client
+// leaves the student's server, the server lives on and the next teacher
+// session works.
 func TestSSHDroppedMidCallEndsTheSession(t *testing.T) {
 	s := newStudent(t)
 	key, _ := s.grant(t, "teacher", "observe", "--instance", s.inst.Name)
 	if n := s.stemClients(t); len(n) != 0 {
 		t.Fatalf("stem clients before the session: %v", n)
 	}
+	started := time.Now()
 	ssh := exec.Command("ssh", s.srv.Args(key.Private, nil, "mcp", s.inst.Name)...)
 	in, err := ssh.StdinPipe()
 	if err != nil {
@@ -84,6 +88,20 @@ func TestSSHDroppedMidCallEndsTheSession(t *testing.T) {
 	}
 	if left := s.stemClients(t); len(left) > 0 {
 		t.Fatalf("30 s after the connection dropped the gate still holds tmux client(s) %v\nsshd log:\n%s", left, s.srv.Log())
+	}
+	var ends []audit.Entry
+	for time.Now().Before(deadline) {
+		ends, err = s.auditLog(t).Read(audit.Filter{Event: audit.SessionEnd, Since: started})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ends) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(ends) != 1 {
+		t.Fatalf("session_end entries after the drop: %+v\nsshd log:\n%s", ends, s.srv.Log())
 	}
 	if res, err := s.auditLog(t).Verify(); err != nil || !res.OK {
 		t.Fatalf("audit verify after the drop: %+v %v", res, err)
