@@ -59,6 +59,21 @@ type Entry struct {
 	Floor      *agentpolicy.Policy `json:"policy_floor,omitempty"`
 	FloorSince time.Time           `json:"policy_floor_since,omitzero"`
 	FloorBy    string              `json:"policy_floor_by,omitempty"`
+	// EditableFloor is the task's editable globs recorded beside Floor,
+	// and loosened with it: the manifest makes a file editable only when
+	// these name it too, so a glob added to stem.toml from inside the
+	// container opens nothing. nil: none recorded (an instance made before
+	// they were), and the manifest opens nothing until the student
+	// loosens on the host.
+	EditableFloor *[]string `json:"editable_floor,omitempty"`
+}
+
+// FloorEditable is EditableFloor, empty when none is recorded.
+func (e Entry) FloorEditable() []string {
+	if e.EditableFloor == nil {
+		return nil
+	}
+	return *e.EditableFloor
 }
 
 // PaneAllowed reports whether the student allowed keys to pane of the
@@ -162,7 +177,7 @@ func (s *Store) Update(ctx context.Context, instance string, fn func(*Entry) err
 	if err := fn(&e); err != nil {
 		return err
 	}
-	if len(e.Panes) == 0 && len(e.Edits) == 0 && e.Floor == nil {
+	if len(e.Panes) == 0 && len(e.Edits) == 0 && e.Floor == nil && e.EditableFloor == nil {
 		delete(f.Instances, instance)
 	} else {
 		f.Instances[instance] = e
@@ -186,10 +201,11 @@ func (s *Store) Delete(ctx context.Context, instance string) error {
 // Settle records that instance now runs in container cid under the card's
 // policy card, and returns the policy to record for it: card met with the
 // floor. The first call sets the floor (to prior, the policy an older
-// record holds, when there is one; else to card). Pane permissions of
-// earlier containers, and of an earlier run of this one, go: a pane id
-// names another pane once tmux has started again.
-func (s *Store) Settle(ctx context.Context, instance, cid string, prior *agentpolicy.Policy, card agentpolicy.Policy, by string) (agentpolicy.Policy, error) {
+// record holds, when there is one; else to card) and the editable floor
+// (to editable, the card's globs). Pane permissions of earlier
+// containers, and of an earlier run of this one, go: a pane id names
+// another pane once tmux has started again.
+func (s *Store) Settle(ctx context.Context, instance, cid string, prior *agentpolicy.Policy, card agentpolicy.Policy, editable []string, by string) (agentpolicy.Policy, error) {
 	var out agentpolicy.Policy
 	err := s.Update(ctx, instance, func(e *Entry) error {
 		if e.Floor == nil {
@@ -198,6 +214,10 @@ func (s *Store) Settle(ctx context.Context, instance, cid string, prior *agentpo
 				f = *prior
 			}
 			e.Floor, e.FloorSince, e.FloorBy = &f, time.Now().UTC(), by
+		}
+		if e.EditableFloor == nil {
+			g := append([]string{}, editable...)
+			e.EditableFloor = &g
 		}
 		e.Panes = nil
 		out = agentpolicy.Meet(*e.Floor, card)
@@ -211,6 +231,17 @@ func (s *Store) Settle(ctx context.Context, instance, cid string, prior *agentpo
 func (s *Store) SetFloor(ctx context.Context, instance string, p agentpolicy.Policy, by string) error {
 	return s.Update(ctx, instance, func(e *Entry) error {
 		e.Floor, e.FloorSince, e.FloorBy = &p, time.Now().UTC(), by
+		return nil
+	})
+}
+
+// Loosen makes p the floor of instance and editable its editable floor:
+// the student took the card's current policy and globs on the host,
+// through input named by.
+func (s *Store) Loosen(ctx context.Context, instance string, p agentpolicy.Policy, editable []string, by string) error {
+	return s.Update(ctx, instance, func(e *Entry) error {
+		g := append([]string{}, editable...)
+		e.Floor, e.FloorSince, e.FloorBy, e.EditableFloor = &p, time.Now().UTC(), by, &g
 		return nil
 	})
 }

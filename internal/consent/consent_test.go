@@ -23,23 +23,23 @@ func TestFloorHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Settle(ctx, "i", "c1", nil, assist(), "stemctl up")
+	got, err := s.Settle(ctx, "i", "c1", nil, assist(), nil, "stemctl up")
 	if err != nil || got.MaxLevel != agentpolicy.CapAssist {
 		t.Fatalf("first settle: %+v %v", got, err)
 	}
-	got, _ = s.Settle(ctx, "i", "c2", nil, agentpolicy.Default(), "stemctl up")
+	got, _ = s.Settle(ctx, "i", "c2", nil, agentpolicy.Default(), nil, "stemctl up")
 	if got.MaxLevel != agentpolicy.CapAssist || got.Edits != agentpolicy.EditsPropose || len(got.Approve) != 1 {
 		t.Fatalf("a loosened card loosened the policy: %+v", got)
 	}
 	tight := agentpolicy.Policy{MaxLevel: agentpolicy.CapObserve, Edits: agentpolicy.EditsNone}
-	if got, _ = s.Settle(ctx, "i", "c2", nil, tight, "stemctl up"); got.MaxLevel != agentpolicy.CapObserve {
+	if got, _ = s.Settle(ctx, "i", "c2", nil, tight, nil, "stemctl up"); got.MaxLevel != agentpolicy.CapObserve {
 		t.Fatalf("a tighter card did not tighten: %+v", got)
 	}
 	// Control: the floor, not the store, is what held.
 	if err := s.SetFloor(ctx, "i", agentpolicy.Default(), "stemctl policy --loosen on /dev/pts/9"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ = s.Settle(ctx, "i", "c3", nil, agentpolicy.Default(), "stemctl up"); !got.IsDefault() {
+	if got, _ = s.Settle(ctx, "i", "c3", nil, agentpolicy.Default(), nil, "stemctl up"); !got.IsDefault() {
 		t.Fatalf("after --loosen: %+v", got)
 	}
 	if err := s.Delete(ctx, "i"); err != nil {
@@ -56,7 +56,7 @@ func TestSettleKeepsOlderRecord(t *testing.T) {
 	t.Parallel()
 	s, _ := Open(t.TempDir())
 	prior := assist()
-	got, err := s.Settle(context.Background(), "i", "c1", &prior, agentpolicy.Default(), "stemctl up")
+	got, err := s.Settle(context.Background(), "i", "c1", &prior, agentpolicy.Default(), nil, "stemctl up")
 	if err != nil || got.MaxLevel != agentpolicy.CapAssist {
 		t.Fatalf("got %+v %v", got, err)
 	}
@@ -68,7 +68,7 @@ func TestPanesBelongToOneRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := Open(t.TempDir())
-	s.Settle(ctx, "i", "c1", nil, assist(), "up")
+	s.Settle(ctx, "i", "c1", nil, assist(), nil, "up")
 	s.Update(ctx, "i", func(e *Entry) error {
 		e.Panes = append(e.Panes, Pane{ContainerID: "c1", Pane: "%1"})
 		e.Edits = append(e.Edits, Edit{File: "src/a.c"})
@@ -78,7 +78,7 @@ func TestPanesBelongToOneRun(t *testing.T) {
 	if !e.PaneAllowed("c1", "%1") || e.PaneAllowed("c2", "%1") || e.PaneAllowed("c1", "%2") || !e.Editable("src/a.c") || e.Editable("src/b.c") {
 		t.Fatalf("entry: %+v", e)
 	}
-	s.Settle(ctx, "i", "c1", nil, assist(), "up")
+	s.Settle(ctx, "i", "c1", nil, assist(), nil, "up")
 	e, _ = s.Get(ctx, "i")
 	if e.PaneAllowed("c1", "%1") || !e.Editable("src/a.c") {
 		t.Fatalf("after a restart: %+v", e)
@@ -94,7 +94,7 @@ func TestCorruptFailsClosed(t *testing.T) {
 	if _, err := s.Get(context.Background(), "i"); err == nil || !strings.Contains(err.Error(), "moved aside") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := s.Settle(context.Background(), "i", "c", nil, agentpolicy.Default(), "up"); err == nil {
+	if _, err := s.Settle(context.Background(), "i", "c", nil, agentpolicy.Default(), nil, "up"); err == nil {
 		t.Fatal("settle over a corrupt file succeeded")
 	}
 }
@@ -110,5 +110,42 @@ func TestCleanFile(t *testing.T) {
 		if got, err := CleanFile(in); err == nil {
 			t.Errorf("%q accepted as %q", in, got)
 		}
+	}
+}
+
+// TestEditableFloor: the globs recorded at the first settle stay whatever
+// later cards say, until the student loosens on the host; rm forgets them.
+func TestEditableFloor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := Open(t.TempDir())
+	if _, err := s.Settle(ctx, "i", "c1", nil, assist(), []string{"t1/words.c"}, "stemctl up"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "i", "c2", nil, assist(), []string{"t1/words.c", "t1/**"}, "stemctl up"); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := s.Get(ctx, "i")
+	if got := e.FloorEditable(); len(got) != 1 || got[0] != "t1/words.c" {
+		t.Fatalf("a card with more globs widened the editable floor: %q", got)
+	}
+	if err := s.Loosen(ctx, "i", assist(), []string{"t1/words.c", "t1/**"}, "stemctl policy --loosen on /dev/pts/9"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ = s.Get(ctx, "i"); len(e.FloorEditable()) != 2 || e.FloorBy != "stemctl policy --loosen on /dev/pts/9" {
+		t.Fatalf("after --loosen: %+v", e)
+	}
+	// A card with no globs records an empty floor, not none.
+	if _, err := s.Settle(ctx, "j", "c1", nil, assist(), nil, "stemctl up"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ = s.Get(ctx, "j"); e.EditableFloor == nil || len(*e.EditableFloor) != 0 {
+		t.Fatalf("no globs: %+v", e.EditableFloor)
+	}
+	if err := s.Delete(ctx, "i"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ = s.Get(ctx, "i"); e.EditableFloor != nil {
+		t.Fatalf("rm kept the editable floor: %+v", e)
 	}
 }

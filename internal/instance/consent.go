@@ -22,8 +22,9 @@ func (m *Manager) Consents() (*consent.Store, error) {
 // when the instance was first made. Every path that records an instance
 // (create, re-create, start of a stopped container) comes through here, so
 // a stem.toml loosened from inside the container is met with the floor
-// however the container came back.
-func (m *Manager) settlePolicy(ctx context.Context, instance, cid string, card agentpolicy.Policy) (agentpolicy.Policy, error) {
+// however the container came back. editable is the card's editable globs,
+// recorded the first time as the editable floor.
+func (m *Manager) settlePolicy(ctx context.Context, instance, cid string, card agentpolicy.Policy, editable []string) (agentpolicy.Policy, error) {
 	st, err := m.Consents()
 	if err != nil {
 		return agentpolicy.Policy{}, err
@@ -34,7 +35,7 @@ func (m *Manager) settlePolicy(ctx context.Context, instance, cid string, card a
 	} else if !errors.Is(err, registry.ErrNotFound) {
 		return agentpolicy.Policy{}, err
 	}
-	p, err := st.Settle(ctx, instance, cid, prior, card, "recorded when the instance was made")
+	p, err := st.Settle(ctx, instance, cid, prior, card, editable, "recorded when the instance was made")
 	if err != nil {
 		return agentpolicy.Policy{}, fmt.Errorf("instance %s: the student's consents: %w", instance, err)
 	}

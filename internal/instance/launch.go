@@ -202,7 +202,7 @@ func (m *Manager) writeContainerJSON(plan *Plan, dir sockets.Dir, c engine.Conta
 
 func (m *Manager) record(ctx context.Context, plan *Plan, dir sockets.Dir, c engine.Container) (registry.Record, error) {
 	r := plan.Resolved
-	pol, err := m.settlePolicy(ctx, plan.Name, c.ID, r.Policy)
+	pol, err := m.settlePolicy(ctx, plan.Name, c.ID, r.Policy, r.Editable)
 	if err != nil {
 		return registry.Record{}, err
 	}

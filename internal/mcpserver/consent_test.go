@@ -108,3 +108,49 @@ func TestFloorHoldsOverTheRecord(t *testing.T) {
 		t.Fatalf("under an assist floor a new session lists %v", tools)
 	}
 }
+
+// TestContainerCannotWidenEditable: code in the container adds t1/hello.c
+// to the task's editable globs in the card's stem.toml. An assist agent
+// still cannot edit it, and task_info tells the card's globs and the
+// host's apart. The control: once the student takes the card's globs on
+// the host (what `stemctl policy --loosen` records), the same edit goes
+// through.
+func TestContainerCannotWidenEditable(t *testing.T) {
+	in := fixture(t)
+	st := studentOf(t, in)
+	s := connect(t, in, "assist")
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
+	edit := map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"// edited by the agent"}}
+	if msg := s.refused("nvim_buffer_edit", edit); !strings.Contains(msg, "not editable") {
+		t.Fatalf("before the attack: %s", msg)
+	}
+
+	manifest := filepath.Join(in.Resolved.CardPath, "stem.toml")
+	st.run(shell, `sed -i 's|^editable = \["t1/words.c"|editable = ["t1/hello.c", "t1/words.c"|' `+manifest+`; echo WIDENED-$((2*3))`)
+	st.waitPane(shell, `(?m)^WIDENED-6$`, 10*time.Second)
+	info := s.ok("task_info", nil)
+	if e := mustJSON(info["editable"]); !strings.Contains(e, "t1/hello.c") {
+		t.Fatalf("the attack did not reach the card's manifest: editable %s\n%s", e, st.capture(shell))
+	}
+	if e := mustJSON(info["editable_on_host"]); strings.Contains(e, "hello.c") || !strings.Contains(e, "t1/words.c") {
+		t.Fatalf("editable_on_host = %s", e)
+	}
+	if msg := s.refused("nvim_buffer_edit", edit); !strings.Contains(msg, "stemctl policy "+in.Record.Instance+" --loosen") {
+		t.Fatalf("edit of a file only the rewritten card lists: %s", msg)
+	}
+	if text, _ := st.bufferText(filepath.Join(in.Resolved.TaskDir, "hello.c")); strings.Contains(text, "edited by the agent") {
+		t.Fatal("a refused edit changed the buffer")
+	}
+
+	// Control: the host takes the card's globs; the same edit goes through.
+	in.SetEditableFloor(t, []string{"t1/hello.c", "t1/words.c", "t1/test_words.c"})
+	s.ok("nvim_buffer_edit", edit)
+	// The card still narrows: a glob it drops stops counting at once.
+	st.run(shell, `sed -i 's|^editable = \["t1/hello.c", |editable = [|' `+manifest+`; echo NARROWED-$((2*3))`)
+	st.waitPane(shell, `(?m)^NARROWED-6$`, 10*time.Second)
+	if msg := s.refused("nvim_buffer_edit", edit); !strings.Contains(msg, "not editable") {
+		t.Fatalf("after the card dropped the glob: %s", msg)
+	}
+}

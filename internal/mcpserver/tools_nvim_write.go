@@ -148,8 +148,9 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	return map[string]any{"path": cp.Rel, "buffer": bt.Buffer, "edited": ed, "saved": false}, nil
 }
 
-// editAllowed applies the assist rule: the task's editable globs, or a
-// file the student marked on the host; never git internals or stem state.
+// editAllowed applies the assist rule: the task's editable globs (those
+// recorded on the host, narrowed by the card's current ones), or a file
+// the student marked on the host; never git internals or stem state.
 func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int) error {
 	if protected(cp.Rel) {
 		return badInput("%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
@@ -159,14 +160,9 @@ func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int)
 	if s.levelFor(c) >= Full {
 		return nil
 	}
-	tc, err := s.taskContext(c)
-	if err == nil {
-		if globs, _ := tc["editable"].([]string); matchEditable(globs, cp.Rel) {
-			return nil
-		}
-	}
-	// The host's record, not b:stem_allow_edit: a buffer variable is
-	// set by whatever runs in the container's Neovim.
+	// The host's record, not b:stem_allow_edit nor stem.toml alone: a
+	// buffer variable is set by whatever runs in the container's Neovim,
+	// and the card can be rewritten from inside the container.
 	e, err := s.consents(ctx, c)
 	if err != nil {
 		return err
@@ -174,7 +170,21 @@ func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int)
 	if e.Editable(cp.Rel) {
 		return nil
 	}
+	var card []string
+	tc, cerr := s.taskContext(c)
+	if cerr == nil {
+		card, _ = tc["editable"].([]string)
+	}
+	inFloor := matchEditable(e.FloorEditable(), cp.Rel)
+	// A card that cannot be read leaves the recorded globs; one that can
+	// may only narrow them.
+	if inFloor && (cerr != nil || matchEditable(card, cp.Rel)) {
+		return nil
+	}
 	inst := c.target().Record.Instance
+	if !inFloor && matchEditable(card, cp.Rel) {
+		return badInput("%s is not editable at the assist level: the card's stem.toml lists it now, but the globs recorded on the host when the instance was made do not (the card can be rewritten from inside the container); the student takes the card's on the host (`stemctl policy %s --loosen`) or marks the file (`stemctl allow %s --edit %s`)", cp.Rel, inst, inst, cp.Rel)
+	}
 	return badInput("%s is not editable at the assist level: the task's manifest does not list it as editable and the student has not marked it on the host (`stemctl allow %s --edit %s`)", cp.Rel, inst, cp.Rel)
 }
 

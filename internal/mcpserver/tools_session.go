@@ -30,7 +30,21 @@ func observeTools() []toolDef {
 				if err != nil {
 					return nil, err
 				}
-				return s.taskContext(c)
+				tc, err := s.taskContext(c)
+				if err != nil {
+					return nil, err
+				}
+				// What the host recorded: a file is editable when these
+				// and the card's globs both name it, or the student marked it.
+				if e, err := s.consents(ctx, c); err == nil {
+					tc["editable_on_host"] = e.FloorEditable()
+					marked := make([]string, 0, len(e.Edits))
+					for _, x := range e.Edits {
+						marked = append(marked, x.File)
+					}
+					tc["editable_marked"] = marked
+				}
+				return tc, nil
 			},
 		},
 	}

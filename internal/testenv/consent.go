@@ -65,3 +65,10 @@ func (in *Instance) SetPolicyFloor(t testing.TB, p agentpolicy.Policy) {
 	t.Helper()
 	in.consentUpdate(t, func(e *consent.Entry) { e.Floor = &p })
 }
+
+// SetEditableFloor sets the instance's recorded editable globs, as
+// `stemctl policy --loosen` takes the card's.
+func (in *Instance) SetEditableFloor(t testing.TB, globs []string) {
+	t.Helper()
+	in.consentUpdate(t, func(e *consent.Entry) { g := append([]string{}, globs...); e.EditableFloor = &g })
+}

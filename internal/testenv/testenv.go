@@ -190,6 +190,9 @@ func (in *Instance) startContainer(t testing.TB) {
 	if err := reg.Put(ctx, in.Record); err != nil {
 		t.Fatal(err)
 	}
+	// The editable globs `stemctl up` records on the host (the policy
+	// floor is left unset: tests set it when they need one).
+	in.SetEditableFloor(t, r.Editable)
 }
 
 // RemoveContainer removes the fixture's container (tests of a container

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -48,7 +49,11 @@ not when it is re-created, not when an agent is started. --loosen makes the
 card's current policy the new floor after showing the change and asking on
 this terminal; without a terminal it refuses unless --yes is given. ` + "`stemctl rm`" + `
 followed by ` + "`stemctl up`" + ` also starts from the card's policy. A tighter
-stem.toml takes effect at once, without either.`,
+stem.toml takes effect at once, without either.
+
+The task's editable globs (the files an assist agent may edit) are recorded
+and loosened the same way: a file counts as editable when both the recorded
+globs and the card's current ones name it.`,
 		Example: `  stemctl policy native-amd64-demo-hello-t1
   stemctl policy native-amd64-demo-hello-t1 --loosen
   stemctl policy native-amd64-demo-hello-t1 --loosen --yes --json`,
@@ -78,7 +83,11 @@ type Report struct {
 	Card     *agentpolicy.Policy `json:"card"`
 	CardErr  string              `json:"card_error,omitempty"`
 	InForce  agentpolicy.Policy  `json:"in_force"`
-	Loosened bool                `json:"loosened,omitempty"`
+	// The editable globs recorded on the host, and the card's now: a file
+	// is editable by the manifest when both name it.
+	EditableFloor *[]string `json:"editable_floor"`
+	EditableCard  []string  `json:"editable_card"`
+	Loosened      bool      `json:"loosened,omitempty"`
 }
 
 // Run shows the policy, or loosens its floor.
@@ -103,13 +112,13 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	rep := Report{Instance: rec.Instance, Floor: e.Floor}
+	rep := Report{Instance: rec.Instance, Floor: e.Floor, EditableFloor: e.EditableFloor}
 	if rep.Floor == nil {
 		rep.Floor = rec.Policy // recorded by a stem before floors
 	}
-	card, cerr := cardPolicy(rec)
+	card, globs, cerr := cardPolicy(rec)
 	if cerr == nil {
-		rep.Card = &card
+		rep.Card, rep.EditableCard = &card, globs
 	} else {
 		rep.CardErr = cerr.Error()
 	}
@@ -123,7 +132,8 @@ func Run(ctx context.Context, opts *Options) error {
 			return err
 		}
 		if done {
-			rep.Floor, rep.Loosened, rep.InForce = &card, true, card
+			g := append([]string{}, globs...)
+			rep.Floor, rep.EditableFloor, rep.Loosened, rep.InForce = &card, &g, true, card
 		}
 	}
 	if opts.JSON {
@@ -137,8 +147,12 @@ func Run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(out, "card:     cannot be read (%s)\n", rep.CardErr)
 	}
 	fmt.Fprintf(out, "in force: %s\n", describe(&rep.InForce))
-	if !opts.Loosen && rep.Card != nil && rep.Floor != nil && agentpolicy.Meet(*rep.Floor, card).String() != card.String() {
-		fmt.Fprintf(out, "The card is looser than the floor; `stemctl policy %s --loosen` makes it the floor.\n", rec.Instance)
+	fmt.Fprintf(out, "editable: %s (recorded on the host)\n", describeGlobs(rep.EditableFloor))
+	if rep.Card != nil && !sameGlobs(rep.EditableFloor, rep.EditableCard) {
+		fmt.Fprintf(out, "          %s (the card's now; a file is editable when both name it)\n", describeGlobs(&rep.EditableCard))
+	}
+	if !opts.Loosen && rep.Card != nil && (rep.Floor != nil && agentpolicy.Meet(*rep.Floor, card).String() != card.String() || !sameGlobs(rep.EditableFloor, rep.EditableCard)) {
+		fmt.Fprintf(out, "The card differs from the floor; `stemctl policy %s --loosen` makes it the floor.\n", rec.Instance)
 	}
 	return nil
 }
@@ -162,7 +176,7 @@ func inForce(floor, card *agentpolicy.Policy) agentpolicy.Policy {
 func loosen(ctx context.Context, opts *Options, st *consent.Store, reg *registry.Registry, rec registry.Record, rep Report) (bool, error) {
 	card := *rep.Card
 	ios := opts.F.IOStreams
-	if rep.Floor != nil && rep.Floor.String() == card.String() {
+	if rep.Floor != nil && rep.Floor.String() == card.String() && sameGlobs(rep.EditableFloor, rep.EditableCard) {
 		fmt.Fprintf(ios.ErrOut, "%s: the floor is already the card's policy; nothing to change\n", rec.Instance)
 		return false, nil
 	}
@@ -178,6 +192,9 @@ func loosen(ctx context.Context, opts *Options, st *consent.Store, reg *registry
 		}
 	}
 	fmt.Fprintf(ios.ErrOut, "Agent policy of %s:\n  from %s\n  to   %s\n", rec.Instance, describe(rep.Floor), describe(&card))
+	if !sameGlobs(rep.EditableFloor, rep.EditableCard) {
+		fmt.Fprintf(ios.ErrOut, "Editable files:\n  from %s\n  to   %s\n", describeGlobs(rep.EditableFloor), describeGlobs(&rep.EditableCard))
+	}
 	if !opts.Yes {
 		if !terminal {
 			return false, fmt.Errorf("not loosened: stemctl asks on a terminal before loosening the agent policy; run it on one, or give --yes")
@@ -188,7 +205,7 @@ func loosen(ctx context.Context, opts *Options, st *consent.Store, reg *registry
 			return false, nil
 		}
 	}
-	if err := st.SetFloor(ctx, rec.Instance, card, by); err != nil {
+	if err := st.Loosen(ctx, rec.Instance, card, rep.EditableCard, by); err != nil {
 		return false, err
 	}
 	err := reg.Update(ctx, func(m map[string]registry.Record) error {
@@ -206,7 +223,7 @@ func loosen(ctx context.Context, opts *Options, st *consent.Store, reg *registry
 	log, err := opts.F.Audit()
 	if err == nil {
 		_, err = log.Append(ctx, audit.Entry{Event: audit.PolicyFloor, Account: cmdutil.LocalAccount(), Instance: rec.Instance, ContainerID: rec.ContainerID,
-			Result: "ok", Detail: fmt.Sprintf("loosen from %s to %s; by %s", describe(rep.Floor), describe(&card), by)})
+			Result: "ok", Detail: fmt.Sprintf("loosen from %s to %s; editable from %s to %s; by %s", describe(rep.Floor), describe(&card), describeGlobs(rep.EditableFloor), describeGlobs(&rep.EditableCard), by)})
 	}
 	if err != nil {
 		return true, fmt.Errorf("the policy of %s was loosened, but not written to the audit log: %w", rec.Instance, err)
@@ -224,16 +241,32 @@ func yes(in io.Reader) bool {
 	return false
 }
 
-func cardPolicy(rec registry.Record) (agentpolicy.Policy, error) {
+// cardPolicy is the task's policy and editable globs in the card's
+// stem.toml now.
+func cardPolicy(rec registry.Record) (agentpolicy.Policy, []string, error) {
 	m, err := workspace.LoadManifest(rec.CardPath)
 	if err != nil {
-		return agentpolicy.Policy{}, err
+		return agentpolicy.Policy{}, nil, err
 	}
 	t, ok := m.Task(rec.Task)
 	if !ok {
-		return agentpolicy.Policy{}, fmt.Errorf("task %s is no longer in the card's manifest", rec.Task)
+		return agentpolicy.Policy{}, nil, fmt.Errorf("task %s is no longer in the card's manifest", rec.Task)
 	}
-	return m.AgentPolicy(t), nil
+	return m.AgentPolicy(t), append([]string{}, t.Editable...), nil
+}
+
+func describeGlobs(g *[]string) string {
+	switch {
+	case g == nil:
+		return "none recorded"
+	case len(*g) == 0:
+		return "none"
+	}
+	return strings.Join(*g, " ")
+}
+
+func sameGlobs(floor *[]string, card []string) bool {
+	return floor != nil && slices.Equal(*floor, card)
 }
 
 func describe(p *agentpolicy.Policy) string {

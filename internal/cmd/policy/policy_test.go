@@ -49,7 +49,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	st, _ := consent.Open(state)
-	if _, err := st.Settle(ctx, "i1", "c1", nil, floor, "test"); err != nil {
+	if _, err := st.Settle(ctx, "i1", "c1", nil, floor, []string{"t1/words.c"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	ios, in, out, _ := iostreams.Test()
@@ -147,5 +147,31 @@ func TestLoosenYesWithoutTerminal(t *testing.T) {
 	}
 	if rec, fl := w.recorded(t); !rec.IsDefault() || !fl.IsDefault() || !strings.Contains(w.out.String(), `"loosened": true`) {
 		t.Fatalf("%+v %+v\n%s", rec, fl, w.out.String())
+	}
+}
+
+// TestLoosenTakesTheCardsEditableGlobs: globs the card added since the
+// instance was made are shown as a difference and become the editable
+// floor only with the loosening.
+func TestLoosenTakesTheCardsEditableGlobs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	if err := w.run(t, "i1"); err != nil {
+		t.Fatal(err)
+	}
+	s := w.out.String()
+	if !strings.Contains(s, "editable: t1/words.c (recorded on the host)") || !strings.Contains(s, "t1/test_words.c (the card's now") {
+		t.Fatalf("show:\n%s", s)
+	}
+	st, _ := consent.Open(w.state)
+	if e, _ := st.Get(context.Background(), "i1"); len(e.FloorEditable()) != 1 {
+		t.Fatalf("showing changed the editable floor: %q", e.FloorEditable())
+	}
+	if err := w.run(t, "i1", "--loosen", "--yes"); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := st.Get(context.Background(), "i1")
+	if got := strings.Join(e.FloorEditable(), " "); got != "t1/words.c t1/test_words.c" {
+		t.Fatalf("after --loosen the editable floor is %q", got)
 	}
 }
