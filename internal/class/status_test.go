@@ -52,9 +52,9 @@ func fakeMain(args []string) int {
 		}
 	case "hang":
 		holdPipes()
-		select {}
+		hang()
 	case "child":
-		select {}
+		hang()
 	case "revoked":
 		fmt.Fprintln(os.Stderr, "stem-mcp gate: refused: grant g0123 does not exist (revoked?); ask the student to grant this key again")
 		return 1
@@ -69,6 +69,14 @@ func fakeMain(args []string) int {
 		return 255
 	}
 	return 0
+}
+
+// hang never returns. Not select{}: without the race detector's threads
+// Go's runtime calls that a deadlock and exits.
+func hang() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // holdPipes starts a child that keeps stdout and stderr open as long as

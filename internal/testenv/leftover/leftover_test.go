@@ -12,10 +12,29 @@ import (
 	"github.com/stem-edu/stem/internal/needs"
 )
 
+const sleeperEnv = "STEM_LEFTOVER_TEST_SLEEPER"
+
+// TestMain lets the test binary stand in for sleep(1), which a machine
+// with only Go need not have.
+func TestMain(m *testing.M) {
+	if os.Getenv(sleeperEnv) != "" {
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// sleeper is a process that sleeps for a minute.
+func sleeper() *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), sleeperEnv+"=1")
+	return cmd
+}
+
 // endedOwner returns the mark of a process that ran and has ended.
 func endedOwner(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
+	cmd := sleeper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -31,8 +50,8 @@ func endedOwner(t *testing.T) string {
 // marked starts a process carrying mark in its environment.
 func marked(t *testing.T, mark string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
-	cmd.Env = append(os.Environ(), EnvVar+"="+mark)
+	cmd := sleeper()
+	cmd.Env = append(cmd.Env, EnvVar+"="+mark)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +64,7 @@ func marked(t *testing.T, mark string) *exec.Cmd {
 func TestSweepProcesses(t *testing.T) {
 	left := marked(t, endedOwner(t))
 	live := marked(t, Owner())
-	plain := exec.Command("sleep", "60")
+	plain := sleeper()
 	if err := plain.Start(); err != nil {
 		t.Fatal(err)
 	}
