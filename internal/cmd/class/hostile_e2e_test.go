@@ -15,8 +15,10 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
+	accesscmd "github.com/stem-edu/stem/internal/cmd/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
@@ -31,12 +33,14 @@ import (
 const maxTeacherRSS = 200 << 10 // KiB
 
 // hostileClass is a class "lab" of honest stand-in students (s000..,
-// failing1), two hostile stand-in gates (hostile-events1, hostile-text1)
-// and mallory, whose forced command on a real sshd is the test binary as
-// a hostile gate that floods the teacher's side with requests.
-func hostileClass(t *testing.T, honest int) (mcpBin string, env []string) {
+// failing1), two hostile stand-in gates (hostile-events1, hostile-text1),
+// mallory, whose forced command on a real sshd is the test binary as a
+// hostile gate that floods the teacher's side with requests, and anna, an
+// honest student with the real gate in front of a real instance (tmux,
+// Neovim, a container) on a real sshd of her own.
+func hostileClass(t *testing.T, honest int) (mcpBin string, env []string, anna *testenv.Instance) {
 	t.Helper()
-	srvd := sshdtest.Start(t)
+	srvd, annad := sshdtest.Start(t), sshdtest.Start(t)
 	bin := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 	home := t.TempDir()
 	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
@@ -56,9 +60,14 @@ func hostileClass(t *testing.T, honest int) (mcpBin string, env []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	kh, err := os.ReadFile(srvd.KnownHosts)
-	if err != nil {
-		t.Fatal(err)
+	anna = realStudent(t, annad, filepath.Join(bin, "stem-mcp"), kp.PublicPath)
+	var kh []byte
+	for _, s := range []*sshdtest.Server{srvd, annad} {
+		data, err := os.ReadFile(s.KnownHosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kh = append(kh, data...)
 	}
 	known := filepath.Join(home, "lab.known_hosts")
 	var csv strings.Builder
@@ -69,6 +78,7 @@ func hostileClass(t *testing.T, honest int) (mcpBin string, env []string) {
 		fmt.Fprintf(&csv, "%s,%s@127.0.0.1,%d\n", n, n, srv.Port)
 	}
 	fmt.Fprintf(&csv, "mallory,%s,%d\n", srvd.Host(), srvd.Port)
+	fmt.Fprintf(&csv, "anna,%s,%d\n", annad.Host(), annad.Port)
 	roster := filepath.Join(home, "lab.csv")
 	for p, data := range map[string]string{known: srv.KnownHosts + "\n" + string(kh), roster: csv.String()} {
 		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
@@ -91,7 +101,34 @@ func hostileClass(t *testing.T, honest int) (mcpBin string, env []string) {
 			t.Fatalf("stemctl class %v: %v\n%s", args, err, errOut)
 		}
 	}
-	return filepath.Join(bin, "stem-mcp"), []string{"HOME=" + home, "STEM_CONFIG_DIR=" + cfg, "PATH=" + os.Getenv("PATH")}
+	return filepath.Join(bin, "stem-mcp"), []string{"HOME=" + home, "STEM_CONFIG_DIR=" + cfg, "PATH=" + os.Getenv("PATH")}, anna
+}
+
+// realStudent makes an instance and grants the teacher's key pub at
+// observe through `stemctl access grant` on sshd srv: the real gate.
+func realStudent(t *testing.T, srv *sshdtest.Server, mcpBin, pub string) *testenv.Instance {
+	t.Helper()
+	in := testenv.New(t, testenv.Options{})
+	vars := map[string]string{}
+	for _, kv := range in.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	ios, _, _, errOut := iostreams.Test()
+	f := &cmdutil.Factory{
+		IOStreams: ios,
+		Getenv:    func(k string) string { return vars[k] },
+		Dirs:      func() (xdg.Dirs, error) { return in.Dirs, nil },
+		MCPBinary: func() (string, error) { return mcpBin, nil },
+		Audit:     func() (*audit.Log, error) { return audit.Open(in.Dirs.State) },
+	}
+	cmd := accesscmd.NewCmdAccess(f)
+	cmd.SetArgs([]string{"grant", "--name", "kowalski", "--key", pub, "--level", "observe", "--authorized-keys", srv.AuthorizedKeys})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("stemctl access grant: %v\n%s", err, errOut)
+	}
+	return in
 }
 
 // peakRSS samples pid's VmRSS until stop is called, which returns the
@@ -140,6 +177,26 @@ func (p *classProc) call(t *testing.T, tool string, args map[string]any) (string
 	return res.Content[0].(mcp.TextContent).Text, res.IsError
 }
 
+// callAll calls a tool of stem-mcp class and returns all its texts.
+func (p *classProc) callAll(t *testing.T, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = tool, args
+	res, err := p.c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text + "\n")
+		}
+	}
+	return b.String(), res.IsError
+}
+
 // exited waits (a generous while) for the process to end and says whether
 // it did.
 func (p *classProc) exited() bool {
@@ -162,7 +219,7 @@ func (p *classProc) exited() bool {
 // honest students' rows and events, quotes what the hostile side said as
 // its data (exact text), and ends on SIGTERM and on the end of its input.
 func TestHostileStudents(t *testing.T) {
-	mcpBin, env := hostileClass(t, 5)
+	mcpBin, env, anna := hostileClass(t, 5)
 	for _, end := range []string{"SIGTERM", "EOF"} {
 		t.Run(end, func(t *testing.T) {
 			p := startClass(t, mcpBin, env, "--timeout", "20s")
@@ -176,7 +233,7 @@ func TestHostileStudents(t *testing.T) {
 				took = append(took, time.Since(t0))
 				ok, cut := 0, false
 				for _, r := range ov.Students {
-					if strings.HasPrefix(r.Student, "s0") && r.Reach == class.ReachOK {
+					if (strings.HasPrefix(r.Student, "s0") || r.Student == "anna") && r.Reach == class.ReachOK {
 						ok++
 					}
 				}
@@ -185,7 +242,7 @@ func TestHostileStudents(t *testing.T) {
 						cut = true
 					}
 				}
-				if ok == 5 && cut {
+				if ok == 6 && cut {
 					break
 				}
 				if time.Now().After(deadline) || vmRSS(p.cmd.Process.Pid) > 4*maxTeacherRSS {
@@ -199,6 +256,7 @@ func TestHostileStudents(t *testing.T) {
 			if end == "SIGTERM" {
 				checkEvents(t, p)
 				checkText(t, p)
+				checkRealStudent(t, p, anna)
 			}
 			peak := stop()
 			t.Logf("peak RSS of stem-mcp class under attack: %d KiB", peak)
@@ -266,6 +324,24 @@ func checkEvents(t *testing.T, p *classProc) {
 		}
 	}
 	t.Logf("class_events: failing1 %d events, hostile-events1 %d (dropped %d)", failing, hostile, dropped["hostile-events1"])
+}
+
+// checkRealStudent: what anna types in her shell reaches the teacher's
+// agent through her real gate while the attack goes on.
+func checkRealStudent(t *testing.T, p *classProc, anna *testenv.Instance) {
+	t.Helper()
+	pane := strings.TrimSpace(anna.Tmux(t, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
+	anna.Tmux(t, "send-keys", "-t", pane, "-l", "echo ANNA-$((6*7))")
+	anna.Tmux(t, "send-keys", "-t", pane, "Enter")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		text, isErr := p.callAll(t, "pane_capture", map[string]any{"student": "anna", "pane": pane})
+		if !isErr && strings.Contains(text, "\nANNA-42\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("anna's shell through her real gate: %v %s", isErr, text)
+		}
+	}
 }
 
 // checkText: the exact text the agent gets from hostile-text1's error,
