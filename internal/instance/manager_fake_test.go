@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/engine/enginetest"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/registry"
@@ -27,7 +28,7 @@ import (
 // fakeWorld is a private account whose Manager drives a fakeEngine.
 type fakeWorld struct {
 	t   *testing.T
-	e   *fakeEngine
+	e   *enginetest.Fake
 	m   *instance.Manager
 	r   *workspace.Resolved
 	bin string
@@ -65,10 +66,10 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e := newFakeEngine()
+	e := enginetest.NewFake()
 	return &fakeWorld{t: t, e: e, r: r, bin: bin, m: &instance.Manager{
 		Engine: e, Registry: reg, Layout: sockets.Layout{Runtime: rt}, MCPBinary: bin,
-		Servers: verify.Servers{Tmux: fakeProbe, Nvim: fakeProbe}, Progress: testWriter{t},
+		Servers: verify.Servers{Tmux: enginetest.Probe, Nvim: enginetest.Probe}, Progress: testWriter{t},
 		SocketTimeout: 2 * time.Second,
 	}}
 }
@@ -120,7 +121,7 @@ func (w *fakeWorld) record(name string) registry.Record {
 func answers(t *testing.T, dir sockets.Dir) {
 	t.Helper()
 	for _, s := range []string{dir.Tmux(), dir.Nvim()} {
-		if err := fakeProbe(context.Background(), s); err != nil {
+		if err := enginetest.Probe(context.Background(), s); err != nil {
 			t.Errorf("%s does not answer: %v", s, err)
 		}
 	}
@@ -144,10 +145,10 @@ func TestFakeUpCreatesReusesRecreates(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	creates := w.e.creates
+	creates := w.e.Creates
 	again := w.mustUp(instance.Reused).Record
-	if again.ContainerID != first.ContainerID || w.e.creates != creates {
-		t.Fatalf("reuse made a container: %.12s, %d creates", again.ContainerID, w.e.creates-creates)
+	if again.ContainerID != first.ContainerID || w.e.Creates != creates {
+		t.Fatalf("reuse made a container: %.12s, %d creates", again.ContainerID, w.e.Creates-creates)
 	}
 
 	// Rebuilt stem-mcp: a new container under the usual name, the old
@@ -219,12 +220,12 @@ func TestFakeKeepRunningRefusesRecreate(t *testing.T) {
 	rec := w.mustUp(instance.Created).Record
 	w.rebuild("rebuilt")
 	w.opt.KeepRunning = true
-	creates := w.e.creates
+	creates := w.e.Creates
 	_, err := w.up()
 	if err == nil || !strings.Contains(err.Error(), "must be re-created") || !strings.Contains(err.Error(), "stemctl up native-amd64 demo hello 1") {
 		t.Fatalf("up with KeepRunning: %v", err)
 	}
-	if w.e.creates != creates {
+	if w.e.Creates != creates {
 		t.Errorf("a container was created")
 	}
 	if c, err := w.e.Inspect(context.Background(), rec.ContainerID); err != nil || !c.Running {
@@ -250,7 +251,7 @@ func TestFakeFailedRecreateKeepsTheOld(t *testing.T) {
 	runtimeBefore := tree(t, w.m.Layout.Runtime)
 
 	w.rebuild("rebuilt")
-	w.e.startErr = errors.New("OCI runtime error: setrlimit RLIMIT_NOFILE")
+	w.e.StartErr = errors.New("OCI runtime error: setrlimit RLIMIT_NOFILE")
 	_, err = w.up()
 	if err == nil {
 		t.Fatal("up succeeded although no new container can start")
@@ -281,7 +282,7 @@ func TestFakeFailedRecreateKeepsTheOld(t *testing.T) {
 	}
 
 	// Once new containers start again the re-creation goes through.
-	w.e.startErr = nil
+	w.e.StartErr = nil
 	if re := w.mustUp(instance.Recreated).Record; re.ContainerID == rec.ContainerID {
 		t.Fatalf("re-created as the same container")
 	}
@@ -299,7 +300,7 @@ func TestFakeFailedRecreateOfStoppedInstance(t *testing.T) {
 	}
 	runtimeBefore := tree(t, w.m.Layout.Runtime)
 	w.rebuild("rebuilt")
-	w.e.startErr = errors.New("OCI runtime error")
+	w.e.StartErr = errors.New("OCI runtime error")
 	if _, err := w.up(); err == nil || !strings.Contains(err.Error(), "was kept as it was") {
 		t.Fatalf("up: %v", err)
 	}
@@ -318,9 +319,9 @@ func TestFakeFailedRecreateOfStoppedInstance(t *testing.T) {
 // never answer) leaves no container, record, socket directory, runtime
 // level or card state behind, and says why.
 func TestFakeFailedFirstCreateLeavesNothing(t *testing.T) {
-	for name, broken := range map[string]func(*fakeEngine){
-		"start fails":       func(e *fakeEngine) { e.startErr = errors.New("OCI runtime error: cannot start") },
-		"servers never run": func(e *fakeEngine) { e.silent = true },
+	for name, broken := range map[string]func(*enginetest.Fake){
+		"start fails":       func(e *enginetest.Fake) { e.StartErr = errors.New("OCI runtime error: cannot start") },
+		"servers never run": func(e *enginetest.Fake) { e.Silent = true },
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := newFakeWorld(t)
@@ -332,7 +333,7 @@ func TestFakeFailedFirstCreateLeavesNothing(t *testing.T) {
 			if err == nil {
 				t.Fatal("up succeeded")
 			}
-			if w.e.silent && !strings.Contains(err.Error(), "fake log of") {
+			if w.e.Silent && !strings.Contains(err.Error(), "fake log of") {
 				t.Errorf("the error does not carry the container's last output: %v", err)
 			}
 			if after := tree(t, w.m.Layout.Runtime); after != runtimeBefore {

@@ -1,13 +1,12 @@
-package instance_test
-
-// fakeEngine is an in-memory engine.Engine for the Manager's decisions
-// (create, reuse, re-create, keep the old one, undo a failed first
-// create) in milliseconds and without Podman. Its "containers" are what
-// the Manager can observe of real ones: unique names, labels, states, and
-// servers that listen on t.sock and n.sock in the container's socket
-// directory while it runs (the directory must exist before Start, as a
-// bind mount's source must). The real engine runs the same paths in
-// integration_test.go and recreate_test.go.
+// Package enginetest is an in-memory engine.Engine for tests of stem's
+// decisions (the instance Manager's create, reuse and re-create, and every
+// stemctl command through its Factory) in milliseconds, without Podman.
+// Its "containers" are what stem can observe of real ones: unique names,
+// labels, states, and servers that listen on t.sock and n.sock in the
+// container's socket directory while it runs (the directory must exist
+// before Start, as a bind mount's source must). The real engine runs the
+// same paths in the integration suites, which keep the fake faithful.
+package enginetest
 
 import (
 	"context"
@@ -26,18 +25,22 @@ import (
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
-type fakeEngine struct {
+// Fake is the in-memory engine; NewFake makes one.
+type Fake struct {
 	mu   sync.Mutex
 	ctrs map[string]*fakeCtr // by id
 	seq  int
-	// startErr, when set, is what Start returns for containers created
+	// StartErr, when set, is what Start returns for containers created
 	// from then on (a broken image or OCI runtime); older ones start.
-	startErr error
-	// silent: containers created from then on start, but their servers
+	StartErr error
+	// Silent: containers created from then on start, but their servers
 	// never listen.
-	silent bool
-	// creates counts Create calls.
-	creates int
+	Silent bool
+	// Creates counts Create calls.
+	Creates int
+	// ExecFunc, when set, answers Exec in a running container (what the
+	// process would have returned); without it Exec is not supported.
+	ExecFunc func(c engine.Container, spec engine.ExecSpec) (int, error)
 }
 
 type fakeCtr struct {
@@ -48,21 +51,22 @@ type fakeCtr struct {
 	servers  []*net.UnixListener
 }
 
-func newFakeEngine() *fakeEngine { return &fakeEngine{ctrs: map[string]*fakeCtr{}} }
+// NewFake returns an engine with no containers.
+func NewFake() *Fake { return &Fake{ctrs: map[string]*fakeCtr{}} }
 
-var _ engine.Engine = (*fakeEngine)(nil)
+var _ engine.Engine = (*Fake)(nil)
 
-func (f *fakeEngine) Ping(context.Context) (string, error) { return "fake", nil }
+func (f *Fake) Ping(context.Context) (string, error) { return "fake", nil }
 
-func (f *fakeEngine) ImageInspect(_ context.Context, ref string) (engine.Image, error) {
+func (f *Fake) ImageInspect(_ context.Context, ref string) (engine.Image, error) {
 	sum := sha256.Sum256([]byte(ref))
 	return engine.Image{ID: hex.EncodeToString(sum[:]), Names: []string{ref}}, nil
 }
 
-func (f *fakeEngine) Create(_ context.Context, spec engine.Spec) (string, error) {
+func (f *Fake) Create(_ context.Context, spec engine.Spec) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.creates++
+	f.Creates++
 	if spec.Image == "" {
 		return "", errors.New("fake: no image")
 	}
@@ -84,14 +88,14 @@ func (f *fakeEngine) Create(_ context.Context, spec engine.Spec) (string, error)
 	f.ctrs[id] = &fakeCtr{
 		c:        engine.Container{ID: id, Name: spec.Name, Image: spec.Image, Labels: lbl, State: "created", Created: time.Now()},
 		spec:     spec,
-		startErr: f.startErr,
-		silent:   f.silent,
+		startErr: f.StartErr,
+		silent:   f.Silent,
 	}
 	return id, nil
 }
 
 // byName finds a container by name; f.mu is held.
-func (f *fakeEngine) byName(name string) *fakeCtr {
+func (f *Fake) byName(name string) *fakeCtr {
 	for _, c := range f.ctrs {
 		if c.c.Name == name {
 			return c
@@ -101,7 +105,7 @@ func (f *fakeEngine) byName(name string) *fakeCtr {
 }
 
 // find finds a container by full id or name; f.mu is held.
-func (f *fakeEngine) find(ref string) (*fakeCtr, error) {
+func (f *Fake) find(ref string) (*fakeCtr, error) {
 	if c, ok := f.ctrs[ref]; ok {
 		return c, nil
 	}
@@ -111,7 +115,7 @@ func (f *fakeEngine) find(ref string) (*fakeCtr, error) {
 	return nil, fmt.Errorf("fake: container %s: %w", ref, engine.ErrNotFound)
 }
 
-func (f *fakeEngine) Start(_ context.Context, id string) error {
+func (f *Fake) Start(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.find(id)
@@ -154,7 +158,7 @@ func (c *fakeCtr) stopServers() {
 	c.servers = nil
 }
 
-func (f *fakeEngine) Inspect(_ context.Context, ref string) (engine.Container, error) {
+func (f *Fake) Inspect(_ context.Context, ref string) (engine.Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.find(ref)
@@ -169,7 +173,7 @@ func (f *fakeEngine) Inspect(_ context.Context, ref string) (engine.Container, e
 	return out, nil
 }
 
-func (f *fakeEngine) List(_ context.Context, want map[string]string) ([]engine.Container, error) {
+func (f *Fake) List(_ context.Context, want map[string]string) ([]engine.Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []engine.Container
@@ -185,7 +189,7 @@ next:
 	return out, nil
 }
 
-func (f *fakeEngine) Stop(_ context.Context, id string, _ time.Duration) error {
+func (f *Fake) Stop(_ context.Context, id string, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.find(id)
@@ -197,7 +201,7 @@ func (f *fakeEngine) Stop(_ context.Context, id string, _ time.Duration) error {
 	return nil
 }
 
-func (f *fakeEngine) Remove(_ context.Context, id string, force bool) error {
+func (f *Fake) Remove(_ context.Context, id string, force bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.find(id)
@@ -212,7 +216,7 @@ func (f *fakeEngine) Remove(_ context.Context, id string, force bool) error {
 	return nil
 }
 
-func (f *fakeEngine) Rename(_ context.Context, id, name string) error {
+func (f *Fake) Rename(_ context.Context, id, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.find(id)
@@ -226,19 +230,35 @@ func (f *fakeEngine) Rename(_ context.Context, id, name string) error {
 	return nil
 }
 
-func (f *fakeEngine) Exec(context.Context, string, engine.ExecSpec) (int, error) {
-	return -1, errors.New("fake: exec is not supported")
+func (f *Fake) Exec(_ context.Context, id string, spec engine.ExecSpec) (int, error) {
+	f.mu.Lock()
+	c, err := f.find(id)
+	var ctr engine.Container
+	if err == nil {
+		ctr = c.c
+	}
+	fn := f.ExecFunc
+	f.mu.Unlock()
+	switch {
+	case err != nil:
+		return -1, err
+	case !ctr.Running:
+		return -1, fmt.Errorf("fake: container %.12s is not running", id)
+	case fn == nil:
+		return -1, errors.New("fake: exec is not supported")
+	}
+	return fn(ctr, spec)
 }
 
-func (f *fakeEngine) MemoryBytes(context.Context, string) (uint64, error) { return 0, nil }
+func (f *Fake) MemoryBytes(context.Context, string) (uint64, error) { return 0, nil }
 
-func (f *fakeEngine) LogTail(_ context.Context, id string, _ int) (string, error) {
+func (f *Fake) LogTail(_ context.Context, id string, _ int) (string, error) {
 	return "fake log of " + id[:12], nil
 }
 
-// fakeProbe is a server probe for the fake's servers: something accepts
+// Probe is a server probe for the fake's servers: something accepts
 // connections on the socket.
-func fakeProbe(ctx context.Context, path string) error {
+func Probe(ctx context.Context, path string) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
