@@ -67,6 +67,13 @@ const (
 	ProposalDecision = "proposal_decision"
 )
 
+// Events lists every event above, in that order: what `stemctl audit
+// show --event` accepts and completes.
+func Events() []string {
+	return []string{SessionStart, SessionEnd, ToolIntent, ToolCall, Refused, Select, Grant, Revoke, Agent,
+		Consent, PolicyFloor, ApprovalRequest, ApprovalDecision, ApprovalExpired, ProposalCreate, ProposalDecision}
+}
+
 // maxDetail bounds free text so one line can never grow without limit.
 const maxDetail = 512
 

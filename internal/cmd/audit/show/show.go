@@ -46,6 +46,9 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
   stemctl audit show --unfinished`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Event != "" && !slices.Contains(audit.Events(), opts.Event) {
+				return cmdutil.FlagErrorf("--event %q is not an audit event; choose one of %s", opts.Event, strings.Join(audit.Events(), ", "))
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -55,7 +58,7 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Instance, "instance", "", "only this instance")
 	fl.StringVar(&opts.Level, "level", "", "only this level (observe, assist, full)")
-	fl.StringVar(&opts.Event, "event", "", "only this event (session_start, session_end, tool_intent, tool_call, refused, select, grant, revoke, agent, consent, policy_floor)")
+	fl.StringVar(&opts.Event, "event", "", "only this event ("+strings.Join(audit.Events(), ", ")+")")
 	fl.StringVar(&opts.Account, "account", "", "only this account or grant")
 	fl.StringVar(&opts.Agent, "agent", "", "only the MCP sessions of this agent (the id stemctl agent list shows)")
 	fl.StringVar(&opts.Since, "since", "", "from this time: RFC 3339, \"2026-11-01 14:00\", a date (2026-11-01), or a duration ago (24h, 7d)")
@@ -66,10 +69,7 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
 	cmd.RegisterFlagCompletionFunc("agent", agentutil.CompleteAgent(f))
 	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
-	cmd.RegisterFlagCompletionFunc("event", cobra.FixedCompletions([]string{
-		audit.SessionStart, audit.SessionEnd, audit.ToolIntent, audit.ToolCall, audit.Refused, audit.Select, audit.Grant, audit.Revoke, audit.Agent,
-		audit.Consent, audit.PolicyFloor,
-	}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("event", cobra.FixedCompletions(audit.Events(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
