@@ -184,10 +184,10 @@ func TestPartsIdentityStillChecked(t *testing.T) {
 	s := connect(t, in, "observe")
 	s.ok("pane_list", nil)
 	in.RemoveContainer()
-	msg, after := refusedWithin(t, s, 10*time.Second, "pane_list", nil)
+	msg, code, after := refusedCodeWithin(t, s, 10*time.Second, "pane_list", nil)
 	t.Logf("container removed with the editor gone: refused after %v: %s", after.Round(time.Millisecond), msg)
-	if !strings.Contains(msg, "container") || !strings.Contains(msg, "stemctl up") {
-		t.Errorf("pane_list after the container was removed: %s", msg)
+	if code != errcode.InstanceDown || !strings.Contains(msg, "container") || !strings.Contains(msg, "stemctl up") {
+		t.Errorf("pane_list after the container was removed: code %s: %s", code, msg)
 	}
 }
 
