@@ -58,7 +58,7 @@ func classify(s Student, exit int, stderr string) failure {
 		case code == errcode.Expired:
 			return failure{ReachExpired, msg, "the grant expired: ask the student to grant the key again"}
 		case exit == 1:
-			return failure{ReachGateRefused, msg, "the student's grant does not allow this: ask them to run `stemctl access list`"}
+			return failure{ReachGateRefused, msg, refusalFix(code)}
 		default:
 			return failure{ReachBroken, msg, "the student's forced command is broken: ask them to run `stemctl access check`"}
 		}
@@ -89,6 +89,20 @@ func classify(s Student, exit int, stderr string) failure {
 		last = fmt.Sprintf("ssh exited with status %d and said nothing", exit)
 	}
 	return failure{ReachBroken, last, "the account's forced command is not stem-mcp gate? the student runs `stemctl access check`"}
+}
+
+// refusalFix is what to do about a gate refusal other than a revoked or
+// expired grant, by its code.
+func refusalFix(code errcode.Code) string {
+	switch code {
+	case errcode.NotAudited:
+		return "the student's audit log cannot be written, so their gate refuses everything: ask them to run `stemctl audit verify`"
+	case errcode.BadSetup:
+		return "the student's grants cannot be read: ask them to run `stemctl access check`"
+	case errcode.GrantChanged:
+		return "the student changed the grant during the session: connect again"
+	}
+	return "the student's grant does not allow this: ask them to run `stemctl access list`"
 }
 
 // legacyCode reads the code of a gate line without one. Each student
