@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/stem-edu/stem/internal/errcode"
 )
 
 // Reach says whether a student's gate answered, and if not, why.
@@ -46,14 +48,17 @@ func classify(s Student, exit int, stderr string) failure {
 	}
 	_, host, _ := strings.Cut(s.Host, "@")
 	if m := gateLineRE.FindStringSubmatch(stderr); m != nil && exit != 255 {
-		msg := m[1]
+		code, msg, ok := errcode.Cut(m[1])
+		if !ok {
+			code = legacyCode(msg)
+		}
 		switch {
-		case strings.Contains(msg, "does not exist (revoked?)"):
+		case code == errcode.Revoked:
 			return failure{ReachRevoked, msg, "the student revoked the grant of this key: ask them for a new one (stemctl access grant on their side)"}
-		case strings.Contains(msg, "expired"):
+		case code == errcode.Expired:
 			return failure{ReachExpired, msg, "the grant expired: ask the student to grant the key again"}
 		case exit == 1:
-			return failure{ReachGateRefused, msg, "the student's grant does not allow this: ask them to run `stemctl access list`"}
+			return failure{ReachGateRefused, msg, refusalFix(code)}
 		default:
 			return failure{ReachBroken, msg, "the student's forced command is broken: ask them to run `stemctl access check`"}
 		}
@@ -84,6 +89,37 @@ func classify(s Student, exit int, stderr string) failure {
 		last = fmt.Sprintf("ssh exited with status %d and said nothing", exit)
 	}
 	return failure{ReachBroken, last, "the account's forced command is not stem-mcp gate? the student runs `stemctl access check`"}
+}
+
+// refusalFix is what to do about a gate refusal other than a revoked or
+// expired grant, by its code.
+func refusalFix(code errcode.Code) string {
+	switch code {
+	case errcode.NotAudited:
+		return "the student's audit log cannot be written, so their gate refuses everything: ask them to run `stemctl audit verify`"
+	case errcode.BadSetup:
+		return "the student's grants cannot be read: ask them to run `stemctl access check`"
+	case errcode.GrantChanged:
+		return "the student changed the grant during the session: connect again"
+	}
+	return "the student's grant does not allow this: ask them to run `stemctl access list`"
+}
+
+// legacyCode reads the code of a gate line without one. Each student
+// installs stem on their own machine, so a teacher's stemctl may poll a
+// gate older than error codes, whose refusals are known only by their
+// words; "" when they say nothing this knows.
+func legacyCode(msg string) errcode.Code {
+	if !strings.HasPrefix(msg, "refused: grant ") {
+		return ""
+	}
+	switch {
+	case strings.Contains(msg, " does not exist (revoked?)"), strings.HasSuffix(msg, " was revoked; session ended"):
+		return errcode.Revoked
+	case strings.Contains(msg, " expired at "), strings.HasSuffix(msg, " expired; session ended"):
+		return errcode.Expired
+	}
+	return ""
 }
 
 // lastLine is the last non-empty line of s.

@@ -24,7 +24,7 @@ func fakeGate(host string) int {
 			}
 		}
 	case "drop":
-		os.Stderr.WriteString("stem-mcp gate: refused: grant g0 does not exist (revoked?)\n")
+		os.Stderr.WriteString("stem-mcp gate: [revoked] refused: grant g0 does not exist (revoked?)\n")
 		return 1
 	}
 	s := server.NewMCPServer("fake-gate", "1")

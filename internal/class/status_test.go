@@ -56,7 +56,7 @@ func fakeMain(args []string) int {
 	case "child":
 		hang()
 	case "revoked":
-		fmt.Fprintln(os.Stderr, "stem-mcp gate: refused: grant g0123 does not exist (revoked?); ask the student to grant this key again")
+		fmt.Fprintln(os.Stderr, "stem-mcp gate: [revoked] refused: grant g0123 does not exist (revoked?); ask the student to grant this key again")
 		return 1
 	case "nokey":
 		fmt.Fprintln(os.Stderr, "anna@nokey: Permission denied (publickey).")

@@ -26,6 +26,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -88,8 +89,12 @@ type Options struct {
 }
 
 // Refusal is a request the gate turned down. Its message is the one line
-// printed on stderr.
-type Refusal struct{ Reason string }
+// printed on stderr, after its code (internal/errcode), which is what a
+// teacher's stemctl reads.
+type Refusal struct {
+	Code   errcode.Code
+	Reason string
+}
 
 func (r *Refusal) Error() string { return "refused: " + r.Reason }
 
@@ -111,16 +116,21 @@ func Main(ctx context.Context, args []string, opt Options) int {
 	fs.StringVar(&opt.GrantID, "grant", "", "grant ID (written by `stemctl access grant`)")
 	fs.StringVar(&opt.ConfigDir, "config-dir", "", "stem config directory holding access/grants.json")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprintf(opt.ErrOut, "stem-mcp gate: bad forced command (usage: stem-mcp gate --grant ID [--config-dir DIR]); the student must run `stemctl access check`\n")
+		fmt.Fprintf(opt.ErrOut, "stem-mcp gate: %sbad forced command (usage: stem-mcp gate --grant ID [--config-dir DIR]); the student must run `stemctl access check`\n", errcode.Tag(errcode.BadSetup))
 		return ExitFailed
 	}
 	err := Run(ctx, opt)
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(opt.ErrOut, "stem-mcp gate: %s\n", termtext.Line(err.Error(), maxErrorLine))
 	var r *Refusal
-	if errors.As(err, &r) {
+	refused := errors.As(err, &r)
+	code := errcode.Of(err)
+	if refused && r.Code != "" {
+		code = r.Code
+	}
+	fmt.Fprintf(opt.ErrOut, "stem-mcp gate: %s%s\n", errcode.Tag(code), termtext.Line(err.Error(), maxErrorLine))
+	if refused {
 		return ExitRefused
 	}
 	return ExitFailed
@@ -159,7 +169,7 @@ func Run(ctx context.Context, opt Options) error {
 		opt.ErrOut = io.Discard
 	}
 	if !access.ValidGrantID(opt.GrantID) {
-		return fmt.Errorf("bad forced command: grant id %q is malformed; the student must run `stemctl access check`", opt.GrantID)
+		return errcode.Errorf(errcode.BadSetup, "bad forced command: grant id %q is malformed; the student must run `stemctl access check`", opt.GrantID)
 	}
 	s := &session{opt: opt, request: opt.Getenv("SSH_ORIGINAL_COMMAND")}
 	s.id = Identity{Account: account(opt.Getenv), Client: clientAddr(opt.Getenv("SSH_CONNECTION"))}
@@ -168,28 +178,28 @@ func Run(ctx context.Context, opt Options) error {
 	if configDir == "" {
 		home := opt.Getenv("HOME")
 		if home == "" {
-			return errors.New("HOME is not set and the forced command names no --config-dir")
+			return errcode.Errorf(errcode.BadSetup, "HOME is not set and the forced command names no --config-dir")
 		}
 		configDir = access.DefaultConfigDir(home)
 	}
 	store, err := access.OpenStore(configDir)
 	if err != nil {
-		return fmt.Errorf("bad forced command: %w", err)
+		return errcode.Errorf(errcode.BadSetup, "bad forced command: %w", err)
 	}
 	st, err := store.LoadChecked(ctx)
 	if err != nil {
 		s.env = s.environ(nil)
-		return s.refuse(ctx, "", fmt.Sprintf("grant %s cannot be read: %v", opt.GrantID, err))
+		return s.refuse(ctx, "", errcode.BadSetup, fmt.Sprintf("grant %s cannot be read: %v", opt.GrantID, err))
 	}
 	s.env = s.environ(st.Env)
 	g, ok := st.Grants[opt.GrantID]
 	if !ok {
-		return s.refuse(ctx, "", fmt.Sprintf("grant %s does not exist (revoked?); ask the student to grant this key again", opt.GrantID))
+		return s.refuse(ctx, "", errcode.Revoked, fmt.Sprintf("grant %s does not exist (revoked?); ask the student to grant this key again", opt.GrantID))
 	}
 	s.grant = g
 	s.id.Grant, s.id.KeyFP = g.Label(), g.KeyFP
 	if g.Expired(opt.Now()) {
-		return s.refuse(ctx, "", fmt.Sprintf("grant %s expired at %s; ask the student for a new grant", g.Name, g.Expires.UTC().Format(time.RFC3339)))
+		return s.refuse(ctx, "", errcode.Expired, fmt.Sprintf("grant %s expired at %s; ask the student for a new grant", g.Name, g.Expires.UTC().Format(time.RFC3339)))
 	}
 	// sshd enforces from= on the line; checking the stored pattern too means
 	// a line that lost it (hand edit) cannot widen the grant.
@@ -201,15 +211,15 @@ func Run(ctx context.Context, opt Options) error {
 			if err != nil {
 				why = fmt.Sprintf("grant %s is limited to from=%s: %v", g.Name, g.From, err)
 			}
-			return s.refuse(ctx, "", why)
+			return s.refuse(ctx, "", errcode.NotGranted, why)
 		}
 	}
 	verb, arg, err := ParseCommand(s.request)
 	if err != nil {
-		return s.refuse(ctx, "", err.Error())
+		return s.refuse(ctx, "", errcode.BadInput, err.Error())
 	}
 	if arg != "" && !g.Allows(arg) {
-		return s.refuse(ctx, arg, fmt.Sprintf("instance %q is not in grant %s (allowed: %s)", arg, g.Name, strings.Join(g.Instances, ", ")))
+		return s.refuse(ctx, arg, errcode.NotGranted, fmt.Sprintf("instance %q is not in grant %s (allowed: %s)", arg, g.Name, strings.Join(g.Instances, ", ")))
 	}
 	switch verb {
 	case "mcp":
@@ -222,7 +232,7 @@ func Run(ctx context.Context, opt Options) error {
 	case "list":
 		return s.list(ctx)
 	}
-	return s.refuse(ctx, "", fmt.Sprintf("unknown verb %q", verb))
+	return s.refuse(ctx, "", errcode.BadInput, fmt.Sprintf("unknown verb %q", verb))
 }
 
 // serve runs the MCP server and ends it when the grant is revoked or
@@ -249,8 +259,8 @@ func (s *session) serve(ctx context.Context, store *access.Store, instance strin
 				return
 			case <-t.C:
 			}
-			if reason := s.recheck(ctx, store); reason != "" {
-				cancel(&Refusal{Reason: reason})
+			if r := s.recheck(ctx, store); r != nil {
+				cancel(r)
 				return
 			}
 		}
@@ -287,7 +297,7 @@ func (s *session) serve(ctx context.Context, store *access.Store, instance strin
 		if aerr := s.audit(context.WithoutCancel(ctx), audit.Entry{
 			Event: audit.SessionEnd, Instance: instance, Level: s.grant.Level, Result: "refused", Detail: r.Reason,
 		}); aerr != nil {
-			return &Refusal{Reason: r.Reason + " (" + notAudited(aerr) + ")"}
+			return &Refusal{Code: r.Code, Reason: r.Reason + " (" + notAudited(aerr) + ")"}
 		}
 		return r
 	}
@@ -299,25 +309,25 @@ func (s *session) serve(ctx context.Context, store *access.Store, instance strin
 	return err
 }
 
-// recheck returns why the session must end now, or "".
-func (s *session) recheck(ctx context.Context, store *access.Store) string {
+// recheck returns why the session must end now, or nil.
+func (s *session) recheck(ctx context.Context, store *access.Store) *Refusal {
 	st, err := store.LoadChecked(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ""
+			return nil
 		}
-		return fmt.Sprintf("grant %s can no longer be read (%v); session ended", s.grant.Name, err)
+		return &Refusal{errcode.BadSetup, fmt.Sprintf("grant %s can no longer be read (%v); session ended", s.grant.Name, err)}
 	}
 	g, ok := st.Grants[s.grant.ID]
 	switch {
 	case !ok:
-		return fmt.Sprintf("grant %s was revoked; session ended", s.grant.Name)
+		return &Refusal{errcode.Revoked, fmt.Sprintf("grant %s was revoked; session ended", s.grant.Name)}
 	case g.Expired(s.opt.Now()):
-		return fmt.Sprintf("grant %s expired; session ended", s.grant.Name)
+		return &Refusal{errcode.Expired, fmt.Sprintf("grant %s expired; session ended", s.grant.Name)}
 	case g.Level != s.grant.Level || strings.Join(g.Instances, ",") != strings.Join(s.grant.Instances, ","):
-		return fmt.Sprintf("grant %s was changed; session ended (connect again)", s.grant.Name)
+		return &Refusal{errcode.GrantChanged, fmt.Sprintf("grant %s was changed; session ended (connect again)", s.grant.Name)}
 	}
-	return ""
+	return nil
 }
 
 func allowed(g access.Grant) []string {
@@ -377,23 +387,24 @@ func ParseCommand(cmd string) (verb, instance string, err error) {
 	return "", "", fmt.Errorf("%q is not a verb of this key; it only accepts %s (no shell)", verb, verbsHelp)
 }
 
-// refuse audits a refusal and returns it. A refusal that cannot be
-// audited is still a refusal; its one line says it was not recorded.
-func (s *session) refuse(ctx context.Context, instance, reason string) error {
+// refuse audits a refusal with its code and returns it. A refusal that
+// cannot be audited is still a refusal; its one line says it was not
+// recorded.
+func (s *session) refuse(ctx context.Context, instance string, code errcode.Code, reason string) error {
 	if err := s.audit(ctx, audit.Entry{
 		Event: audit.Refused, Instance: instance, Level: s.grant.Level, Result: "refused",
 		Detail: fmt.Sprintf("ssh command %q: %s", s.request, reason),
 	}); err != nil {
 		reason += " (" + notAudited(err) + ")"
 	}
-	return &Refusal{Reason: reason}
+	return &Refusal{Code: code, Reason: reason}
 }
 
 // unaudited refuses an accepted request whose audit entry cannot be
 // written (err): nothing is served or answered unaudited.
 // what names the request ("MCP session not served").
 func (s *session) unaudited(what string, err error) error {
-	return &Refusal{Reason: fmt.Sprintf("%s: %v", what, err)}
+	return &Refusal{Code: errcode.NotAudited, Reason: fmt.Sprintf("%s: %v", what, err)}
 }
 
 func notAudited(err error) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/registry"
 )
 
@@ -42,12 +43,12 @@ var spoilers = map[string]func(t *testing.T, state string){
 
 // oneRefusalLine checks the gate's stderr is one line of refusal that says
 // the audit log cannot be written.
-func oneRefusalLine(t *testing.T, what string, code int, errOut string, want ...string) {
+func oneRefusalLine(t *testing.T, what string, code int, errOut string, errCode errcode.Code, want ...string) {
 	t.Helper()
 	if code != ExitRefused {
 		t.Errorf("%s: exit %d, want %d (refused); stderr %q", what, code, ExitRefused, errOut)
 	}
-	if !strings.HasPrefix(errOut, "stem-mcp gate: refused: ") || strings.Count(errOut, "\n") != 1 {
+	if !strings.HasPrefix(errOut, "stem-mcp gate: "+errcode.Tag(errCode)+"refused: ") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("%s: stderr is not one clear line: %q", what, errOut)
 	}
 	for _, w := range append(want, "cannot be written", "stemctl audit verify") {
@@ -70,7 +71,12 @@ func TestRefusalWithUnwritableAuditLog(t *testing.T) {
 				if len(rec.calls) != 0 || out != "" {
 					t.Errorf("%q: served %d, out %q", cmd, len(rec.calls), out)
 				}
-				oneRefusalLine(t, cmd, code, errOut, "not in the audit log")
+				// The code is the refusal's; the line adds that it was not recorded.
+				want := errcode.BadInput
+				if cmd == "mcp other-instance" {
+					want = errcode.NotGranted
+				}
+				oneRefusalLine(t, cmd, code, errOut, want, "not in the audit log")
 			}
 		})
 	}
@@ -103,7 +109,7 @@ func TestAcceptedRequestRefusedWhenAuditLogUnwritable(t *testing.T) {
 				if len(rec.calls) != 0 || out != "" {
 					t.Errorf("%q: served %d, out %q", c.cmd, len(rec.calls), out)
 				}
-				oneRefusalLine(t, c.cmd, code, errOut, c.what)
+				oneRefusalLine(t, c.cmd, code, errOut, errcode.NotAudited, c.what)
 			}
 		})
 	}
@@ -120,7 +126,7 @@ func TestServerAuditRefusalIsARefusal(t *testing.T) {
 			return fmt.Errorf("refusing to serve: %w", &audit.WriteError{Path: filepath.Join(f.state, "audit.jsonl"), Err: os.ErrPermission})
 		},
 	})
-	oneRefusalLine(t, "mcp", code, errOut.String(), "MCP session not served")
+	oneRefusalLine(t, "mcp", code, errOut.String(), errcode.NotAudited, "MCP session not served")
 }
 
 // The MCP session's status is the status verb's answer for the same grant,

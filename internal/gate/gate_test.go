@@ -172,8 +172,12 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%q: code %d, served %d, out %q", cmd, code, len(rec.calls), out)
 			continue
 		}
-		if !strings.HasPrefix(errOut, "stem-mcp gate: refused: ") || strings.Count(errOut, "\n") != 1 {
-			t.Errorf("%q: stderr is not one clear line: %q", cmd, errOut)
+		want := "stem-mcp gate: [bad_input] refused: "
+		if strings.HasPrefix(cmd, "mcp other-instance") || cmd == "mcp HAZARD3-SIM-INF-BSS-T4" {
+			want = "stem-mcp gate: [not_granted] refused: "
+		}
+		if !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q: stderr is not one clear line starting %q: %q", cmd, want, errOut)
 		}
 		entries, err := log.Read(audit.Filter{Event: audit.Refused})
 		if err != nil {
@@ -199,7 +203,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 		if _, _, err := f.mgr.Revoke(ctx, "kowalski"); err != nil {
 			t.Fatal(err)
 		}
-		if code, _, errOut := f.run(t, "mcp", &recorder{}); code != ExitRefused || !strings.Contains(errOut, "does not exist") {
+		if code, _, errOut := f.run(t, "mcp", &recorder{}); code != ExitRefused || !strings.HasPrefix(errOut, "stem-mcp gate: [revoked] refused: ") || !strings.Contains(errOut, "does not exist") {
 			t.Fatalf("%d %q", code, errOut)
 		}
 	})
@@ -216,7 +220,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &recorder{}
-		if code, _, errOut := f.run(t, "mcp", rec); code != ExitRefused || !strings.Contains(errOut, "expired") || len(rec.calls) != 0 {
+		if code, _, errOut := f.run(t, "mcp", rec); code != ExitRefused || !strings.HasPrefix(errOut, "stem-mcp gate: [expired] refused: ") || len(rec.calls) != 0 {
 			t.Fatalf("%d %q", code, errOut)
 		}
 	})
@@ -233,7 +237,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &recorder{}
-		if code, _, errOut := f.run(t, "mcp", rec); code != ExitRefused || !strings.Contains(errOut, "192.0.2.7") || len(rec.calls) != 0 {
+		if code, _, errOut := f.run(t, "mcp", rec); code != ExitRefused || !strings.HasPrefix(errOut, "stem-mcp gate: [not_granted] refused: ") || !strings.Contains(errOut, "192.0.2.7") || len(rec.calls) != 0 {
 			t.Fatalf("%d %q", code, errOut)
 		}
 		if code, _, errOut := f.run(t, "mcp", rec, "SSH_CONNECTION", ""); code != ExitRefused || len(rec.calls) != 0 {
@@ -248,7 +252,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 		if err := os.Chmod(f.mgr.Store.Path(), 0o620); err != nil {
 			t.Fatal(err)
 		}
-		if code, _, errOut := f.run(t, "mcp", &recorder{}); code != ExitRefused || !strings.Contains(errOut, "writable") {
+		if code, _, errOut := f.run(t, "mcp", &recorder{}); code != ExitRefused || !strings.HasPrefix(errOut, "stem-mcp gate: [bad_setup] refused: ") || !strings.Contains(errOut, "writable") {
 			t.Fatalf("%d %q", code, errOut)
 		}
 	})
@@ -381,7 +385,7 @@ func TestServeErrorIsReported(t *testing.T) {
 			return errors.New("no instance selected\nrun stemctl mcp select")
 		},
 	})
-	if code != ExitFailed || errOut.String() != "stem-mcp gate: no instance selected run stemctl mcp select\n" {
+	if code != ExitFailed || errOut.String() != "stem-mcp gate: [internal] no instance selected run stemctl mcp select\n" {
 		t.Fatalf("%d %q", code, errOut.String())
 	}
 }
@@ -422,7 +426,7 @@ func TestRevokeEndsAnOpenSession(t *testing.T) {
 			}
 			select {
 			case code := <-done:
-				if code != ExitRefused || !strings.Contains(errOut.String(), "revoked; session ended") {
+				if code != ExitRefused || errOut.String() != "stem-mcp gate: [revoked] refused: grant kowalski was revoked; session ended\n" {
 					t.Fatalf("code %d, %q", code, errOut.String())
 				}
 			case <-time.After(5 * time.Second):
@@ -433,5 +437,32 @@ func TestRevokeEndsAnOpenSession(t *testing.T) {
 				t.Fatalf("audit = %+v", e)
 			}
 		})
+	}
+}
+
+// A grant changed under an open session (another level) ends it with its
+// own code: the teacher connects again rather than asks for a new grant.
+func TestChangedGrantEndsTheSessionWithItsCode(t *testing.T) {
+	f := newFixture(t, access.Full)
+	serving := make(chan struct{})
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
+			Getenv: f.env("mcp"), ErrOut: &errOut, RecheckEvery: 50 * time.Millisecond,
+			Serve: func(ctx context.Context, _ ServeRequest) error { close(serving); <-ctx.Done(); return ctx.Err() },
+		})
+	}()
+	<-serving
+	if err := f.mgr.Store.Update(context.Background(), func(st *access.State) error {
+		g := st.Grants[f.grant.ID]
+		g.Level = access.Observe
+		st.Grants[g.ID] = g
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != ExitRefused || !strings.HasPrefix(errOut.String(), "stem-mcp gate: [grant_changed] refused: grant kowalski was changed") {
+		t.Fatalf("code %d, %q", code, errOut.String())
 	}
 }

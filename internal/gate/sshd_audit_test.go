@@ -29,16 +29,17 @@ func TestSSHRefusedWhenAuditLogUnwritable(t *testing.T) {
 	f.Close()
 	for _, c := range []struct {
 		remote []string
+		code   string
 		want   string
 	}{
-		{[]string{"mcp", s.inst.Name}, "MCP session not served"},
-		{[]string{"mcp"}, "MCP session not served"},
-		{[]string{"status"}, "status not given"},
-		{[]string{"list"}, "list not given"},
-		{[]string{"bash"}, "this refusal is not in the audit log"},
+		{[]string{"mcp", s.inst.Name}, "not_audited", "MCP session not served"},
+		{[]string{"mcp"}, "not_audited", "MCP session not served"},
+		{[]string{"status"}, "not_audited", "status not given"},
+		{[]string{"list"}, "not_audited", "list not given"},
+		{[]string{"bash"}, "bad_input", "this refusal is not in the audit log"},
 	} {
 		r := s.srv.Run(t, key.Private, nil, c.remote...)
-		if r.Code != gate.ExitRefused || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "stem-mcp gate: refused: ") ||
+		if r.Code != gate.ExitRefused || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "stem-mcp gate: ["+c.code+"] refused: ") ||
 			strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, c.want) ||
 			!strings.Contains(r.Stderr, "cannot be written") || !strings.Contains(r.Stderr, "stemctl audit verify") {
 			t.Errorf("ssh %q: code %d stdout %q stderr %q (want one refusal line with %q)", c.remote, r.Code, r.Stdout, r.Stderr, c.want)
@@ -61,7 +62,7 @@ func TestSSHRefusedWhenAuditLogUnwritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := s.srv.Run(t, key.Private, nil, "mcp", s.inst.Name)
-	if r.Code != gate.ExitRefused || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "stem-mcp gate: refused: MCP session not served: ") ||
+	if r.Code != gate.ExitRefused || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "stem-mcp gate: [not_audited] refused: MCP session not served: ") ||
 		strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, "audit.head") {
 		t.Errorf("session_start not written: code %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}

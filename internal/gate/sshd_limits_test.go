@@ -18,6 +18,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/testenv"
 )
@@ -40,6 +41,14 @@ func mark(t *testing.T, in *testenv.Instance, word string) {
 // tool error. A transport error fails the test.
 func callText(t *testing.T, ctx context.Context, c *client.Client, tool string, args map[string]any) (string, bool) {
 	t.Helper()
+	text, code := callCode(t, ctx, c, tool, args)
+	return text, code != ""
+}
+
+// callCode is callText with the error's code from the structured
+// content, as a client reads it ("" for a success).
+func callCode(t *testing.T, ctx context.Context, c *client.Client, tool string, args map[string]any) (string, errcode.Code) {
+	t.Helper()
 	call := mcp.CallToolRequest{}
 	call.Params.Name = tool
 	call.Params.Arguments = args
@@ -48,7 +57,16 @@ func callText(t *testing.T, ctx context.Context, c *client.Client, tool string, 
 		t.Fatalf("%s over ssh: %v", tool, err)
 	}
 	text, _ := json.Marshal(r.Content)
-	return string(text), r.IsError
+	if !r.IsError {
+		return string(text), ""
+	}
+	sc, _ := r.StructuredContent.(map[string]any)
+	e, _ := sc["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	if code == "" {
+		t.Fatalf("%s over ssh: an error without its code: %+v", tool, r)
+	}
+	return string(text), errcode.Code(code)
 }
 
 // A bare `mcp` (what `stemctl teacher config` writes without --instance)
@@ -85,9 +103,9 @@ func TestSSHBareMCPSelectionOutsideGrant(t *testing.T) {
 			tool string
 			args map[string]any
 		}{{"pane_capture", capture}, {"session_status", nil}, {"nvim_open", map[string]any{"path": "t2/main.c"}}} {
-			text, isErr := callText(t, ctx, c, tc.tool, tc.args)
-			if !isErr || !strings.Contains(text, b.Name+" "+notAllowed) || strings.Contains(text, "I-AM-B") {
-				t.Errorf("%s with %s selected: error %v, %s", tc.tool, b.Name, isErr, text)
+			text, code := callCode(t, ctx, c, tc.tool, tc.args)
+			if code != errcode.NotGranted || !strings.Contains(text, b.Name+" "+notAllowed) || strings.Contains(text, "I-AM-B") {
+				t.Errorf("%s with %s selected: code %q, %s", tc.tool, b.Name, code, text)
 			}
 		}
 		// The session's start records the refusal: who, from where, and
@@ -135,9 +153,9 @@ func TestSSHBareMCPSelectionOutsideGrant(t *testing.T) {
 		// The very next call: no grace period in which B is served. The
 		// refusal says which instances the grant allows and how to ask
 		// for one.
-		if text, isErr := callText(t, ctx, c, "pane_capture", capture); !isErr || !strings.Contains(text, b.Name+" "+notAllowed) ||
+		if text, code := callCode(t, ctx, c, "pane_capture", capture); code != errcode.NotGranted || !strings.Contains(text, b.Name+" "+notAllowed) ||
 			!strings.Contains(text, "mcp "+a.Name) || strings.Contains(text, "I-AM-B") {
-			t.Errorf("pane_capture after switching to %s: error %v, %s", b.Name, isErr, text)
+			t.Errorf("pane_capture after switching to %s: code %q, %s", b.Name, code, text)
 		}
 		// The read-only call's refusal is in the audit log.
 		refusals := entries(t, s, audit.Refused)

@@ -348,7 +348,7 @@ func TestSSHGate(t *testing.T) {
 			{observeKey.Private, []string{"mcp; id"}, `character ";"`},
 			{observeKey.Private, []string{"mcp", ";", "id"}, `character ";"`},
 			{observeKey.Private, []string{"mcp ../x"}, `character "/"`},
-			{observeKey.Private, []string{"mcp", "native-amd64-demo-hello-t9"}, "not in grant observer"},
+			{observeKey.Private, []string{"mcp", "native-amd64-demo-hello-t9"}, "] refused: instance \"native-amd64-demo-hello-t9\" is not in grant observer"},
 			{observeKey.Private, []string{"mcp $(id)"}, `character "$"`},
 			{observeKey.Private, []string{"mcp --level full"}, "at most one instance"},
 			{fullKey.Private, []string{"cat /etc/passwd"}, `character "/"`},
@@ -356,7 +356,11 @@ func TestSSHGate(t *testing.T) {
 		} {
 			before, _ := log.Read(audit.Filter{Event: audit.Refused})
 			r := s.srv.Run(t, tc.key, nil, tc.remote...)
-			if r.Code != gate.ExitRefused || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "stem-mcp gate: refused: ") ||
+			code := "[bad_input]"
+			if strings.Contains(tc.want, "not in grant") {
+				code = "[not_granted]"
+			}
+			if r.Code != gate.ExitRefused || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "stem-mcp gate: "+code+" refused: ") ||
 				strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, tc.want) {
 				t.Errorf("ssh %q: code %d stdout %q stderr %q (want one refusal line with %q)", tc.remote, r.Code, r.Stdout, r.Stderr, tc.want)
 				continue

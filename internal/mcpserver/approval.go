@@ -11,6 +11,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/decision"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/verify"
 )
@@ -71,7 +72,7 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 	action := actionText(d.tool.Name, req)
 	spool, err := decision.Open(s.dirs.State, c.target().Record.Instance)
 	if err != nil {
-		return true, &policyError{fmt.Sprintf("the task's agent policy wants the student's approval, which cannot be asked for (%v): nothing was done", err)}
+		return true, errcode.Errorf(errcode.NoWatcher, "the task's agent policy wants the student's approval, which cannot be asked for (%v): nothing was done", err)
 	}
 	e := s.callEntry(audit.ApprovalRequest, d.tool.Name, digest)
 	e.Detail = s.requester() + " wants " + action
@@ -79,7 +80,7 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 	request, err := s.audit.Append(actx, e)
 	cancel()
 	if err != nil {
-		return true, &policyError{fmt.Sprintf("the task's agent policy wants the student's approval, which cannot be recorded (%v): nothing was done", err)}
+		return true, errcode.Errorf(errcode.NotAudited, "the task's agent policy wants the student's approval, which cannot be recorded (%v): nothing was done", err)
 	}
 	closing := func(event, result, detail string) {
 		e := s.callEntry(event, d.tool.Name, digest)
@@ -104,13 +105,13 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 		return true, nil
 	case err == nil:
 		closing(audit.ApprovalDecision, "denied", "the student, at "+ans.Input)
-		return true, &policyError{"the student said no to this " + d.tool.Name + " call: nothing was done"}
+		return true, errcode.Errorf(errcode.ApprovalRefused, "the student said no to this %s call: nothing was done", d.tool.Name)
 	case errors.Is(err, decision.ErrNobodyToAsk):
 		closing(audit.ApprovalDecision, "refused", "could not ask: "+err.Error())
-		return true, &policyError{"the task's agent policy wants the student's approval for " + d.tool.Name + ", and " + err.Error() + ": nothing was done"}
+		return true, errcode.Errorf(errcode.NoWatcher, "the task's agent policy wants the student's approval for %s, and %v: nothing was done", d.tool.Name, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		closing(audit.ApprovalExpired, "refused", fmt.Sprintf("no answer within %s", ttl))
-		return true, &policyError{fmt.Sprintf("the student did not answer within %s: nothing was done (ask again, or tell them what you want to do)", ttl)}
+		return true, errcode.Errorf(errcode.ApprovalExpired, "the student did not answer within %s: nothing was done (ask again, or tell them what you want to do)", ttl)
 	case ctx.Err() != nil:
 		closing(audit.ApprovalExpired, "refused", "the call ended before the student answered")
 		return true, ctx.Err()

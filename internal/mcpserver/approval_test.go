@@ -20,6 +20,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/decision"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -91,14 +92,15 @@ func (term *terminal) press(key string) {
 type callResult struct {
 	out   map[string]any
 	etext string
+	code  errcode.Code
 	err   error
 }
 
 func (s *session) async(name string, args map[string]any) <-chan callResult {
 	ch := make(chan callResult, 1)
 	go func() {
-		out, etext, err := s.call(name, args)
-		ch <- callResult{out, etext, err}
+		out, etext, code, err := s.callCoded(name, args)
+		ch <- callResult{out, etext, code, err}
 	}()
 	return ch
 }
@@ -160,9 +162,9 @@ func TestApprovals(t *testing.T) {
 		// No host input shows questions: refused at once, not after
 		// the timeout.
 		start := time.Now()
-		_, etext, err := s.call("nvim_hint", hint)
-		if err != nil || !strings.Contains(etext, "no stem terminal open on the host") {
-			t.Fatalf("asked with nobody on the host: %v %q", err, etext)
+		_, etext, code, err := s.callCoded("nvim_hint", hint)
+		if err != nil || code != errcode.NoWatcher || !strings.Contains(etext, "no stem terminal open on the host") {
+			t.Fatalf("asked with nobody on the host: %v %s %q", err, code, etext)
 		}
 		if el := time.Since(start); el >= 4*time.Second {
 			t.Fatalf("refused after %s: it waited for the timeout", el)
@@ -187,7 +189,7 @@ func TestApprovals(t *testing.T) {
 		// Single use: the next call asks again.
 		res := s.async("nvim_hint", hint)
 		h.answer(h.question(), decision.No)
-		if r := <-res; r.etext == "" || !strings.Contains(r.etext, "said no") {
+		if r := <-res; r.code != errcode.ApprovalRefused || !strings.Contains(r.etext, "said no") {
 			t.Fatalf("denied: %v %q", r.err, r.etext)
 		}
 	})
@@ -227,7 +229,7 @@ func TestApprovals(t *testing.T) {
 		attacker.press("y")
 		attacker.press("a")
 		r := <-res
-		if r.etext == "" || !strings.Contains(r.etext, "did not answer within 4s") {
+		if r.code != errcode.ApprovalExpired || !strings.Contains(r.etext, "did not answer within 4s") {
 			t.Fatalf("something in the session answered the approval: %v %q", r.err, r.etext)
 		}
 		if el := time.Since(start); el < 4*time.Second {

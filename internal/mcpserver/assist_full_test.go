@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/errcode"
 )
 
 func TestAssistTools(t *testing.T) {
@@ -80,7 +82,7 @@ func TestAssistTools(t *testing.T) {
 		if text2, _ := st.bufferText(words); text2 != text {
 			t.Fatalf("insert then delete did not restore the buffer:\n%s", text2)
 		}
-		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 100, "end": 100, "lines": []any{"x"}}); !strings.Contains(msg, "outside the buffer") {
+		if msg := s.refusedWith(errcode.BadInput, "nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 100, "end": 100, "lines": []any{"x"}}); !strings.Contains(msg, "outside the buffer") {
 			t.Errorf("edit past the end: %s", msg)
 		}
 		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/test_words.c", "start": 1, "end": 1, "lines": []any{"x"}}); !strings.Contains(msg, "not open") {
@@ -94,7 +96,7 @@ func TestAssistTools(t *testing.T) {
 		tick := num(rd["tick"])
 		// The student types in the meantime.
 		st.lua(nil, `local p = ... ; local b = vim.fn.bufnr(p); vim.api.nvim_buf_set_lines(b, 0, 0, true, {'// student line'})`, words)
-		msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{"// agent line"}, "expected_tick": tick})
+		msg := s.refusedWith(errcode.Stale, "nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 1, "lines": []any{"// agent line"}, "expected_tick": tick})
 		if !strings.Contains(msg, "changed since you read it") {
 			t.Fatalf("stale tick: %s", msg)
 		}
@@ -109,7 +111,7 @@ func TestAssistTools(t *testing.T) {
 		s := s.sub(t)
 		s.ok("nvim_open", map[string]any{"path": "t1/hello.c"})
 		edit := map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"// edited by the agent"}}
-		msg := s.refused("nvim_buffer_edit", edit)
+		msg := s.refusedWith(errcode.NotEditable, "nvim_buffer_edit", edit)
 		if !strings.Contains(msg, "not editable") || !strings.Contains(msg, "stemctl allow "+in.Record.Instance+" --edit t1/hello.c") {
 			t.Fatalf("non-editable file: %s", msg)
 		}
@@ -424,13 +426,13 @@ func TestFullTools(t *testing.T) {
 		os.MkdirAll(filepath.Join(in.Resolved.CardPath, ".git"), 0o755)
 		os.WriteFile(filepath.Join(in.Resolved.CardPath, ".git", "config"), []byte("x\n"), 0o644)
 		s.ok("nvim_open", map[string]any{"path": ".git/config"})
-		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": ".git/config", "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "never editable") {
+		if msg := s.refusedWith(errcode.NotEditable, "nvim_buffer_edit", map[string]any{"path": ".git/config", "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "never editable") {
 			t.Fatalf(".git/config at full: %s", msg)
 		}
 		// A nested repository stops every effect, at full too.
 		os.MkdirAll(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks"), 0o755)
 		os.WriteFile(filepath.Join(in.Resolved.TaskDir, "sub", ".git", "hooks", "post-checkout"), []byte("#!/bin/sh\n"), 0o755)
-		if msg := s.refused("nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "nested repository") {
+		if msg := s.refusedWith(errcode.UnsafeCard, "nvim_buffer_edit", map[string]any{"path": "t1/hello.c", "start": 1, "end": 1, "lines": []any{"y"}}); !strings.Contains(msg, "nested repository") {
 			t.Fatalf("an edit at full with a nested repository: %s", msg)
 		}
 		os.RemoveAll(filepath.Join(in.Resolved.TaskDir, "sub"))

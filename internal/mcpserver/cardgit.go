@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stem-edu/stem/internal/cardgit"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/verify"
 )
 
@@ -33,7 +34,7 @@ func cardGitGate(ctx context.Context, t verify.Target) error {
 	var ce *cardgit.Error
 	if errors.As(err, &ce) {
 		ce.Instance = t.Record.Instance
-		return &unsafeCardError{err}
+		return errcode.New(errcode.UnsafeCard, &unsafeCardError{err})
 	}
-	return &unsafeCardError{fmt.Errorf("the card's git could not be checked: %w", err)}
+	return errcode.New(errcode.UnsafeCard, &unsafeCardError{fmt.Errorf("the card's git could not be checked: %w", err)})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/testenv"
 )
@@ -21,14 +22,22 @@ import (
 // verification for a few seconds) and returns the message.
 func refusedWithin(t testing.TB, s *session, d time.Duration, tool string, args map[string]any) (string, time.Duration) {
 	t.Helper()
+	msg, _, after := refusedCodeWithin(t, s, d, tool, args)
+	return msg, after
+}
+
+// refusedCodeWithin is refusedWithin with the tool error's code ("" for a
+// protocol error).
+func refusedCodeWithin(t testing.TB, s *session, d time.Duration, tool string, args map[string]any) (string, errcode.Code, time.Duration) {
+	t.Helper()
 	t0 := time.Now()
 	for {
-		out, etext, err := s.call(tool, args)
+		out, etext, code, err := s.callCoded(tool, args)
 		if err != nil {
-			return err.Error(), time.Since(t0)
+			return err.Error(), "", time.Since(t0)
 		}
 		if etext != "" {
-			return etext, time.Since(t0)
+			return etext, code, time.Since(t0)
 		}
 		if time.Since(t0) > d {
 			t.Fatalf("%s still answers %v after the fault: %s", tool, d, clip(mustJSON(out), 300))

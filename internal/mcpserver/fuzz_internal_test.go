@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -174,9 +175,8 @@ func FuzzParseCursor(f *testing.F) {
 		p := tmux.PaneID(pane)
 		abs, err := parseCursor(s, cid, srv, p)
 		if err != nil {
-			var ie *inputError
-			if !errors.As(err, &ie) {
-				t.Fatalf("parseCursor(%q): %v is not an input error", s, err)
+			if c := errcode.Of(err); c != errcode.BadInput && c != errcode.Stale {
+				t.Fatalf("parseCursor(%q): %v is not an input error (code %s)", s, err, c)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("parseCursor(%q): the error spans lines: %q", s, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -122,6 +123,12 @@ func (s *session) tools() []string {
 // call invokes a tool; it returns the decoded structured result, the text
 // of an error result, and a protocol error.
 func (s *session) call(name string, args map[string]any) (map[string]any, string, error) {
+	out, etext, _, err := s.callCoded(name, args)
+	return out, etext, err
+}
+
+// callCoded is call with the error result's code (see codeOf).
+func (s *session) callCoded(name string, args map[string]any) (map[string]any, string, errcode.Code, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	req := mcp.CallToolRequest{}
@@ -129,7 +136,7 @@ func (s *session) call(name string, args map[string]any) (map[string]any, string
 	req.Params.Arguments = args
 	res, err := s.c.CallTool(ctx, req)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	var texts []string
 	for _, c := range res.Content {
@@ -138,13 +145,47 @@ func (s *session) call(name string, args map[string]any) (map[string]any, string
 		}
 	}
 	if res.IsError {
-		return nil, strings.Join(texts, ""), nil
+		return nil, strings.Join(texts, ""), codeOf(s.t, res), nil
 	}
 	out, err := decodeResult(texts)
 	if err != nil {
 		s.t.Fatalf("%s: %v", name, err)
 	}
-	return out, "", nil
+	return out, "", "", nil
+}
+
+// codeOf is the code of an error result as a client reads it from the
+// wire: structuredContent.error.code, whose message must be the text.
+func codeOf(t testing.TB, res *mcp.CallToolResult) errcode.Code {
+	t.Helper()
+	sc, _ := res.StructuredContent.(map[string]any)
+	e, _ := sc["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	msg, _ := e["message"].(string)
+	if code == "" || len(res.Content) != 1 {
+		t.Fatalf("an error result without its code: %+v", res)
+	}
+	if tc, ok := res.Content[0].(mcp.TextContent); !ok || tc.Text != msg {
+		t.Fatalf("the code's message %q is not the text %+v", msg, res.Content[0])
+	}
+	return errcode.Code(code)
+}
+
+// refusedWith calls a tool that must be refused with code; it returns
+// the message.
+func (s *session) refusedWith(code errcode.Code, name string, args map[string]any) string {
+	s.t.Helper()
+	out, etext, got, err := s.callCoded(name, args)
+	if err != nil {
+		s.t.Fatalf("%s(%v): %v, want a tool error with code %s", name, args, err, code)
+	}
+	if etext == "" {
+		s.t.Fatalf("%s(%v) succeeded, want a refusal with code %s: %v", name, args, code, out)
+	}
+	if got != code {
+		s.t.Fatalf("%s(%v): code %s, want %s: %s", name, args, got, code, etext)
+	}
+	return etext
 }
 
 // ok calls a tool that must succeed.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/gdbmi"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/nvim/rpcguard"
@@ -93,16 +94,20 @@ func partOf(rec registry.Record, err error) *partDownError {
 // tmuxDown is dial's error when the instance's tmux does not answer: the
 // whole session is gone with it (the editor runs in it).
 func tmuxDown(rec registry.Record, err error) error {
-	return &partDownError{part: partTmux, state: partDown, err: err,
+	return errcode.New(errcode.PartDown, &partDownError{part: partTmux, state: partDown, err: err,
 		reason: fmt.Sprintf("tmux (the student's terminal session) does not answer in instance %s", rec.Instance),
-		fix:    fmt.Sprintf("`%s` starts the session again", rec.UpCommand())}
+		fix:    fmt.Sprintf("`%s` starts the session again", rec.UpCommand())})
 }
 
-// explainPart restates err when it is a part being down; other errors are
+// explainPart restates err when it is a part being down (code part_down),
+// and gives an editor waiting for the student its code; other errors are
 // returned as they are.
 func (s *Server) explainPart(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, nvim.ErrBlocked) {
+		return errcode.New(errcode.EditorBusy, err)
 	}
 	c := s.current()
 	if c == nil {
@@ -112,7 +117,7 @@ func (s *Server) explainPart(err error) error {
 		if pd.err != nil && pd.err != err {
 			s.logf("%s: %v", pd.part, pd.err) // the cause, socket paths included, for whoever reads stderr
 		}
-		return pd
+		return errcode.New(errcode.PartDown, pd)
 	}
 	return err
 }

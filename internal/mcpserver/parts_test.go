@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/nvim/nvimtest"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/testenv"
@@ -70,7 +71,7 @@ func TestPartsEditorQuit(t *testing.T) {
 			args["path"] = "t1/words.c"
 		}
 		t0 := time.Now()
-		msg := s.refused(tool, args)
+		msg := s.refusedWith(errcode.PartDown, tool, args)
 		t.Logf("%s with the editor quit (%v): %s", tool, time.Since(t0).Round(time.Millisecond), msg)
 		if !strings.Contains(msg, "Neovim is not running in instance "+in.Name) || !strings.Contains(msg, "the student reopens it") || !strings.Contains(msg, "stemctl up native-amd64 demo hello 1") {
 			t.Errorf("%s does not say the editor is down and how to bring it back: %s", tool, msg)
@@ -156,7 +157,7 @@ func TestPartsNoDebugger(t *testing.T) {
 	s := connect(t, in, "assist")
 	s.ok("nvim_status", nil)
 	s.ok("nvim_buffer_read", map[string]any{"path": "t1/words.c"})
-	msg := s.refused("gdb_frame", map[string]any{"frame": 0})
+	msg := s.refusedWith(errcode.PartDown, "gdb_frame", map[string]any{"frame": 0})
 	if !strings.Contains(msg, "the debugger is not running in instance "+in.Name) || !strings.Contains(msg, "stemctl debug "+in.Name) {
 		t.Errorf("gdb_frame with no debugger: %s", msg)
 	}
@@ -183,10 +184,10 @@ func TestPartsIdentityStillChecked(t *testing.T) {
 	s := connect(t, in, "observe")
 	s.ok("pane_list", nil)
 	in.RemoveContainer()
-	msg, after := refusedWithin(t, s, 10*time.Second, "pane_list", nil)
+	msg, code, after := refusedCodeWithin(t, s, 10*time.Second, "pane_list", nil)
 	t.Logf("container removed with the editor gone: refused after %v: %s", after.Round(time.Millisecond), msg)
-	if !strings.Contains(msg, "container") || !strings.Contains(msg, "stemctl up") {
-		t.Errorf("pane_list after the container was removed: %s", msg)
+	if code != errcode.InstanceDown || !strings.Contains(msg, "container") || !strings.Contains(msg, "stemctl up") {
+		t.Errorf("pane_list after the container was removed: code %s: %s", code, msg)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/stem-edu/stem/internal/errcode"
 )
 
 // maxPathBytes bounds any path an MCP client sends.
@@ -42,7 +44,7 @@ func resolveCardPath(cardRoot, p string, mustExist bool) (cardPath, error) {
 		joined = filepath.Clean(p)
 		// Accept absolute paths under the card's recorded or real root.
 		if !within(filepath.Clean(cardRoot), joined) && !within(root, joined) {
-			return cardPath{}, fmt.Errorf("path %q is outside the card repository %s", p, cardRoot)
+			return cardPath{}, errcode.Errorf(errcode.OutsideCard, "path %q is outside the card repository %s", p, cardRoot)
 		}
 		if within(filepath.Clean(cardRoot), joined) {
 			rel, _ := filepath.Rel(filepath.Clean(cardRoot), joined)
@@ -51,7 +53,7 @@ func resolveCardPath(cardRoot, p string, mustExist bool) (cardPath, error) {
 	} else {
 		joined = filepath.Join(root, p)
 		if !within(root, joined) {
-			return cardPath{}, fmt.Errorf("path %q leaves the card repository", p)
+			return cardPath{}, errcode.Errorf(errcode.OutsideCard, "path %q leaves the card repository", p)
 		}
 	}
 	real, err := filepath.EvalSymlinks(joined)
@@ -66,7 +68,7 @@ func resolveCardPath(cardRoot, p string, mustExist bool) (cardPath, error) {
 		real = filepath.Join(parent, filepath.Base(joined))
 	}
 	if !within(root, real) {
-		return cardPath{}, fmt.Errorf("path %q resolves outside the card repository (a symlink?)", p)
+		return cardPath{}, errcode.Errorf(errcode.OutsideCard, "path %q resolves outside the card repository (a symlink?)", p)
 	}
 	rel, err := filepath.Rel(root, real)
 	if err != nil {

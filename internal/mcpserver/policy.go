@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -28,12 +30,6 @@ type policyCache struct {
 	pol   agentpolicy.Policy
 	err   error
 }
-
-// policyError is a call the task's agent policy does not allow: a
-// refusal, audited as such.
-type policyError struct{ reason string }
-
-func (e *policyError) Error() string { return e.reason }
 
 // policyFor is the policy in force for the instance of c: the card's
 // current policy met with the one recorded when the instance was made and
@@ -115,7 +111,7 @@ func (s *Server) pick(ctx context.Context, defs []toolDef) (toolDef, error) {
 	p := s.policyFor(c)
 	name := top.tool.Name
 	if r := p.Refusal(name, s.opt.Level); r != "" {
-		return top, &policyError{r}
+		return top, policyRefusal(r)
 	}
 	eff, ok := p.Effective(s.opt.Level)
 	if !ok {
@@ -126,7 +122,13 @@ func (s *Server) pick(ctx context.Context, defs []toolDef) (toolDef, error) {
 			return d, nil
 		}
 	}
-	return top, &policyError{fmt.Sprintf("the task's agent policy leaves no %s at %s", name, eff)}
+	return top, policyRefusal(fmt.Sprintf("the task's agent policy leaves no %s at %s", name, eff))
+}
+
+// policyRefusal is a call the task's agent policy does not allow: a
+// refusal, audited as such.
+func policyRefusal(reason string) error {
+	return errcode.New(errcode.PolicyRefused, errors.New(reason))
 }
 
 // filterTools is the server's tool filter: tools/list and every call

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/levels"
 )
 
@@ -119,7 +120,7 @@ func TestAgentPolicyCapsTheLocalServer(t *testing.T) {
 		s.ok("nvim_hint", map[string]any{"path": "t1/words.c", "line": 1, "text": "look at the loop"})
 		// pane_send_keys is assist's now: keys only to panes the student
 		// allowed, where the full definition typed anywhere (the control).
-		msg := s.refused("pane_send_keys", map[string]any{"pane": shell, "keys": "echo capped-leak{Enter}"})
+		msg := s.refusedWith(errcode.PaneNotAllowed, "pane_send_keys", map[string]any{"pane": shell, "keys": "echo capped-leak{Enter}"})
 		if !strings.Contains(msg, "not open to assist-level keys") {
 			t.Fatalf("pane_send_keys under an assist cap: %s", msg)
 		}
@@ -162,7 +163,7 @@ func TestPolicyCappedFullKeepsToTheCard(t *testing.T) {
 		t.Fatalf("control: the full server without a policy does not read the buffer: %v", out)
 	}
 	in.SetAgentPolicy(t, "max_level = \"assist\"")
-	if msg := s.refused("nvim_buffer_read", read); !strings.Contains(msg, "outside the card repository") || strings.Contains(msg, "OUTSIDE-THE-CARD") {
+	if msg := s.refusedWith(errcode.OutsideCard, "nvim_buffer_read", read); !strings.Contains(msg, "outside the card repository") || strings.Contains(msg, "OUTSIDE-THE-CARD") {
 		t.Fatalf("a full server capped at assist read a buffer outside the card: %s", msg)
 	}
 }

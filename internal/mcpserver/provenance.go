@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/provenance"
 )
@@ -67,7 +68,7 @@ func (s *Server) recordedEdit(ctx context.Context, c *conn, cp cardPath, buf, wa
 			return nil, err
 		}
 		if wantTick >= 0 && snap.Tick != wantTick {
-			return nil, badInput("the buffer changed since you read it (tick %d, now %d): read it again", wantTick, snap.Tick)
+			return nil, refusedAs(errcode.Stale, "the buffer changed since you read it (tick %d, now %d): read it again", wantTick, snap.Tick)
 		}
 		if n := len(snap.Lines); !snap.TooLarge && (end > n || start > n+1) {
 			return nil, badInput("lines %d..%d are outside the buffer (%d lines)", start, end, n)
@@ -90,7 +91,7 @@ func (s *Server) recordedEdit(ctx context.Context, c *conn, cp cardPath, buf, wa
 			return nil, err
 		}
 		if wantTick >= 0 || attempt == maxEditAttempts {
-			return nil, badInput("the buffer changed while the edit was being made: read it again")
+			return nil, refusedAs(errcode.Stale, "the buffer changed while the edit was being made: read it again")
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/errcode"
 )
 
 // schemaRefusal starts the tool error mcp-go returns when arguments fail a
@@ -41,8 +42,9 @@ func (s *Server) refusalHooks() *server.Hooks {
 			text := tc.Text
 			if words := s.schemas.explain(s.mcp, req); words != "" {
 				text = words
-				res.Content[0] = mcp.NewTextContent(words) // the response is built from res after this hook
 			}
+			// The response is built from res after this hook.
+			*res = *errorResult(errcode.BadInput, text)
 			s.auditRefused(ctx, req, text)
 		}
 	})

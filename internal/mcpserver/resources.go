@@ -105,7 +105,7 @@ func (s *Server) resourceTarget(ctx context.Context, req mcp.ReadResourceRequest
 	c, err := s.target(ctx)
 	if err == nil && like != "" {
 		if r := s.policyFor(c).Refusal(like, s.opt.Level); r != "" {
-			c, err = nil, &policyError{r}
+			c, err = nil, policyRefusal(r)
 		}
 	}
 	if err != nil && isRefusal(err) {

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/jsonwire"
 )
 
@@ -401,11 +402,14 @@ func appendMessage(dst []byte, m mcp.JSONRPCMessage) ([]byte, error) {
 	return append(dst, data...), err
 }
 
-// plainToolResult reports whether res holds nothing but text content, which
+// plainToolResult reports whether res holds nothing but text content (and,
+// for a tool error, its code as structured content), which
 // appendToolResult writes exactly as CallToolResult.MarshalJSON would.
 func plainToolResult(res *mcp.CallToolResult) bool {
-	if res.Meta != nil || res.StructuredContent != nil || len(res.RawStructuredContent) > 0 ||
-		len(res.InputRequests) > 0 || res.RequestState != "" {
+	if res.Meta != nil || len(res.RawStructuredContent) > 0 || len(res.InputRequests) > 0 || res.RequestState != "" {
+		return false
+	}
+	if _, ok := res.StructuredContent.(errcode.Wire); res.StructuredContent != nil && !ok {
 		return false
 	}
 	for _, c := range res.Content {
@@ -434,6 +438,13 @@ func appendToolResult(b []byte, id mcp.RequestId, res *mcp.CallToolResult) ([]by
 		b = append(b, '}')
 	}
 	b = append(b, ']')
+	if w, ok := res.StructuredContent.(errcode.Wire); ok {
+		b = append(b, `,"structuredContent":{"error":{"code":`...)
+		b = jsonwire.AppendString(b, string(w.Error.Code))
+		b = append(b, `,"message":`...)
+		b = jsonwire.AppendString(b, w.Error.Message)
+		b = append(b, "}}"...)
+	}
 	if res.IsError {
 		b = append(b, `,"isError":true`...)
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/errcode"
 )
 
 // The fast encoder must write what mcp-go's own marshalling writes.
@@ -18,12 +20,18 @@ func TestAppendMessageMatchesMCPGo(t *testing.T) {
 	typed.ResultType = "complete"
 	structured := mcp.NewToolResultText("s")
 	structured.StructuredContent = map[string]any{"k": 1}
+	coded := errorResult(errcode.NotEditable, "nvim_buffer_edit refused: \"t1/a\tb.c\" \xff <&> \u2028 \x1b]0;x\x07 is not editable")
+	if !plainToolResult(coded) || plainToolResult(structured) {
+		t.Fatal("a coded tool error must take the fast path, other structured content must not")
+	}
 	for i, m := range []mcp.JSONRPCMessage{
 		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(7)), mcp.NewToolResultText(`{"text":"  1\tint main\n"}`)),
 		mcp.NewJSONRPCResultResponse(mcp.NewRequestId("str-id"), two),
 		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(1), failed),
 		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(2), typed),
 		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(3), structured),
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(5), coded),
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(6), *coded),
 		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(4), *mcp.NewToolResultText("by value")),
 		mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.PARSE_ERROR, "Parse error", nil),
 	} {

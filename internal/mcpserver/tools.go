@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/audit"
-	"github.com/stem-edu/stem/internal/nvim"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
@@ -148,10 +147,10 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 	if err := s.refusal(); err != nil {
 		// The session's start could not be audited: nothing is served.
 		s.endServe()
-		return mcp.NewToolResultError(fmt.Sprintf("%s refused: %v", d.tool.Name, err)), nil
+		return errorResult(errcode.NotAudited, fmt.Sprintf("%s refused: %v", d.tool.Name, err)), nil
 	}
 	if ctx.Err() != nil {
-		return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
+		return toolError(d.tool.Name, ctx.Err()), nil
 	}
 	digest := audit.Digest(req.GetRawArguments())
 	d, err := s.pick(ctx, defs)
@@ -161,10 +160,10 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 			e.Result, e.Detail = "refused", err.Error()
 			s.appendAudit(context.WithoutCancel(ctx), e)
 		}
-		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+		return toolError(d.tool.Name, err), nil
 	}
 	if asked, err := s.approval(parent, d, req, digest); err != nil {
-		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+		return toolError(d.tool.Name, err), nil
 	} else if asked {
 		// The student's time to answer is not the tool's.
 		ctx, cancel = context.WithTimeout(parent, timeout)
@@ -186,7 +185,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 				e.Result, e.Detail = "refused", err.Error()
 				s.appendAudit(context.WithoutCancel(ctx), e)
 			}
-			return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+			return toolError(d.tool.Name, err), nil
 		}
 		e := s.callEntry(audit.ToolIntent, d.tool.Name, digest)
 		actx, acancel := context.WithTimeout(ctx, auditTimeout)
@@ -194,10 +193,10 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 		acancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return mcp.NewToolResultError(toolErrorText(d.tool.Name, ctx.Err())), nil
+				return toolError(d.tool.Name, ctx.Err()), nil
 			}
 			s.logf("%s refused: %v", d.tool.Name, err)
-			return mcp.NewToolResultError(fmt.Sprintf("%s refused: nothing was done, because %v", d.tool.Name, err)), nil
+			return errorResult(errcode.NotAudited, fmt.Sprintf("%s refused: nothing was done, because %v", d.tool.Name, err)), nil
 		}
 		intent = written
 	}
@@ -226,8 +225,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 		s.appendAudit(context.WithoutCancel(ctx), e)
 	}
 	if err != nil {
-		// gdb, Neovim and tmux quote the session's text in their errors.
-		return mcp.NewToolResultError(termtext.String(toolErrorText(d.tool.Name, err))), nil
+		return toolError(d.tool.Name, err), nil
 	}
 	return resultOf(out)
 }
@@ -243,24 +241,34 @@ func (s *Server) callEntry(event, tool, digest string) audit.Entry {
 	return e
 }
 
+// toolError is the result of a call that failed with err: its text, and
+// its code as structured content (see errorResult).
+func toolError(tool string, err error) *mcp.CallToolResult {
+	// gdb, Neovim and tmux quote the session's text in their errors.
+	return errorResult(errcode.Of(err), termtext.String(toolErrorText(tool, err)))
+}
+
+// errorResult is a tool error: text for whoever reads it, and the same
+// with its code as structured content, for a client to act on without
+// reading the text ({"error":{"code":...,"message":...}}).
+func errorResult(code errcode.Code, text string) *mcp.CallToolResult {
+	res := mcp.NewToolResultError(text)
+	res.StructuredContent = errcode.Wire{Error: errcode.WireError{Code: code, Message: text}}
+	return res
+}
+
 func toolErrorText(tool string, err error) string {
-	var ie *inputError
-	var ng *notGrantedError
-	var uc *unsafeCardError
-	var pe *policyError
-	switch {
-	case errors.As(err, &pe):
-		return fmt.Sprintf("%s refused: %v", tool, pe)
-	case errors.As(err, &ie):
-		return fmt.Sprintf("%s refused: %s (nothing was changed)", tool, ie.msg)
-	case errors.As(err, &ng):
-		return fmt.Sprintf("%s refused: %v", tool, ng)
-	case errors.As(err, &uc):
-		return fmt.Sprintf("%s refused: %v", tool, uc)
-	case errors.Is(err, nvim.ErrBlocked):
-		return fmt.Sprintf("%s: %v", tool, err)
-	case errors.Is(err, context.DeadlineExceeded):
+	switch code := errcode.Of(err); code {
+	case errcode.PolicyRefused, errcode.ApprovalRefused, errcode.ApprovalExpired, errcode.NoWatcher,
+		errcode.NotGranted, errcode.UnsafeCard, errcode.NotAudited:
+		// These say what was (not) done themselves.
+		return fmt.Sprintf("%s refused: %v", tool, err)
+	case errcode.Timeout:
 		return fmt.Sprintf("%s: timed out", tool)
+	default:
+		if errcode.IsRefusal(code) {
+			return fmt.Sprintf("%s refused: %v (nothing was changed)", tool, err)
+		}
 	}
 	return fmt.Sprintf("%s: %v", tool, err)
 }
@@ -350,7 +358,7 @@ func optStrings(req mcp.CallToolRequest, key string, maxItems, maxBytes int) ([]
 		return nil, false, badInput("%s must be an array of strings", key)
 	}
 	if len(list) > maxItems {
-		return nil, false, badInput("%s has %d items; the limit is %d", key, len(list), maxItems)
+		return nil, false, refusedAs(errcode.TooLarge, "%s has %d items; the limit is %d", key, len(list), maxItems)
 	}
 	out := make([]string, len(list))
 	total := 0
@@ -361,7 +369,7 @@ func optStrings(req mcp.CallToolRequest, key string, maxItems, maxBytes int) ([]
 		}
 		total += len(s) + 1
 		if total > maxBytes {
-			return nil, false, badInput("%s is larger than %d bytes", key, maxBytes)
+			return nil, false, refusedAs(errcode.TooLarge, "%s is larger than %d bytes", key, maxBytes)
 		}
 		out[i] = s
 	}

@@ -47,7 +47,7 @@ func runFileBlame(ctx context.Context, s *Server, req mcp.CallToolRequest) (any,
 	card := c.target().Record.CardPath
 	cp, err := resolveCardPath(card, p, true)
 	if err != nil {
-		return nil, err
+		return nil, asInput(err)
 	}
 	data, err := beneath.ReadFile(card, cp.Rel, maxBlameBytes)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/gdbmi"
 	"github.com/stem-edu/stem/internal/profiles"
 )
@@ -98,7 +99,7 @@ func runControl(ctx context.Context, s *Server, cmd gdbmi.Command, wait time.Dur
 		// rather than pass on "The program is not being run."
 		var ce *gdbmi.CommandError
 		if errors.As(err, &ce) && strings.Contains(ce.Msg, "not being run") {
-			return nil, badInput("there is no program to control: it has not been started, or it has exited. " +
+			return nil, refusedAs(errcode.NoProgram, "there is no program to control: it has not been started, or it has exited. "+
 				"This tool never starts one; the student starts it in their gdb (run)")
 		}
 		return nil, err

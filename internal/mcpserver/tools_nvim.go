@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/termtext"
 )
@@ -119,7 +120,7 @@ func runBufferRead(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 	if hasPath {
 		cp, err = resolveCardPath(c.target().Record.CardPath, p, true)
 		if err != nil {
-			return nil, badInput("%v", err)
+			return nil, asInput(err)
 		}
 		ref = nvim.File(cp.Abs)
 	}
@@ -390,7 +391,7 @@ func (s *Server) checkBufferInCard(c *conn, buf int, name nvim.Text) error {
 	if s.cardBuffers(c).readable(rawName(name)) {
 		return nil
 	}
-	return badInput("buffer %d is %s, outside the card repository: at the %s level only buffers of files in the card repository (and unnamed buffers) can be read or changed", buf, strconv.Quote(name.S), s.levelFor(c))
+	return refusedAs(errcode.OutsideCard, "buffer %d is %s, outside the card repository: at the %s level only buffers of files in the card repository (and unnamed buffers) can be read or changed", buf, strconv.Quote(name.S), s.levelFor(c))
 }
 
 // statusBuffer is a buffer of nvim_status, marked when its text cannot be

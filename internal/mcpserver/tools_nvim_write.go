@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/nvim"
 )
 
@@ -36,7 +37,7 @@ func nvimAssistTools() []toolDef {
 				}
 				cp, err := resolveCardPath(c.target().Record.CardPath, p, false)
 				if err != nil {
-					return nil, badInput("%v", err)
+					return nil, asInput(err)
 				}
 				o, err := c.nvim.Open(ctx, cp.Abs)
 				if err != nil {
@@ -75,7 +76,7 @@ func nvimAssistTools() []toolDef {
 func (s *Server) loadedBuffer(ctx context.Context, c *conn, p string) (cardPath, *nvim.BufferText, error) {
 	cp, err := resolveCardPath(c.target().Record.CardPath, p, true)
 	if err != nil {
-		return cp, nil, badInput("%v", err)
+		return cp, nil, asInput(err)
 	}
 	bt, err := c.nvim.ReadBuffer(ctx, nvim.File(cp.Abs), 1, 1, 1)
 	if errors.Is(err, nvim.ErrNotLoaded) {
@@ -133,7 +134,7 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 		return nil, err
 	}
 	if tick >= 0 && bt.Tick != tick {
-		return nil, badInput("the buffer changed since you read it (tick %d, now %d): read it again", tick, bt.Tick)
+		return nil, refusedAs(errcode.Stale, "the buffer changed since you read it (tick %d, now %d): read it again", tick, bt.Tick)
 	}
 	if end > bt.Total || start > bt.Total+1 {
 		return nil, badInput("lines %d..%d are outside the buffer (%d lines)", start, end, bt.Total)
@@ -153,7 +154,7 @@ func runBufferEdit(ctx context.Context, s *Server, req mcp.CallToolRequest) (any
 // the student marked on the host; never git internals or stem state.
 func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int) error {
 	if protected(cp.Rel) {
-		return badInput("%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
+		return refusedAs(errcode.NotEditable, "%s is inside %s, which is never editable through MCP", cp.Rel, "a protected directory (.git, .stem, .rv)")
 	}
 	// The level the task's policy leaves (a full server capped at assist
 	// edits, or proposes, like an assist one).
@@ -183,9 +184,9 @@ func (s *Server) editAllowed(ctx context.Context, c *conn, cp cardPath, buf int)
 	}
 	inst := c.target().Record.Instance
 	if !inFloor && matchEditable(card, cp.Rel) {
-		return badInput("%s is not editable at the assist level: the card's stem.toml lists it now, but the globs recorded on the host when the instance was made do not (the card can be rewritten from inside the container); the student takes the card's on the host (`stemctl policy %s --loosen`) or marks the file (`stemctl allow %s --edit %s`)", cp.Rel, inst, inst, cp.Rel)
+		return refusedAs(errcode.NotEditable, "%s is not editable at the assist level: the card's stem.toml lists it now, but the globs recorded on the host when the instance was made do not (the card can be rewritten from inside the container); the student takes the card's on the host (`stemctl policy %s --loosen`) or marks the file (`stemctl allow %s --edit %s`)", cp.Rel, inst, inst, cp.Rel)
 	}
-	return badInput("%s is not editable at the assist level: the task's manifest does not list it as editable and the student has not marked it on the host (`stemctl allow %s --edit %s`)", cp.Rel, inst, cp.Rel)
+	return refusedAs(errcode.NotEditable, "%s is not editable at the assist level: the task's manifest does not list it as editable and the student has not marked it on the host (`stemctl allow %s --edit %s`)", cp.Rel, inst, cp.Rel)
 }
 
 func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -136,11 +137,11 @@ func parseCursor(s, containerID, serverID string, p tmux.PaneID) (int, error) {
 		return 0, badInput("since %q is not a cursor from pane_capture", oneLine(s))
 	}
 	if cid := cursorCID(containerID); parts[1] != cid {
-		return 0, badInput("the cursor is from another session (container %s, this one is %s: the selection moved or the instance was re-created): drop the cursor and capture without since",
+		return 0, refusedAs(errcode.Stale, "the cursor is from another session (container %s, this one is %s: the selection moved or the instance was re-created): drop the cursor and capture without since",
 			oneLine(parts[1]), cid)
 	}
 	if parts[2] != cursorServer(serverID) {
-		return 0, badInput("the cursor is from another tmux server (the student's tmux was restarted since, and pane ids were reused): drop the cursor and capture without since")
+		return 0, refusedAs(errcode.Stale, "the cursor is from another tmux server (the student's tmux was restarted since, and pane ids were reused): drop the cursor and capture without since")
 	}
 	if parts[3] != string(p) {
 		return 0, badInput("the cursor belongs to pane %s, not %s", oneLine(parts[3]), p)
@@ -326,7 +327,7 @@ func sendKeysTool(min, max Level, desc string, onlyAllowed bool) toolDef {
 					return nil, err
 				}
 				if !ok {
-					return nil, badInput("pane %s is not open to assist-level keys; the student allows it on the host with `stemctl allow %s %s`", pane, c.target().Record.Instance, pane)
+					return nil, refusedAs(errcode.PaneNotAllowed, "pane %s is not open to assist-level keys; the student allows it on the host with `stemctl allow %s %s`", pane, c.target().Record.Instance, pane)
 				}
 			}
 			if err := c.tmux.SendKeys(ctx, pane, keys); err != nil {

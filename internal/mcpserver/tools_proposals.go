@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
 )
@@ -85,7 +86,7 @@ func (s *Server) propose(ctx context.Context, c *conn, cp cardPath, buf, start, 
 		return nil, err
 	}
 	if snap.TooLarge {
-		return nil, badInput("the buffer is over %d bytes: too large to propose an edit in", provenance.MaxSnapshotBytes)
+		return nil, refusedAs(errcode.TooLarge, "the buffer is over %d bytes: too large to propose an edit in", provenance.MaxSnapshotBytes)
 	}
 	if end > len(snap.Lines) || start > len(snap.Lines)+1 {
 		return nil, badInput("lines %d..%d are outside the buffer (%d lines)", start, end, len(snap.Lines))
@@ -104,7 +105,7 @@ func (s *Server) propose(ctx context.Context, c *conn, cp cardPath, buf, start, 
 		return fmt.Errorf("proposal %s: %w: it was taken back, nothing was proposed", pr.ID, why)
 	}
 	if pr.Tick != snap.Tick {
-		return nil, withdraw(badInput("the buffer changed while the proposal was being made: propose again"))
+		return nil, withdraw(refusedAs(errcode.Stale, "the buffer changed while the proposal was being made: propose again"))
 	}
 	t := c.target().Record
 	rec := &proposals.Record{Key: key, ID: pr.ID, Instance: t.Instance, Card: t.CardPath, Path: cp.Rel, Buf: buf,

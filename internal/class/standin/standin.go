@@ -185,7 +185,7 @@ func (s *Server) verb(user, cmd string, ch ssh.Channel) int {
 		inc(&s.Verbs, "status")
 		st, err := s.status(user)
 		if err != nil {
-			fmt.Fprintf(ch.Stderr(), "stem-mcp gate: %v\n", err)
+			fmt.Fprintf(ch.Stderr(), "stem-mcp gate: [internal] %v\n", err)
 			return 2
 		}
 		json.NewEncoder(ch).Encode(st)
@@ -195,7 +195,7 @@ func (s *Server) verb(user, cmd string, ch ssh.Channel) int {
 		s.serveMCP(user, ch)
 		return 0
 	}
-	fmt.Fprintf(ch.Stderr(), "stem-mcp gate: refused: %q is not a verb of this key\n", cmd)
+	fmt.Fprintf(ch.Stderr(), "stem-mcp gate: [bad_input] refused: %q is not a verb of this key\n", cmd)
 	return 1
 }
 

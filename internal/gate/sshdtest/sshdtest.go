@@ -320,7 +320,7 @@ func StemMCP(t testing.TB) string {
 	// Without arguments the gate reports a bad forced command (exit 2).
 	out, err := exec.Command(path, "gate").CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "stem-mcp gate: bad forced command") {
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "stem-mcp gate: [bad_setup] bad forced command") {
 		t.Fatalf("%s does not run the gate (`stem-mcp gate` must call gate.Main): %v\n%s", path, err, out)
 	}
 	return path
