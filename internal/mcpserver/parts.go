@@ -12,6 +12,7 @@ import (
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/nvim/rpcguard"
 	"github.com/stem-edu/stem/internal/registry"
+	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/unixpin"
 )
 
@@ -78,6 +79,12 @@ func partOf(rec registry.Record, err error) *partDownError {
 		return &partDownError{part: partEditor, state: partDown, err: err,
 			reason: fmt.Sprintf("Neovim in instance %s does not answer (exiting, restarting, or hung)", rec.Instance),
 			fix:    fmt.Sprintf("try again in a moment; if it stays so, %s restarts it", up)}
+	case errors.Is(err, tmux.ErrClosed):
+		// The server went while the call ran: the container stopped, or
+		// the student's session was closed.
+		return &partDownError{part: partTmux, state: partDown, err: err,
+			reason: fmt.Sprintf("tmux (the student's terminal session) in instance %s ended during the call (the container stopped, or the session was closed)", rec.Instance),
+			fix:    fmt.Sprintf("%s starts it again", up)}
 	case errors.Is(err, gdbmi.ErrNotRunning):
 		why := ""
 		var nr *gdbmi.NotRunningError
