@@ -88,13 +88,9 @@ type Instance struct {
 	Agents   []Agent    `json:"agents,omitempty"`
 }
 
-// Agent is an agent running in a student's instance.
-type Agent struct {
-	Provider string    `json:"provider"`
-	Level    string    `json:"level"`
-	Started  time.Time `json:"started"`
-	Problem  string    `json:"problem,omitempty"`
-}
+// Agent is an agent running in a student's instance: the gate's wire
+// struct, each string cleaned (fromStatus).
+type Agent = gatestatus.Agent
 
 // Status asks every student's gate for its status at once, each within
 // opt.Timeout, and returns one row per student in the order given.
