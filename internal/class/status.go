@@ -15,6 +15,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
@@ -198,9 +199,7 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 
 // rowOf checks and turns a gate's status into the student's row.
 func rowOf(s Student, st gatestatus.Status, took time.Duration, notes []string) Row {
-	switch st.Level {
-	case "observe", "assist", "full":
-	default:
+	if _, err := levels.Parse(st.Level); err != nil {
 		return failed(s, failure{ReachBroken, fmt.Sprintf("the answer names level %q", clean(st.Level)), "the student's stem-mcp may be of another version"}, took)
 	}
 	r := fromStatus(s, st)

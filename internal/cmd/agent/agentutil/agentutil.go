@@ -135,15 +135,6 @@ func InstanceName(ctx context.Context, f *cmdutil.Factory, ref string) (string, 
 	return rec.Instance, nil
 }
 
-// ParseLevel reads --level.
-func ParseLevel(s string) (levels.Level, error) {
-	l, err := levels.Parse(s)
-	if err != nil {
-		return 0, cmdutil.FlagErrorf("--level: %v", err)
-	}
-	return l, nil
-}
-
 // LaunchOptions are what start and attach share.
 type LaunchOptions struct {
 	Provider   string

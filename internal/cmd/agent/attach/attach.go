@@ -13,6 +13,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -72,20 +73,20 @@ and nvim answering) and the agent joins its session.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the running instance (name or container id)")
-	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
+	cmd.Flags().StringVar(&opts.Level, "level", levels.Assist.String(), "access level of the agent's stem-mcp: observe, assist or full")
 	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
 	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
-	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions(levels.Names(), cobra.ShellCompDirectiveNoFileComp))
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
 
 // Run starts the agent on the running instance.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.ParseLevel(opts.Level)
+	level, err := levels.Parse(opts.Level)
 	if err != nil {
-		return err
+		return cmdutil.FlagErrorf("--level: %v", err)
 	}
 	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err

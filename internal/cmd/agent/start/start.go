@@ -9,6 +9,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // Options are start's inputs.
@@ -91,19 +92,19 @@ Arguments after -- go to the provider's CLI.`,
 	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
 	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(1))
 	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
-	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
+	cmd.Flags().StringVar(&opts.Level, "level", levels.Assist.String(), "access level of the agent's stem-mcp: observe, assist or full")
 	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
 	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
-	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions(levels.Names(), cobra.ShellCompDirectiveNoFileComp))
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
 
 // Run starts the agent.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.ParseLevel(opts.Level)
+	level, err := levels.Parse(opts.Level)
 	if err != nil {
-		return err
+		return cmdutil.FlagErrorf("--level: %v", err)
 	}
 	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
