@@ -22,9 +22,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Events.
@@ -165,7 +165,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 	if e.Time.IsZero() {
 		e.Time = l.now().UTC()
 	}
-	e.Detail = clip(e.Detail, maxDetail)
+	e.Detail = termtext.Clip(e.Detail, maxDetail)
 	err := l.withLock(ctx, func() error {
 		f, last, err := l.openTail()
 		if err != nil {
@@ -319,15 +319,4 @@ func lastLine(f *os.File) ([]byte, error) {
 		}
 	}
 	return nil, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	gonvim "github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Proposals: under a task whose agent policy is edits = "propose", an edit
@@ -310,12 +312,7 @@ func (c *Client) Withdraw(ctx context.Context, id, token string) error {
 	return fmt.Errorf("nvim withdraw %s: %s", id, clipText(res.Err))
 }
 
-func clipText(s string) string {
-	if len(s) > 80 {
-		s = s[:80]
-	}
-	return makeText(s).S
-}
+func clipText(s string) string { return makeText(termtext.Clip(s, 80)).S }
 
 // Unrequest clears the student's request on proposal id once the host has
 // asked them about it.

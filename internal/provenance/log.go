@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Limits.
@@ -202,7 +203,7 @@ func (l *Log) Outcome(ctx context.Context, card, path string, change int64, res 
 	if res != NotMade && res != MaybeMade {
 		return fmt.Errorf("provenance: outcome %q: want %q or %q", res, NotMade, MaybeMade)
 	}
-	r := record{Kind: "outcome", Card: card, Path: path, Change: change, Result: res, Detail: clip(detail)}
+	r := record{Kind: "outcome", Card: card, Path: path, Change: change, Result: res, Detail: termtext.Clip(detail, maxDetail)}
 	_, err := l.append(ctx, r)
 	return err
 }
@@ -220,7 +221,7 @@ func (c Change) record() (record, error) {
 	if c.NoSnapshot {
 		c.Before = nil
 	}
-	r := record{Kind: "change", Card: c.Card, Path: c.Path, Who: &c.Who, Tool: c.Tool, Proposal: c.Proposal, AcceptedBy: clip(c.AcceptedBy),
+	r := record{Kind: "change", Card: c.Card, Path: c.Path, Who: &c.Who, Tool: c.Tool, Proposal: c.Proposal, AcceptedBy: termtext.Clip(c.AcceptedBy, maxDetail),
 		Instance: c.Instance, ContainerID: c.ContainerID, NoSnapshot: c.NoSnapshot, Pending: c.Pending}
 	total, lastEnd := 0, 0
 	for i, h := range c.Hunks {
@@ -265,13 +266,6 @@ func textSHA(lines []string) string {
 		s.Write([]byte{'\n'})
 	}
 	return hex.EncodeToString(s.Sum(nil))
-}
-
-func clip(s string) string {
-	if len(s) <= maxDetail {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxDetail], "") + "…"
 }
 
 // append writes r as the next line of its file's chain.
