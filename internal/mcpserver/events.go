@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/stem-edu/stem/internal/evring"
 	"github.com/stem-edu/stem/internal/gdbmi"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
@@ -52,16 +53,16 @@ type eventHub struct {
 	s *Server
 
 	mu      sync.Mutex
-	ring    []Event
+	ring    evring.Ring[Event]
 	seq     int64
-	changed chan struct{} // closed and replaced on every event
+	changed evring.Signal // after every event
 	expects map[tmux.PaneID]string
 	ready   chan struct{} // closed once the MCP session can take notifications
 	once    sync.Once
 }
 
 func newEventHub(s *Server) *eventHub {
-	return &eventHub{s: s, changed: make(chan struct{}), expects: map[tmux.PaneID]string{}, ready: make(chan struct{})}
+	return &eventHub{s: s, expects: map[tmux.PaneID]string{}, ready: make(chan struct{})}
 }
 
 // run marks the hub ready to send once the transport is serving.
@@ -79,13 +80,9 @@ func (h *eventHub) publish(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
-	h.ring = append(h.ring, ev)
-	if len(h.ring) > ringSize {
-		h.ring = h.ring[len(h.ring)-ringSize:]
-	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.ring.Add(ev.Seq, ev, ringSize)
 	h.mu.Unlock()
+	h.changed.Broadcast()
 	if c := h.s.current(); c != nil && h.s.policyFor(c).Refusal("session_events", h.s.opt.Level) != "" {
 		return // the task's agent policy leaves agents no view of the session
 	}
@@ -100,29 +97,12 @@ func (h *eventHub) publish(ev Event) {
 
 // since returns events after seq, waiting up to wait for the first one.
 func (h *eventHub) since(ctx context.Context, seq int64, wait time.Duration) []Event {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
+	return evring.Wait(ctx, &h.changed, wait, func() ([]Event, bool) {
 		h.mu.Lock()
-		var out []Event
-		for _, ev := range h.ring {
-			if ev.Seq > seq {
-				out = append(out, ev)
-			}
-		}
-		ch := h.changed
-		h.mu.Unlock()
-		if len(out) > 0 || wait <= 0 {
-			return out
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
+		defer h.mu.Unlock()
+		out := h.ring.After(seq)
+		return out, len(out) > 0
+	})
 }
 
 func (h *eventHub) expect(p tmux.PaneID, action string) {
