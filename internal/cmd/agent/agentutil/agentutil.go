@@ -135,6 +135,15 @@ func InstanceName(ctx context.Context, f *cmdutil.Factory, ref string) (string, 
 	return rec.Instance, nil
 }
 
+// AddLaunchFlags registers the flags start and attach share: --level,
+// --here and --background.
+func AddLaunchFlags(cmd *cobra.Command, level *string, here, background *bool) {
+	cmd.Flags().StringVar(level, "level", levels.Assist.String(), "access level of the agent's stem-mcp: observe, assist or full")
+	cmd.Flags().BoolVar(here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
+	cmd.Flags().BoolVar(background, "background", false, "open the agent's window without switching the student's tmux to it")
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions(levels.Names(), cobra.ShellCompDirectiveNoFileComp))
+}
+
 // LaunchOptions are what start and attach share.
 type LaunchOptions struct {
 	Provider   string

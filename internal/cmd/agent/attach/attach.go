@@ -73,11 +73,8 @@ and nvim answering) and the agent joins its session.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the running instance (name or container id)")
-	cmd.Flags().StringVar(&opts.Level, "level", levels.Assist.String(), "access level of the agent's stem-mcp: observe, assist or full")
-	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
-	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
+	agentutil.AddLaunchFlags(cmd, &opts.Level, &opts.Here, &opts.Background)
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
-	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions(levels.Names(), cobra.ShellCompDirectiveNoFileComp))
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
