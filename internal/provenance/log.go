@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/chainlog"
 	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/termtext"
 )
@@ -297,7 +298,7 @@ func (l *Log) append(ctx context.Context, r record) (int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	h := chainHash(r.Prev, body)
+	h := chainlog.Hash(r.Prev, body)
 	line := append(append(body[:len(body)-1:len(body)-1], `,"hash":"`+h+`"}`...), '\n')
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return fail(err)
@@ -312,14 +313,6 @@ func (l *Log) append(ctx context.Context, r record) (int64, error) {
 		return fail(err)
 	}
 	return r.Seq, nil
-}
-
-func chainHash(prev string, body []byte) string {
-	s := sha256.New()
-	s.Write([]byte(prev))
-	s.Write([]byte{'\n'})
-	s.Write(body)
-	return hex.EncodeToString(s.Sum(nil))
 }
 
 // head records where a file's chain ended at its last append, so records
@@ -347,28 +340,12 @@ func writeHead(file string, h head) error {
 // chunks. A file whose last line is not a record cannot be appended to:
 // its chain would not verify and the record would be lost in the noise.
 func lastRecord(f *os.File) (record, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return record{}, err
+	tail, err := chainlog.LastLine(f, maxLineBytes)
+	if errors.Is(err, chainlog.ErrLongLine) {
+		return record{}, errors.New("the last record is longer than any stem writes: move the file aside (keep it as the record) to start a new one")
 	}
-	size := fi.Size()
-	var tail []byte
-	for off := size; off > 0; {
-		n := min(off, 64<<10)
-		off -= n
-		buf := make([]byte, n, n+int64(len(tail)))
-		if _, err := f.ReadAt(buf, off); err != nil {
-			return record{}, fmt.Errorf("read the last record: %w", err)
-		}
-		tail = append(buf, tail...)
-		trimmed := bytes.TrimRight(tail, "\n")
-		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 || off == 0 {
-			tail = trimmed[i+1:]
-			break
-		}
-		if len(tail) > maxLineBytes {
-			return record{}, errors.New("the last record is longer than any stem writes: move the file aside (keep it as the record) to start a new one")
-		}
+	if err != nil {
+		return record{}, fmt.Errorf("read the last record: %w", err)
 	}
 	if len(bytes.TrimSpace(tail)) == 0 {
 		return record{}, nil
