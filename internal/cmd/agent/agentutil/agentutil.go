@@ -76,6 +76,19 @@ func removeSandbox(f *cmdutil.Factory) func(context.Context, string) error {
 	}
 }
 
+// CheckLaunch checks what start and attach are given before anything
+// runs: --level, then the provider (CheckProvider).
+func CheckLaunch(f *cmdutil.Factory, provider, level string, here bool) (levels.Level, error) {
+	l, err := levels.Parse(level)
+	if err != nil {
+		return 0, cmdutil.FlagErrorf("--level: %v", err)
+	}
+	if err := CheckProvider(f, provider, here); err != nil {
+		return 0, err
+	}
+	return l, nil
+}
+
 // CheckProvider fails early (before any container starts) with every
 // refusal that does not need the instance: an unknown provider, a missing
 // program, the adapter's checks (Gemini's settings directory, a custom

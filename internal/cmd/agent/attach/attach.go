@@ -13,7 +13,6 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
-	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -81,11 +80,8 @@ and nvim answering) and the agent joins its session.`,
 
 // Run starts the agent on the running instance.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := levels.Parse(opts.Level)
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
 	if err != nil {
-		return cmdutil.FlagErrorf("--level: %v", err)
-	}
-	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
 	}
 	m, err := opts.F.Manager(ctx)

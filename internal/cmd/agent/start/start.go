@@ -9,7 +9,6 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
-	"github.com/stem-edu/stem/internal/levels"
 )
 
 // Options are start's inputs.
@@ -99,11 +98,8 @@ Arguments after -- go to the provider's CLI.`,
 
 // Run starts the agent.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := levels.Parse(opts.Level)
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
 	if err != nil {
-		return cmdutil.FlagErrorf("--level: %v", err)
-	}
-	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
 	}
 	r, err := cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
