@@ -13,35 +13,25 @@ import (
 
 	"github.com/stem-edu/stem/internal/evring"
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/sessionevent"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
-// Event kinds sent to agents.
+// Event kinds sent to agents (package sessionevent).
 const (
-	EvGDBStopped     = "gdb_stopped" // the debugger stopped (breakpoint, step, signal)
-	EvGDBExited      = "gdb_program_exited"
-	EvProgramExited  = "program_exited"  // a command in a pane finished
-	EvProgramCrashed = "program_crashed" // ... killed by a signal such as SIGSEGV
-	EvBuildFailed    = "build_failed"    // the task's build command failed (task_action, or typed in any pane)
-	EvTestFailed     = "test_failed"
+	EvGDBStopped     = sessionevent.GDBStopped
+	EvGDBExited      = sessionevent.GDBExited
+	EvProgramExited  = sessionevent.ProgramExited
+	EvProgramCrashed = sessionevent.ProgramCrashed
+	EvBuildFailed    = sessionevent.BuildFailed
+	EvTestFailed     = sessionevent.TestFailed
 )
 
 // Event is one session event, as sent in notifications and returned by
 // session_events.
-type Event struct {
-	Seq      int64          `json:"seq"`
-	Type     string         `json:"type"`
-	Time     time.Time      `json:"time"`
-	Instance string         `json:"instance"`
-	Pane     string         `json:"pane,omitempty"`
-	Role     string         `json:"role,omitempty"`
-	Action   string         `json:"action,omitempty"`
-	ExitCode *int           `json:"exit_code,omitempty"`
-	Signal   string         `json:"signal,omitempty"`
-	GDB      map[string]any `json:"gdb,omitempty"`
-}
+type Event = sessionevent.Event
 
 const ringSize = 256
 
