@@ -25,23 +25,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/levels"
 )
-
-// Levels, as in docs/design.md and docs/security.md.
-const (
-	Observe = "observe"
-	Assist  = "assist"
-	Full    = "full"
-)
-
-// ParseLevel validates a level name.
-func ParseLevel(s string) (string, error) {
-	switch s {
-	case Observe, Assist, Full:
-		return s, nil
-	}
-	return "", fmt.Errorf("unknown access level %q: use observe, assist or full", s)
-}
 
 // Lengths are checked apart from the patterns: a counted repetition such as
 // {0,254} compiles into that many regexp instructions at start-up, and
@@ -248,9 +233,9 @@ func (m *Manager) Grant(ctx context.Context, req GrantRequest) (Grant, error) {
 	if err := ValidName(req.Name); err != nil {
 		return Grant{}, err
 	}
-	level, err := ParseLevel(req.Level)
+	level, err := levels.Parse(req.Level)
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, fmt.Errorf("access level: %w", err)
 	}
 	key, err := ParsePublicKey(req.PublicKey)
 	if err != nil {
@@ -283,7 +268,7 @@ func (m *Manager) Grant(ctx context.Context, req GrantRequest) (Grant, error) {
 		return Grant{}, err
 	}
 	g := Grant{
-		ID: id, Name: req.Name, Level: level, Instances: instances,
+		ID: id, Name: req.Name, Level: level.String(), Instances: instances,
 		KeyFP: ssh.FingerprintSHA256(key), PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))),
 		From: req.From, Expires: req.Expires, Created: now.UTC().Truncate(time.Second),
 		Command: command,

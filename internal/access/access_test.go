@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 func newKey(t *testing.T) (ssh.PublicKey, string) {
@@ -105,7 +106,7 @@ func TestGrantAppendsRestrictedLineAndKeepsTheRest(t *testing.T) {
 	pub, line := newKey(t)
 	exp := time.Date(2031, 6, 30, 18, 0, 0, 0, time.UTC)
 	g, err := f.m.Grant(context.Background(), GrantRequest{
-		Name: "kowalski", PublicKey: line, Level: Observe, Instances: []string{"hazard3-sim-inf-bss-t4", "hazard3-sim-inf-bss-t4"},
+		Name: "kowalski", PublicKey: line, Level: levels.Observe.String(), Instances: []string{"hazard3-sim-inf-bss-t4", "hazard3-sim-inf-bss-t4"},
 		From: "192.168.1.0/24,*.lab.example", Expires: exp,
 	})
 	if err != nil {
@@ -124,14 +125,14 @@ func TestGrantAppendsRestrictedLineAndKeepsTheRest(t *testing.T) {
 	if fi, _ := os.Stat(f.keys); fi.Mode().Perm() != 0o640 {
 		t.Fatalf("mode not kept: %v", fi.Mode())
 	}
-	if len(g.Instances) != 1 || g.Level != Observe || g.KeyFP != ssh.FingerprintSHA256(pub) {
+	if len(g.Instances) != 1 || g.Level != levels.Observe.String() || g.KeyFP != ssh.FingerprintSHA256(pub) {
 		t.Fatalf("grant = %+v", g)
 	}
 	st, err := f.m.Store.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Grants[g.ID].Level != Observe || st.Env["XDG_RUNTIME_DIR"] != "/run/user/1000" {
+	if st.Grants[g.ID].Level != levels.Observe.String() || st.Env["XDG_RUNTIME_DIR"] != "/run/user/1000" {
 		t.Fatalf("store = %+v", st)
 	}
 	if fi, _ := os.Stat(f.m.Store.Path()); fi.Mode().Perm() != 0o600 {
@@ -164,7 +165,7 @@ func mustLine(t *testing.T) string {
 func TestNewFileIsPrivate(t *testing.T) {
 	f := newFixture(t)
 	_, line := newKey(t)
-	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: Full}); err != nil {
+	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: levels.Full.String()}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(f.keys)
@@ -180,17 +181,17 @@ func TestGrantRefusesTheOrdinaryKey(t *testing.T) {
 	f := newFixture(t)
 	_, line := newKey(t)
 	f.write(t, line+"\n", 0o600)
-	_, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: Observe})
+	_, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: levels.Observe.String()})
 	if err == nil || !strings.Contains(err.Error(), "shell") || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), "keygen") {
 		t.Fatalf("err = %v", err)
 	}
 	// restrict alone still runs any command: also a shell.
 	f.write(t, "restrict "+line+"\n", 0o600)
-	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: Observe}); err == nil {
+	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: levels.Observe.String()}); err == nil {
 		t.Fatal("granted a key that has a restrict-only (shell) line")
 	}
 	f.write(t, `command="/bin/backup" `+line+"\n", 0o600)
-	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: Observe}); err == nil || !strings.Contains(err.Error(), "another forced command") {
+	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: line, Level: levels.Observe.String()}); err == nil || !strings.Contains(err.Error(), "another forced command") {
 		t.Fatalf("err = %v", err)
 	}
 	if got := f.read(t); got != `command="/bin/backup" `+line+"\n" {
@@ -209,15 +210,15 @@ func TestGrantValidation(t *testing.T) {
 	priv := "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
 	cases := map[string]GrantRequest{
 		"level":         {Name: "t", PublicKey: line, Level: "admin"},
-		"name":          {Name: "-rf", PublicKey: line, Level: Observe},
-		"instance dots": {Name: "t", PublicKey: line, Level: Observe, Instances: []string{"../x"}},
-		"instance meta": {Name: "t", PublicKey: line, Level: Observe, Instances: []string{"a;id"}},
-		"from quote":    {Name: "t", PublicKey: line, Level: Observe, From: `1.2.3.4",command="sh`},
-		"past":          {Name: "t", PublicKey: line, Level: Observe, Expires: time.Now().Add(-time.Minute)},
-		"private":       {Name: "t", PublicKey: priv, Level: Observe},
-		"options":       {Name: "t", PublicKey: "no-pty " + line, Level: Observe},
-		"two keys":      {Name: "t", PublicKey: line + "\n" + line, Level: Observe},
-		"garbage":       {Name: "t", PublicKey: "hello", Level: Observe},
+		"name":          {Name: "-rf", PublicKey: line, Level: levels.Observe.String()},
+		"instance dots": {Name: "t", PublicKey: line, Level: levels.Observe.String(), Instances: []string{"../x"}},
+		"instance meta": {Name: "t", PublicKey: line, Level: levels.Observe.String(), Instances: []string{"a;id"}},
+		"from quote":    {Name: "t", PublicKey: line, Level: levels.Observe.String(), From: `1.2.3.4",command="sh`},
+		"past":          {Name: "t", PublicKey: line, Level: levels.Observe.String(), Expires: time.Now().Add(-time.Minute)},
+		"private":       {Name: "t", PublicKey: priv, Level: levels.Observe.String()},
+		"options":       {Name: "t", PublicKey: "no-pty " + line, Level: levels.Observe.String()},
+		"two keys":      {Name: "t", PublicKey: line + "\n" + line, Level: levels.Observe.String()},
+		"garbage":       {Name: "t", PublicKey: "hello", Level: levels.Observe.String()},
 	}
 	for name, req := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -231,7 +232,7 @@ func TestGrantValidation(t *testing.T) {
 	}
 	bad := *f.m
 	bad.MCPBinary = "/opt/my tools/stem-mcp"
-	if _, err := bad.Grant(ctx, GrantRequest{Name: "t", PublicKey: line, Level: Observe}); err == nil {
+	if _, err := bad.Grant(ctx, GrantRequest{Name: "t", PublicKey: line, Level: levels.Observe.String()}); err == nil {
 		t.Fatal("accepted a stem-mcp path the shell would split")
 	}
 }
@@ -241,13 +242,13 @@ func TestOneKeyOneGrantAndUniqueNames(t *testing.T) {
 	ctx := context.Background()
 	_, a := newKey(t)
 	_, b := newKey(t)
-	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t1", PublicKey: a, Level: Observe}); err != nil {
+	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t1", PublicKey: a, Level: levels.Observe.String()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t2", PublicKey: a, Level: Full}); err == nil {
+	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t2", PublicKey: a, Level: levels.Full.String()}); err == nil {
 		t.Fatal("same key granted twice")
 	}
-	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t1", PublicKey: b, Level: Full}); err == nil {
+	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t1", PublicKey: b, Level: levels.Full.String()}); err == nil {
 		t.Fatal("same name granted twice")
 	}
 }
@@ -256,13 +257,13 @@ func TestMalformedFileIsNeverRewritten(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	_, a := newKey(t)
-	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t1", PublicKey: a, Level: Observe}); err != nil {
+	if _, err := f.m.Grant(ctx, GrantRequest{Name: "t1", PublicKey: a, Level: levels.Observe.String()}); err != nil {
 		t.Fatal(err)
 	}
 	broken := f.read(t) + "ssh-ed25519 AAAA-not-base64 half a line\n"
 	f.write(t, broken, 0o600)
 	_, b := newKey(t)
-	_, err := f.m.Grant(ctx, GrantRequest{Name: "t2", PublicKey: b, Level: Observe})
+	_, err := f.m.Grant(ctx, GrantRequest{Name: "t2", PublicKey: b, Level: levels.Observe.String()})
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("grant into a malformed file: %v", err)
 	}
@@ -291,13 +292,13 @@ func TestRevokeRemovesOnlyItsLine(t *testing.T) {
 	f.write(t, head, 0o644)
 	_, a := newKey(t)
 	_, b := newKey(t)
-	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: Observe})
+	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: levels.Observe.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	withA := f.read(t)
 	f.write(t, withA+"# tail comment\n", 0o644)
-	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: Full})
+	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: levels.Full.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestSymlinkedAuthorizedKeysStaysALink(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, a := newKey(t)
-	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: a, Level: Observe}); err != nil {
+	if _, err := f.m.Grant(context.Background(), GrantRequest{Name: "t", PublicKey: a, Level: levels.Observe.String()}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Lstat(f.keys); fi.Mode()&os.ModeSymlink == 0 {
@@ -362,11 +363,11 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 	_, a := newKey(t)
 	_, b := newKey(t)
 	_, c := newKey(t)
-	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: Observe})
+	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: levels.Observe.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: Observe})
+	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: levels.Observe.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestConcurrentGrantsAllSurvive(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := f.m.Grant(ctx, GrantRequest{Name: fmt.Sprintf("t%d", i), PublicKey: k, Level: Observe})
+			_, err := f.m.Grant(ctx, GrantRequest{Name: fmt.Sprintf("t%d", i), PublicKey: k, Level: levels.Observe.String()})
 			errs <- err
 		}()
 	}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // TestCheckReportIsStable: check's report is the same on every run. Keys
@@ -65,11 +67,11 @@ func TestDuplicateNamesAreNotResolvedByChance(t *testing.T) {
 	ctx := context.Background()
 	_, a := newKey(t)
 	_, b := newKey(t)
-	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: Observe})
+	ga, err := f.m.Grant(ctx, GrantRequest{Name: "ta", PublicKey: a, Level: levels.Observe.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: Observe})
+	gb, err := f.m.Grant(ctx, GrantRequest{Name: "tb", PublicKey: b, Level: levels.Observe.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestDuplicateNamesAreNotResolvedByChance(t *testing.T) {
 			t.Fatalf("Sorted = %s\nwant    %s", strings.Join(got, " "), want)
 		}
 		// a's key has seven grants; the refusal names the first by name.
-		_, err = f.m.Grant(ctx, GrantRequest{Name: "new", PublicKey: a, Level: Observe})
+		_, err = f.m.Grant(ctx, GrantRequest{Name: "new", PublicKey: a, Level: levels.Observe.String()})
 		if err == nil || !strings.Contains(err.Error(), "already granted as copy0;") {
 			t.Fatalf("granting a's key again: %v", err)
 		}

@@ -2,18 +2,15 @@ package access
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/stem-edu/stem/internal/filelock"
-	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/jsonstore"
 	"github.com/stem-edu/stem/internal/statefile"
 )
 
@@ -111,8 +108,7 @@ func (s *State) Sorted() []Grant {
 // Store is <config>/access/grants.json with a lock file beside it.
 type Store struct {
 	dir  string
-	path string
-	lock string
+	file jsonstore.Store[State]
 }
 
 // StoreDir is where the grants live under a config directory.
@@ -125,71 +121,45 @@ func OpenStore(configDir string) (*Store, error) {
 		return nil, fmt.Errorf("config directory %q is not an absolute path", configDir)
 	}
 	dir := StoreDir(filepath.Clean(configDir))
-	return &Store{dir: dir, path: filepath.Join(dir, "grants.json"), lock: filepath.Join(dir, "grants.lock")}, nil
+	path := filepath.Join(dir, "grants.json")
+	return &Store{dir: dir, file: jsonstore.Store[State]{
+		Path: path, Lock: filepath.Join(dir, "grants.lock"),
+		Noun: "grants", What: "the grants file",
+		Repair: "every teacher is refused until it is repaired, or moved aside (" + statefile.MoveAside(path) + ") and each teacher granted again with `stemctl access grant`",
+		Empty:  func() State { return State{Schema: Schema, Env: map[string]string{}, Grants: map[string]Grant{}} },
+		Loaded: func(st *State) error {
+			if st.Schema > Schema {
+				return fmt.Errorf("grants file %s has schema %d, newer than this program (%d): upgrade stem", path, st.Schema, Schema)
+			}
+			if st.Env == nil {
+				st.Env = map[string]string{}
+			}
+			if st.Grants == nil {
+				st.Grants = map[string]Grant{}
+			}
+			return nil
+		},
+		Saving: func(st *State) { st.Schema = Schema },
+	}}, nil
 }
 
 // Path is the grants file.
-func (s *Store) Path() string { return s.path }
-
-// lockFile takes a flock on the lock file, polling until ctx is done.
-func (s *Store) lockFile(ctx context.Context, how int) (func(), error) {
-	if how == syscall.LOCK_EX {
-		if err := os.MkdirAll(s.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create %s: %w", s.dir, err)
-		}
-	} else if _, err := os.Stat(s.dir); errors.Is(err, os.ErrNotExist) {
-		return func() {}, nil // no store yet: nothing to read consistently
-	}
-	unlock, err := filelock.Lock(ctx, s.lock, filelock.Mode(how))
-	if err != nil {
-		return nil, fmt.Errorf("grants store: %w", err)
-	}
-	return unlock, nil
-}
-
-func (s *Store) read() (*State, error) {
-	st := &State{Schema: Schema, Env: map[string]string{}, Grants: map[string]Grant{}}
-	data, err := os.ReadFile(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read grants: %w", err)
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return st, nil
-	}
-	if err := statefile.Unmarshal("the grants file", s.path, data, st,
-		"every teacher is refused until it is repaired, or moved aside ("+statefile.MoveAside(s.path)+") and each teacher granted again with `stemctl access grant`"); err != nil {
-		return nil, err
-	}
-	if st.Schema > Schema {
-		return nil, fmt.Errorf("grants file %s has schema %d, newer than this program (%d): upgrade stem", s.path, st.Schema, Schema)
-	}
-	if st.Env == nil {
-		st.Env = map[string]string{}
-	}
-	if st.Grants == nil {
-		st.Grants = map[string]Grant{}
-	}
-	return st, nil
-}
+func (s *Store) Path() string { return s.file.Path }
 
 // Load returns the current state under a shared lock.
 func (s *Store) Load(ctx context.Context) (*State, error) {
-	unlock, err := s.lockFile(ctx, syscall.LOCK_SH)
+	st, err := s.file.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	return s.read()
+	return &st, nil
 }
 
 // LoadChecked is Load for the gate: it also refuses a grants file or
 // directory that someone other than this account could have written, since
 // whoever writes it decides what a key may do.
 func (s *Store) LoadChecked(ctx context.Context) (*State, error) {
-	for _, p := range []string{s.dir, s.path} {
+	for _, p := range []string{s.dir, s.file.Path} {
 		fi, err := os.Lstat(p)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no grants on this account (%s is missing)", p)
@@ -214,22 +184,5 @@ func (s *Store) LoadChecked(ctx context.Context) (*State, error) {
 // Update runs fn on the state under the exclusive lock and writes the
 // result atomically; nothing is written if fn fails.
 func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
-	unlock, err := s.lockFile(ctx, syscall.LOCK_EX)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	st, err := s.read()
-	if err != nil {
-		return err
-	}
-	if err := fn(st); err != nil {
-		return err
-	}
-	st.Schema = Schema
-	data, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode grants: %w", err)
-	}
-	return sockets.WriteFileAtomic(s.path, append(data, '\n'), 0o600)
+	return s.file.Update(ctx, fn)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 
@@ -224,7 +225,7 @@ func claudeLaunch(s Session) (Launch, error) {
 		argv = append(argv, "--strict-mcp-config", "--setting-sources", "user", "--allowedTools", "mcp__"+s.Server.Name)
 	}
 	switch {
-	case s.Level == "observe":
+	case s.Level == levels.Observe.String():
 		argv = append(argv, "--permission-mode", "plan")
 	case s.ownEditsOff():
 		// Plan mode would also hold back stem's assist tools.
@@ -252,7 +253,7 @@ func geminiLaunch(s Session) (Launch, error) {
 			"loadMemoryFromIncludeDirectories": true,
 		},
 	}
-	if s.ownEditsOff() && s.Level != "observe" {
+	if s.ownEditsOff() && s.Level != levels.Observe.String() {
 		settings["tools"] = map[string]any{"exclude": geminiWriteTools}
 	}
 	if s.Sandboxed {
@@ -266,7 +267,7 @@ func geminiLaunch(s Session) (Launch, error) {
 		return Launch{}, err
 	}
 	argv := head(s)
-	if s.Level == "observe" {
+	if s.Level == levels.Observe.String() {
 		argv = append(argv, "--approval-mode", "plan")
 	}
 	return Launch{

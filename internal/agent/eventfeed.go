@@ -10,21 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/stem-edu/stem/internal/sessionevent"
 )
 
-// SessionEvent is the part of a stem event (mcpserver.Event, sent as an
-// MCP logging notification with logger "stem.events") the supervisor
-// turns into a line for the agent.
+// SessionEvent is a stem event (sent as an MCP logging notification with
+// logger "stem.events") the supervisor turns into a line for the agent.
 type SessionEvent struct {
-	Seq      int64          `json:"seq"`
-	Type     string         `json:"type"`
-	Time     time.Time      `json:"time"`
-	Pane     string         `json:"pane,omitempty"`
-	Role     string         `json:"role,omitempty"`
-	Action   string         `json:"action,omitempty"`
-	ExitCode *int           `json:"exit_code,omitempty"`
-	Signal   string         `json:"signal,omitempty"`
-	GDB      map[string]any `json:"gdb,omitempty"`
+	sessionevent.Event
 	// Received is when the supervisor read it (not sent by stem-mcp).
 	Received time.Time `json:"-"`
 }

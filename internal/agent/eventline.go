@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stem-edu/stem/internal/sessionevent"
 )
 
 // EventPrefix starts every line the supervisor types into an agent's
@@ -34,7 +36,7 @@ const (
 // stays in session_events.
 func delivered(typ string) bool {
 	switch typ {
-	case "build_failed", "test_failed", "program_crashed", "gdb_stopped", "gdb_program_exited":
+	case sessionevent.BuildFailed, sessionevent.TestFailed, sessionevent.ProgramCrashed, sessionevent.GDBStopped, sessionevent.GDBExited:
 		return true
 	}
 	return false
@@ -76,15 +78,15 @@ func EventLine(ev SessionEvent, more int) string {
 	}
 	var what string
 	switch ev.Type {
-	case "build_failed":
+	case sessionevent.BuildFailed:
 		what = joinWords("build failed:", code) + pane
-	case "test_failed":
+	case sessionevent.TestFailed:
 		what = joinWords("tests failed:", code) + pane
-	case "program_crashed":
+	case sessionevent.ProgramCrashed:
 		what = joinWords("program crashed:", token(ev.Signal), code) + pane
-	case "gdb_stopped":
+	case sessionevent.GDBStopped:
 		what = joinWords("gdb stopped:", token(jsonString(ev.GDB["reason"])), token(ev.Signal)) + gdbWhere(ev.GDB)
-	case "gdb_program_exited":
+	case sessionevent.GDBExited:
 		if s := token(ev.Signal); s != "" {
 			what = "gdb: the program was killed by " + s
 		} else {

@@ -16,10 +16,12 @@ import (
 	"strings"
 
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
-// Cap is max_level: full, assist, observe, or none (no agent access).
+// Cap is max_level: a level's name (package levels), or none (no agent
+// access).
 type Cap string
 
 const (
@@ -29,17 +31,14 @@ const (
 	CapNone    Cap = "none"
 )
 
-// rank orders caps; an unknown cap ranks lowest (fails closed).
+// rank orders caps as the levels they name; none and an unknown cap rank
+// lowest (fails closed).
 func (c Cap) rank() int {
-	switch c {
-	case CapFull:
-		return 3
-	case CapAssist:
-		return 2
-	case CapObserve:
-		return 1
+	l, err := levels.Parse(string(c))
+	if err != nil {
+		return 0
 	}
-	return 0
+	return int(l)
 }
 
 // UnmarshalText reads a cap from stem.toml.
@@ -49,7 +48,7 @@ func (c *Cap) UnmarshalText(b []byte) error {
 		*c = v
 		return nil
 	}
-	return tomlmsg.BadValue("= %q is not a level: choose \"full\", \"assist\", \"observe\" or \"none\" (none: no agent access, for an exam)", clip(string(b)))
+	return tomlmsg.BadValue("= %q is not a level: choose \"full\", \"assist\", \"observe\" or \"none\" (none: no agent access, for an exam)", termtext.Clip(string(b), maxQuoted))
 }
 
 // Edits is how an agent may change files: direct (its edits land in the
@@ -80,7 +79,7 @@ func (e *Edits) UnmarshalText(b []byte) error {
 		*e = v
 		return nil
 	}
-	return tomlmsg.BadValue("= %q is not a way of editing: choose \"direct\", \"propose\" or \"none\"", clip(string(b)))
+	return tomlmsg.BadValue("= %q is not a way of editing: choose \"direct\", \"propose\" or \"none\"", termtext.Clip(string(b), maxQuoted))
 }
 
 // ToolName is one entry of approve: a stem-mcp tool.
@@ -89,7 +88,7 @@ type ToolName string
 // UnmarshalText reads a tool name from stem.toml.
 func (t *ToolName) UnmarshalText(b []byte) error {
 	if !levels.Known(string(b)) {
-		return tomlmsg.BadValue("names %q, which is not a stem-mcp tool (tools: %s)", clip(string(b)), strings.Join(approvable(), ", "))
+		return tomlmsg.BadValue("names %q, which is not a stem-mcp tool (tools: %s)", termtext.Clip(string(b), maxQuoted), strings.Join(approvable(), ", "))
 	}
 	*t = ToolName(b)
 	return nil
@@ -106,12 +105,8 @@ func approvable() []string {
 	return out
 }
 
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
-}
+// maxQuoted bounds a stem.toml value quoted back in an error.
+const maxQuoted = 40
 
 // Policy is the policy in force for one task.
 type Policy struct {

@@ -2,8 +2,10 @@ package agentpolicy
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stem-edu/stem/internal/levels"
 )
@@ -86,5 +88,29 @@ func TestMeetIsStricter(t *testing.T) {
 	// An unknown cap (a record written by a newer stem) fails closed.
 	if _, ok := (Policy{MaxLevel: "bogus"}).Effective(levels.Full); ok {
 		t.Error("an unknown max_level leaves access")
+	}
+}
+
+// A value quoted back in an error is clipped, never cut inside a
+// character: "€" (3 bytes) straddles the clip at byte 40.
+func TestBadValueClipKeepsCharactersWhole(t *testing.T) {
+	v := strings.Repeat("a", maxQuoted-1) + "€" + strings.Repeat("b", 100)
+	// Control: a plain byte cut at maxQuoted splits the "€".
+	if utf8.ValidString(v[:maxQuoted]) {
+		t.Fatalf("the input does not straddle the clip")
+	}
+	var c Cap
+	var e Edits
+	var n ToolName
+	for what, u := range map[string]interface{ UnmarshalText([]byte) error }{"max_level": &c, "edits": &e, "approve": &n} {
+		err := u.UnmarshalText([]byte(v))
+		if err == nil {
+			t.Fatalf("%s: %q accepted", what, v)
+		}
+		msg := err.Error()
+		want := strconv.Quote(strings.Repeat("a", maxQuoted-1) + "…")
+		if !strings.Contains(msg, want) || strings.Contains(msg, `\x`) || strings.Contains(msg, "bbbb") {
+			t.Errorf("%s: %s\nwant the value quoted as %s (whole characters, clipped)", what, msg, want)
+		}
 	}
 }

@@ -10,7 +10,6 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,9 +21,10 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
+	"github.com/stem-edu/stem/internal/chainlog"
 	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Events.
@@ -76,6 +76,10 @@ func Events() []string {
 
 // maxDetail bounds free text so one line can never grow without limit.
 const maxDetail = 512
+
+// maxLine is longer than any line Append writes: a last line longer than
+// this is not an entry.
+const maxLine = 1 << 20
 
 // Entry is one audit line. Hash is computed on write.
 type Entry struct {
@@ -172,7 +176,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 	if e.Time.IsZero() {
 		e.Time = l.now().UTC()
 	}
-	e.Detail = clip(e.Detail, maxDetail)
+	e.Detail = termtext.Clip(e.Detail, maxDetail)
 	err := l.withLock(ctx, func() error {
 		f, last, err := l.openTail()
 		if err != nil {
@@ -245,10 +249,10 @@ func (l *Log) openTail() (*os.File, Entry, error) {
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	last, err := lastLine(f)
+	last, err := chainlog.LastLine(f, maxLine)
 	if err != nil {
 		f.Close()
-		return nil, Entry{}, err
+		return nil, Entry{}, fmt.Errorf("read audit log: %w", err)
 	}
 	var prev Entry
 	if len(last) > 0 {
@@ -273,68 +277,11 @@ func seal(e Entry) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("encode audit entry: %w", err)
 	}
-	h := chainHash(e.Prev, body)
+	h := chainlog.Hash(e.Prev, body)
 	line := make([]byte, 0, len(body)+80)
 	line = append(line, body[:len(body)-1]...)
 	line = append(line, `,"hash":"`...)
 	line = append(line, h...)
 	line = append(line, "\"}\n"...)
 	return line, h, nil
-}
-
-func chainHash(prev string, body []byte) string {
-	s := sha256.New()
-	s.Write([]byte(prev))
-	s.Write([]byte{'\n'})
-	s.Write(body)
-	return hex.EncodeToString(s.Sum(nil))
-}
-
-// lastLine returns the last non-empty line of f (reading backwards in
-// chunks) without its newline.
-func lastLine(f *os.File) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat audit log: %w", err)
-	}
-	size := fi.Size()
-	if size == 0 {
-		return nil, nil
-	}
-	const chunk = 8192
-	var tail []byte
-	for off := size; off > 0; {
-		n := int64(chunk)
-		if off < n {
-			n = off
-		}
-		off -= n
-		buf := make([]byte, n)
-		if _, err := f.ReadAt(buf, off); err != nil {
-			return nil, fmt.Errorf("read audit log: %w", err)
-		}
-		tail = append(buf, tail...)
-		trimmed := bytes.TrimRight(tail, "\n")
-		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
-			return trimmed[i+1:], nil
-		}
-		if off == 0 {
-			return trimmed, nil
-		}
-		if len(tail) > 1<<20 {
-			return nil, errors.New("audit log: last line is over 1 MiB")
-		}
-	}
-	return nil, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/chainlog"
 	"github.com/stem-edu/stem/internal/filelock"
 )
 
@@ -161,7 +162,7 @@ func Verify(r io.Reader) (VerifyResult, error) {
 		if e.Seq != prevSeq+1 {
 			return fail(fmt.Sprintf("seq %d follows seq %d", e.Seq, prevSeq))
 		}
-		if chainHash(e.Prev, body) != e.Hash {
+		if chainlog.Hash(e.Prev, body) != e.Hash {
 			return fail("the line's content does not match its hash (it was edited)")
 		}
 		prevHash, prevSeq, prevLine = e.Hash, e.Seq, n

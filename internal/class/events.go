@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/stem-edu/stem/internal/evring"
 )
 
 // Event is one student's session event in the class's merged stream.
@@ -61,11 +63,13 @@ type Hub struct {
 	students []Student
 	opt      HubOptions
 
-	mu      sync.Mutex
-	rings   map[string]*ring // by student
+	mu sync.Mutex
+	// rings are each student's share of the class's events: the same
+	// bound for each, so one busy student cannot push out the others'.
+	rings   map[string]*evring.Ring[Event]
 	perRing int
 	seq     int64
-	changed chan struct{} // closed and replaced on every event
+	changed evring.Signal // after every event
 	links   map[string]*Link
 	open    map[string]*openSession // by student, while connected
 	probing map[string]*probeCall   // status probes under way, by student
@@ -96,11 +100,11 @@ func NewHub(students []Student, opt HubOptions) *Hub {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	h := &Hub{students: students, opt: opt, changed: make(chan struct{}), links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}, work: map[string]*workLog{},
-		rings: map[string]*ring{}, perRing: max(minPerStudent, opt.Ring/max(1, len(students)))}
+	h := &Hub{students: students, opt: opt, links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}, work: map[string]*workLog{},
+		rings: map[string]*evring.Ring[Event]{}, perRing: max(minPerStudent, opt.Ring/max(1, len(students)))}
 	for _, s := range students {
 		h.links[s.Name] = &Link{Student: s.Name, Error: "not connected yet"}
-		h.rings[s.Name] = &ring{}
+		h.rings[s.Name] = &evring.Ring[Event]{}
 	}
 	return h
 }
@@ -248,16 +252,15 @@ func (h *Hub) publish(student string, ev studentEvent) {
 	h.mu.Lock()
 	h.seq++
 	e.Seq = h.seq
-	h.rings[student].add(e, h.perRing)
+	h.rings[student].Add(e.Seq, e, h.perRing)
 	w := h.work[student]
 	if w == nil {
 		w = &workLog{}
 		h.work[student] = w
 	}
 	w.add(e, now)
-	close(h.changed)
-	h.changed = make(chan struct{})
 	h.mu.Unlock()
+	h.changed.Broadcast()
 }
 
 // Links is every student's session state, by name.
@@ -267,7 +270,7 @@ func (h *Hub) Links() []Link {
 	out := make([]Link, 0, len(h.links))
 	for _, l := range h.links {
 		c := *l
-		c.Dropped = h.rings[l.Student].dropped
+		c.Dropped = h.rings[l.Student].Dropped()
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Student < out[j].Student })

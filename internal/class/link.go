@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/sessionevent"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
@@ -129,18 +130,12 @@ func (s *mcpSession) close() {
 	})
 }
 
-// studentEvent is session_events' event as the gate sends it.
+// studentEvent is session_events' event as the gate sends it. Its gdb
+// part stays raw (this field hides the embedded one): whatever shape a
+// student's gate gives it costs that part (flatGDB), never the event.
 type studentEvent struct {
-	Seq      int64           `json:"seq"`
-	Type     string          `json:"type"`
-	Time     time.Time       `json:"time"`
-	Instance string          `json:"instance"`
-	Pane     string          `json:"pane"`
-	Role     string          `json:"role"`
-	Action   string          `json:"action"`
-	ExitCode *int            `json:"exit_code"`
-	Signal   string          `json:"signal"`
-	GDB      json.RawMessage `json:"gdb"`
+	sessionevent.Event
+	GDB json.RawMessage `json:"gdb"`
 }
 
 // events calls session_events(since, wait) on the student's gate.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/sessionevent"
 )
 
 // A flooding student loses their own oldest events, counted; the other
@@ -13,11 +15,11 @@ import (
 func TestRingFairShare(t *testing.T) {
 	h := NewHub([]Student{{Name: "anna"}, {Name: "mallory"}}, HubOptions{Ring: 64})
 	for i := range 10 {
-		h.publish("anna", studentEvent{Seq: int64(i + 1), Type: "build_failed"})
+		h.publish("anna", studentEvent{Event: sessionevent.Event{Seq: int64(i + 1), Type: "build_failed"}})
 	}
 	future, _ := time.Parse(time.RFC3339, "9999-12-31T23:59:59Z")
 	for i := range 1000 {
-		h.publish("mallory", studentEvent{Seq: int64(i + 1), Type: "gdb_stopped", Time: future,
+		h.publish("mallory", studentEvent{Event: sessionevent.Event{Seq: int64(i + 1), Type: "gdb_stopped", Time: future},
 			GDB: json.RawMessage(`{"student":"anna","studentx":"y","reason":"breakpoint-hit","Bad Key":"z"}`)})
 	}
 	p := h.Page(context.Background(), 0, 0)
@@ -45,7 +47,7 @@ func TestRingFairShare(t *testing.T) {
 func TestRingPages(t *testing.T) {
 	h := NewHub([]Student{{Name: "anna"}}, HubOptions{Ring: 2048})
 	for i := range 600 {
-		h.publish("anna", studentEvent{Seq: int64(i + 1), Type: "build_failed"})
+		h.publish("anna", studentEvent{Event: sessionevent.Event{Seq: int64(i + 1), Type: "build_failed"}})
 	}
 	var since int64
 	var sizes []int
@@ -64,5 +66,25 @@ func TestRingPages(t *testing.T) {
 	}
 	if len(sizes) != 3 || sizes[0] != MaxPageEvents || sizes[1] != MaxPageEvents || sizes[2] != 600-2*MaxPageEvents || since != 600 {
 		t.Fatalf("pages %v, next %d", sizes, since)
+	}
+}
+
+// A student's gate decides the gdb part's shape: one that is no object
+// costs that part, not the event. The control shows the server's own
+// struct would refuse the whole event.
+func TestStudentEventSurvivesAnyGDB(t *testing.T) {
+	for _, gdb := range []string{`"text"`, `[1,2]`, `7`, `null`, `{"reason":"signal-received"}`} {
+		data := []byte(`{"seq":3,"type":"gdb_stopped","instance":"i","gdb":` + gdb + `}`)
+		var ev studentEvent
+		if err := json.Unmarshal(data, &ev); err != nil || ev.Seq != 3 || ev.Type != "gdb_stopped" || ev.Instance != "i" {
+			t.Errorf("gdb %s: %+v %v", gdb, ev, err)
+		}
+		if got := flatGDB(ev.GDB); (gdb[0] == '{') != (got != nil) {
+			t.Errorf("gdb %s: flattened to %v", gdb, got)
+		}
+	}
+	var plain sessionevent.Event
+	if err := json.Unmarshal([]byte(`{"seq":3,"type":"gdb_stopped","gdb":"text"}`), &plain); err == nil {
+		t.Fatal("control: a string gdb part decoded into the server's struct")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
@@ -88,13 +89,9 @@ type Instance struct {
 	Agents   []Agent    `json:"agents,omitempty"`
 }
 
-// Agent is an agent running in a student's instance.
-type Agent struct {
-	Provider string    `json:"provider"`
-	Level    string    `json:"level"`
-	Started  time.Time `json:"started"`
-	Problem  string    `json:"problem,omitempty"`
-}
+// Agent is an agent running in a student's instance: the gate's wire
+// struct, each string cleaned (fromStatus).
+type Agent = gatestatus.Agent
 
 // Status asks every student's gate for its status at once, each within
 // opt.Timeout, and returns one row per student in the order given.
@@ -202,9 +199,7 @@ func probe(ctx context.Context, s Student, opt Options) Row {
 
 // rowOf checks and turns a gate's status into the student's row.
 func rowOf(s Student, st gatestatus.Status, took time.Duration, notes []string) Row {
-	switch st.Level {
-	case "observe", "assist", "full":
-	default:
+	if _, err := levels.Parse(st.Level); err != nil {
 		return failed(s, failure{ReachBroken, fmt.Sprintf("the answer names level %q", clean(st.Level)), "the student's stem-mcp may be of another version"}, took)
 	}
 	r := fromStatus(s, st)

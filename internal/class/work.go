@@ -2,6 +2,8 @@ package class
 
 import (
 	"time"
+
+	"github.com/stem-edu/stem/internal/sessionevent"
 )
 
 // Triage thresholds for what the events and tmux say about a student.
@@ -53,16 +55,16 @@ func (w *workLog) add(e Event, now time.Time) {
 	o := &Outcome{Type: e.Type, Action: e.Action, ExitCode: e.ExitCode, Signal: e.Signal, Instance: e.Instance, Time: now}
 	w.lastEvent = o
 	switch {
-	case e.Action == "build" || e.Action == "test" || e.Type == "build_failed" || e.Type == "test_failed":
+	case e.Action == "build" || e.Action == "test" || e.Type == sessionevent.BuildFailed || e.Type == sessionevent.TestFailed:
 		w.lastBuild = o
-		if e.Type == "build_failed" || e.Type == "test_failed" {
+		if e.Type == sessionevent.BuildFailed || e.Type == sessionevent.TestFailed {
 			w.failures = append(w.failures, now)
 			if len(w.failures) > maxFailures {
 				w.failures = w.failures[len(w.failures)-maxFailures:]
 			}
 		}
 	}
-	if e.Type == "program_crashed" {
+	if e.Type == sessionevent.ProgramCrashed {
 		w.crash = now
 	}
 }

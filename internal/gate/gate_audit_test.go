@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/errcode"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/registry"
 )
 
@@ -63,7 +63,7 @@ func oneRefusalLine(t *testing.T, what string, code int, errOut string, errCode 
 func TestRefusalWithUnwritableAuditLog(t *testing.T) {
 	for name, spoil := range spoilers {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, access.Full, "hazard3-sim-inf-bss-t4")
+			f := newFixture(t, levels.Full.String(), "hazard3-sim-inf-bss-t4")
 			spoil(t, f.state)
 			for _, cmd := range []string{"bash", "mcp other-instance", "mcp; id"} {
 				rec := &recorder{}
@@ -87,7 +87,7 @@ func TestRefusalWithUnwritableAuditLog(t *testing.T) {
 func TestAcceptedRequestRefusedWhenAuditLogUnwritable(t *testing.T) {
 	for name, spoil := range spoilers {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, access.Assist, "live-t1")
+			f := newFixture(t, levels.Assist.String(), "live-t1")
 			reg, err := registry.Open(f.state)
 			if err != nil {
 				t.Fatal(err)
@@ -118,7 +118,7 @@ func TestAcceptedRequestRefusedWhenAuditLogUnwritable(t *testing.T) {
 // When the MCP server itself refuses the session because its start cannot
 // be audited, the gate reports a refusal in one line, not a failure.
 func TestServerAuditRefusalIsARefusal(t *testing.T) {
-	f := newFixture(t, access.Full)
+	f := newFixture(t, levels.Full.String())
 	var errOut bytes.Buffer
 	code := Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
 		Getenv: f.env("mcp"), ErrOut: &errOut,
@@ -133,7 +133,7 @@ func TestServerAuditRefusalIsARefusal(t *testing.T) {
 // each call audited on the student's side; and a status that cannot be
 // audited is not given.
 func TestSessionStatusIsTheVerbsAndAudited(t *testing.T) {
-	f := newFixture(t, access.Observe, "live-t1")
+	f := newFixture(t, levels.Observe.String(), "live-t1")
 	var got Status
 	var calls int
 	serve := func(ctx context.Context, req ServeRequest) error {
@@ -158,14 +158,14 @@ func TestSessionStatusIsTheVerbsAndAudited(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &verb); err != nil {
 		t.Fatal(err)
 	}
-	if got.Level != access.Observe || got.Grant != "kowalski" || fmt.Sprint(got) != fmt.Sprint(verb) {
+	if got.Level != levels.Observe.String() || got.Grant != "kowalski" || fmt.Sprint(got) != fmt.Sprint(verb) {
 		t.Fatalf("session status %+v, verb %+v", got, verb)
 	}
 	log, _ := audit.Open(f.state)
 	entries, _ := log.Read(audit.Filter{Event: audit.ToolCall})
 	n := 0
 	for _, e := range entries {
-		if e.Tool == "gate.mcp_status" && e.Level == access.Observe && e.Grant == f.grant.Label() {
+		if e.Tool == "gate.mcp_status" && e.Level == levels.Observe.String() && e.Grant == f.grant.Label() {
 			n++
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/registry"
 )
 
@@ -102,14 +103,14 @@ func (f *fixture) run(t *testing.T, cmd string, rec *recorder, extra ...string) 
 }
 
 func TestMCPServesAtTheGrantsLevel(t *testing.T) {
-	f := newFixture(t, access.Assist, "hazard3-sim-inf-bss-t4", "native-amd64-inf-bss-t5")
+	f := newFixture(t, levels.Assist.String(), "hazard3-sim-inf-bss-t4", "native-amd64-inf-bss-t5")
 	rec := &recorder{}
 	code, out, errOut := f.run(t, "mcp hazard3-sim-inf-bss-t4", rec)
 	if code != 0 || out != "served\n" || errOut != "" {
 		t.Fatalf("code %d out %q err %q", code, out, errOut)
 	}
 	req := rec.calls[0]
-	if req.Level != access.Assist || req.Instance != "hazard3-sim-inf-bss-t4" ||
+	if req.Level != levels.Assist.String() || req.Instance != "hazard3-sim-inf-bss-t4" ||
 		strings.Join(req.AllowedInstances, ",") != "hazard3-sim-inf-bss-t4,native-amd64-inf-bss-t5" {
 		t.Fatalf("request = %+v", req)
 	}
@@ -139,18 +140,18 @@ func TestMCPServesAtTheGrantsLevel(t *testing.T) {
 }
 
 func TestUnrestrictedGrantAllowsAnyInstance(t *testing.T) {
-	f := newFixture(t, access.Observe)
+	f := newFixture(t, levels.Observe.String())
 	rec := &recorder{}
 	if code, _, errOut := f.run(t, "mcp whatever-t1", rec); code != 0 {
 		t.Fatalf("refused: %s", errOut)
 	}
-	if rec.calls[0].AllowedInstances != nil || rec.calls[0].Level != access.Observe {
+	if rec.calls[0].AllowedInstances != nil || rec.calls[0].Level != levels.Observe.String() {
 		t.Fatalf("request = %+v", rec.calls[0])
 	}
 }
 
 func TestRefusals(t *testing.T) {
-	f := newFixture(t, access.Full, "hazard3-sim-inf-bss-t4")
+	f := newFixture(t, levels.Full.String(), "hazard3-sim-inf-bss-t4")
 	cases := []string{
 		"<unset>", "", "   ", "bash", "sh -c id", "id", "mcp; id", "mcp;id", "mcp && id", "mcp || id", "mcp | id",
 		"mcp `id`", "mcp $(id)", "mcp ${HOME}", "mcp > /tmp/x", "mcp < /etc/passwd",
@@ -187,7 +188,7 @@ func TestRefusals(t *testing.T) {
 			t.Fatalf("%q: %d refusal entries, want %d", cmd, len(entries), i+1)
 		}
 		e := entries[i]
-		if e.Grant != f.grant.Label() || e.KeyFP != f.grant.KeyFP || e.Client != "192.0.2.7:50022" || e.Level != access.Full || e.Result != "refused" {
+		if e.Grant != f.grant.Label() || e.KeyFP != f.grant.KeyFP || e.Client != "192.0.2.7:50022" || e.Level != levels.Full.String() || e.Result != "refused" {
 			t.Errorf("%q: audit entry %+v", cmd, e)
 		}
 	}
@@ -199,7 +200,7 @@ func TestRefusals(t *testing.T) {
 func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 	ctx := context.Background()
 	t.Run("revoked", func(t *testing.T) {
-		f := newFixture(t, access.Full)
+		f := newFixture(t, levels.Full.String())
 		if _, _, err := f.mgr.Revoke(ctx, "kowalski"); err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
-		f := newFixture(t, access.Full)
+		f := newFixture(t, levels.Full.String())
 		// A grant whose line lost its expiry-time (hand edit): the gate
 		// still enforces the stored expiry.
 		if err := f.mgr.Store.Update(ctx, func(st *access.State) error {
@@ -225,7 +226,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 		}
 	})
 	t.Run("from outside the grant's addresses", func(t *testing.T) {
-		f := newFixture(t, access.Full)
+		f := newFixture(t, levels.Full.String())
 		// The stored grant says from=127.0.0.1, the line does not (a hand
 		// edit dropped it); the client comes from 192.0.2.7.
 		if err := f.mgr.Store.Update(ctx, func(st *access.State) error {
@@ -248,7 +249,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 		}
 	})
 	t.Run("group-writable store", func(t *testing.T) {
-		f := newFixture(t, access.Full)
+		f := newFixture(t, levels.Full.String())
 		if err := os.Chmod(f.mgr.Store.Path(), 0o620); err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 		}
 	})
 	t.Run("unknown id", func(t *testing.T) {
-		f := newFixture(t, access.Full)
+		f := newFixture(t, levels.Full.String())
 		var errOut bytes.Buffer
 		code := Main(ctx, []string{"--grant", "g0000000000000000", "--config-dir", f.config}, Options{Getenv: f.env("mcp"), ErrOut: &errOut, Serve: (&recorder{}).serve})
 		if code != ExitRefused {
@@ -267,7 +268,7 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 }
 
 func TestBadForcedCommand(t *testing.T) {
-	f := newFixture(t, access.Full)
+	f := newFixture(t, levels.Full.String())
 	for _, args := range [][]string{
 		nil,
 		{"--grant", "../../etc"},
@@ -326,7 +327,7 @@ func listen(t *testing.T, path string) {
 }
 
 func TestStatusAndList(t *testing.T) {
-	f := newFixture(t, access.Observe, "live-t1", "dead-t2", "absent-t3")
+	f := newFixture(t, levels.Observe.String(), "live-t1", "dead-t2", "absent-t3")
 	reg, err := registry.Open(f.state)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +353,7 @@ func TestStatusAndList(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status is not JSON: %v\n%s", err, out)
 	}
-	if st.Level != access.Observe || st.Grant != "kowalski" || len(st.Instances) != 3 || !st.Session.TTY || st.Session.AgentForwarded {
+	if st.Level != levels.Observe.String() || st.Grant != "kowalski" || len(st.Instances) != 3 || !st.Session.TTY || st.Session.AgentForwarded {
 		t.Fatalf("status = %+v", st)
 	}
 	got := map[string]InstanceStatus{}
@@ -377,7 +378,7 @@ func TestStatusAndList(t *testing.T) {
 }
 
 func TestServeErrorIsReported(t *testing.T) {
-	f := newFixture(t, access.Full)
+	f := newFixture(t, levels.Full.String())
 	var errOut bytes.Buffer
 	code := Main(context.Background(), []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
 		Getenv: f.env("mcp"), ErrOut: &errOut,
@@ -398,7 +399,7 @@ func TestRevokeEndsAnOpenSession(t *testing.T) {
 		"server ignores ctx": func(context.Context, ServeRequest) error { select {} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, access.Full)
+			f := newFixture(t, levels.Full.String())
 			started := time.Now()
 			done := make(chan int, 1)
 			serving := make(chan struct{})
@@ -443,7 +444,7 @@ func TestRevokeEndsAnOpenSession(t *testing.T) {
 // A grant changed under an open session (another level) ends it with its
 // own code: the teacher connects again rather than asks for a new grant.
 func TestChangedGrantEndsTheSessionWithItsCode(t *testing.T) {
-	f := newFixture(t, access.Full)
+	f := newFixture(t, levels.Full.String())
 	serving := make(chan struct{})
 	done := make(chan int, 1)
 	var errOut bytes.Buffer
@@ -456,7 +457,7 @@ func TestChangedGrantEndsTheSessionWithItsCode(t *testing.T) {
 	<-serving
 	if err := f.mgr.Store.Update(context.Background(), func(st *access.State) error {
 		g := st.Grants[f.grant.ID]
-		g.Level = access.Observe
+		g.Level = levels.Observe.String()
 		st.Grants[g.ID] = g
 		return nil
 	}); err != nil {

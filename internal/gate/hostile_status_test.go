@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/nvim/nvimtest"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
@@ -21,7 +21,7 @@ import (
 // elements, one that answers with escape sequences) is reported as not
 // answering, in one clean line, and the gate answers for every instance.
 func TestStatusOfHostileServers(t *testing.T) {
-	f := newFixture(t, access.Observe, "huge-t1", "text-t2")
+	f := newFixture(t, levels.Observe.String(), "huge-t1", "text-t2")
 	reg, err := registry.Open(f.state)
 	if err != nil {
 		t.Fatal(err)

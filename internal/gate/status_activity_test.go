@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/registry"
@@ -24,7 +24,7 @@ import (
 // instance's).
 func TestStatusActivityAndAgents(t *testing.T) {
 	srv := tmuxtest.Start(t, tmuxtest.Options{})
-	f := newFixture(t, access.Observe, "live-t1", "quiet-t2")
+	f := newFixture(t, levels.Observe.String(), "live-t1", "quiet-t2")
 	reg, err := registry.Open(f.state)
 	if err != nil {
 		t.Fatal(err)

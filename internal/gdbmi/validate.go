@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // The assist level lets an agent place breakpoints and read state, but gdb
@@ -33,10 +35,7 @@ func (e *ValidationError) Error() string {
 }
 
 func refuse(what, input, reason string, args ...any) error {
-	if len(input) > 60 {
-		input = input[:60] + "..."
-	}
-	return &ValidationError{What: what, Input: input, Reason: fmt.Sprintf(reason, args...)}
+	return &ValidationError{What: what, Input: termtext.Clip(input, 60), Reason: fmt.Sprintf(reason, args...)}
 }
 
 // Location is a breakpoint location that passed ParseLocation.

@@ -18,27 +18,26 @@ const (
 	Full
 )
 
+// names is each level's name, the one spelling of it: flags, grants,
+// stem.toml, the gate's status and the audit log all use these.
+var names = [...]string{Observe: "observe", Assist: "assist", Full: "full"}
+
 func (l Level) String() string {
-	switch l {
-	case Observe:
-		return "observe"
-	case Assist:
-		return "assist"
-	case Full:
-		return "full"
+	if l >= Observe && l <= Full {
+		return names[l]
 	}
 	return fmt.Sprintf("level(%d)", int(l))
 }
 
+// Names lists the level names, lowest first (for completions and help).
+func Names() []string { return []string{Observe.String(), Assist.String(), Full.String()} }
+
 // Parse reads observe, assist or full.
 func Parse(s string) (Level, error) {
-	switch s {
-	case "observe":
-		return Observe, nil
-	case "assist":
-		return Assist, nil
-	case "full":
-		return Full, nil
+	for l := Observe; l <= Full; l++ {
+		if s == names[l] {
+			return l, nil
+		}
 	}
 	return 0, fmt.Errorf("unknown level %q: choose observe, assist or full", s)
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
-	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // newCmdCall is the MCP client behind `stemctl mcp call`. It lives here so
@@ -37,7 +37,7 @@ resource), and print the result; exit status 1 when the tool reports an error.
   stem-mcp call --level observe --args '{"pane":"%0","start":-20}' pane_capture`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
-			if _, err := mcpserver.ParseLevel(level); err != nil {
+			if _, err := levels.Parse(level); err != nil {
 				return cmdutil.FlagErrorf("--level: %v", err)
 			}
 			arguments := map[string]any{}
@@ -66,7 +66,7 @@ resource), and print the result; exit status 1 when the tool reports an error.
 		},
 	}
 	cmd.Flags().StringVar(&level, "level", "", "access level of the server started for the call: observe, assist or full (required)")
-	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed(levels.Names()...))
 	cmd.Flags().StringVar(&instance, "instance", "", "a fixed instance instead of the selection")
 	cmd.Flags().StringVar(&args, "args", "", "the tool's arguments as one JSON object")
 	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")

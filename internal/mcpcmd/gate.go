@@ -8,6 +8,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/probe"
 )
@@ -33,7 +34,7 @@ It never runs a shell.`,
 				Tmux: probe.Tmux, Nvim: probe.Nvim, Activity: probe.TmuxActivity,
 				Serve: func(ctx context.Context, r gate.ServeRequest) error {
 					tuneGC()
-					l, err := mcpserver.ParseLevel(r.Level)
+					l, err := levels.Parse(r.Level)
 					if err != nil {
 						return err
 					}

@@ -14,6 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpserver"
 )
 
@@ -56,7 +57,7 @@ with the agent id given by --agent (stemctl agent start passes it).`,
   stem-mcp serve --level full --instance native-amd64-demo-hello-t1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := mcpserver.ParseLevel(level)
+			l, err := levels.Parse(level)
 			if err != nil {
 				return cmdutil.FlagErrorf("--level: %v", err)
 			}
@@ -77,7 +78,7 @@ with the agent id given by --agent (stemctl agent start passes it).`,
 	cmd.Flags().StringVar(&agentID, "agent", "", "agent id to record in the audit log")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", time.Minute, "how long a call the task's policy lists in approve waits for the student's answer")
 	cmd.MarkFlagRequired("level")
-	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed(levels.Names()...))
 	return cmd
 }
 
@@ -90,7 +91,7 @@ func newCmdTools(ios *iostreams.IOStreams) *cobra.Command {
 		Example: `  stem-mcp tools --level assist --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := mcpserver.ParseLevel(level)
+			l, err := levels.Parse(level)
 			if err != nil {
 				return cmdutil.FlagErrorf("--level: %v", err)
 			}
@@ -106,7 +107,7 @@ func newCmdTools(ios *iostreams.IOStreams) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&level, "level", "", "access level: observe, assist or full (required)")
 	cmd.MarkFlagRequired("level")
-	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed(levels.Names()...))
 	cmdutil.AddJSONFlag(cmd, &asJSON)
 	return cmd
 }

@@ -11,36 +11,27 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/stem-edu/stem/internal/evring"
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/sessionevent"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
-// Event kinds sent to agents.
+// Event kinds sent to agents (package sessionevent).
 const (
-	EvGDBStopped     = "gdb_stopped" // the debugger stopped (breakpoint, step, signal)
-	EvGDBExited      = "gdb_program_exited"
-	EvProgramExited  = "program_exited"  // a command in a pane finished
-	EvProgramCrashed = "program_crashed" // ... killed by a signal such as SIGSEGV
-	EvBuildFailed    = "build_failed"    // the task's build command failed (task_action, or typed in any pane)
-	EvTestFailed     = "test_failed"
+	EvGDBStopped     = sessionevent.GDBStopped
+	EvGDBExited      = sessionevent.GDBExited
+	EvProgramExited  = sessionevent.ProgramExited
+	EvProgramCrashed = sessionevent.ProgramCrashed
+	EvBuildFailed    = sessionevent.BuildFailed
+	EvTestFailed     = sessionevent.TestFailed
 )
 
 // Event is one session event, as sent in notifications and returned by
 // session_events.
-type Event struct {
-	Seq      int64          `json:"seq"`
-	Type     string         `json:"type"`
-	Time     time.Time      `json:"time"`
-	Instance string         `json:"instance"`
-	Pane     string         `json:"pane,omitempty"`
-	Role     string         `json:"role,omitempty"`
-	Action   string         `json:"action,omitempty"`
-	ExitCode *int           `json:"exit_code,omitempty"`
-	Signal   string         `json:"signal,omitempty"`
-	GDB      map[string]any `json:"gdb,omitempty"`
-}
+type Event = sessionevent.Event
 
 const ringSize = 256
 
@@ -52,16 +43,16 @@ type eventHub struct {
 	s *Server
 
 	mu      sync.Mutex
-	ring    []Event
+	ring    evring.Ring[Event]
 	seq     int64
-	changed chan struct{} // closed and replaced on every event
+	changed evring.Signal // after every event
 	expects map[tmux.PaneID]string
 	ready   chan struct{} // closed once the MCP session can take notifications
 	once    sync.Once
 }
 
 func newEventHub(s *Server) *eventHub {
-	return &eventHub{s: s, changed: make(chan struct{}), expects: map[tmux.PaneID]string{}, ready: make(chan struct{})}
+	return &eventHub{s: s, expects: map[tmux.PaneID]string{}, ready: make(chan struct{})}
 }
 
 // run marks the hub ready to send once the transport is serving.
@@ -79,13 +70,9 @@ func (h *eventHub) publish(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
-	h.ring = append(h.ring, ev)
-	if len(h.ring) > ringSize {
-		h.ring = h.ring[len(h.ring)-ringSize:]
-	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.ring.Add(ev.Seq, ev, ringSize)
 	h.mu.Unlock()
+	h.changed.Broadcast()
 	if c := h.s.current(); c != nil && h.s.policyFor(c).Refusal("session_events", h.s.opt.Level) != "" {
 		return // the task's agent policy leaves agents no view of the session
 	}
@@ -100,29 +87,12 @@ func (h *eventHub) publish(ev Event) {
 
 // since returns events after seq, waiting up to wait for the first one.
 func (h *eventHub) since(ctx context.Context, seq int64, wait time.Duration) []Event {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
+	return evring.Wait(ctx, &h.changed, wait, func() ([]Event, bool) {
 		h.mu.Lock()
-		var out []Event
-		for _, ev := range h.ring {
-			if ev.Seq > seq {
-				out = append(out, ev)
-			}
-		}
-		ch := h.changed
-		h.mu.Unlock()
-		if len(out) > 0 || wait <= 0 {
-			return out
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
+		defer h.mu.Unlock()
+		out := h.ring.After(seq)
+		return out, len(out) > 0
+	})
 }
 
 func (h *eventHub) expect(p tmux.PaneID, action string) {

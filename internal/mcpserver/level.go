@@ -11,6 +11,3 @@ const (
 	Assist  = levels.Assist
 	Full    = levels.Full
 )
-
-// ParseLevel reads observe, assist or full.
-func ParseLevel(s string) (Level, error) { return levels.Parse(s) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/testenv"
 )
@@ -42,7 +43,7 @@ func TestToolListsPerLevel(t *testing.T) {
 			if !reflect.DeepEqual(got, wantTools[level]) {
 				t.Fatalf("tools at %s:\n got %v\nwant %v", level, got, wantTools[level])
 			}
-			l, _ := mcpserver.ParseLevel(level)
+			l, _ := levels.Parse(level)
 			names := mcpserver.ToolNames(l)
 			sort.Strings(names)
 			if !reflect.DeepEqual(names, got) {

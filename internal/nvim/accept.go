@@ -197,22 +197,5 @@ var fnSettle = newLuaFunc(luaSettle)
 // proposal id (key), so it stops showing them. The editor's answer says
 // nothing that matters: the decision is on record on the host already.
 func (c *Client) Settle(ctx context.Context, id, key string, states []string) error {
-	var res struct {
-		Err string `msgpack:"err"`
-	}
-	err := c.call(ctx, "settle proposal", guardHang, true, func(v *gonvim.Nvim) error {
-		return execLua(v, fnSettle, &res, id, key, states)
-	})
-	if err != nil {
-		return err
-	}
-	switch res.Err {
-	case "":
-		return nil
-	case "noplugin":
-		return fmt.Errorf("nvim settle: %w", ErrNoPlugin)
-	case "unknown":
-		return fmt.Errorf("nvim settle %s: %w", id, ErrUnknownProposal)
-	}
-	return fmt.Errorf("nvim settle %s: %s", id, clipText(res.Err))
+	return c.proposalCall(ctx, "settle proposal", "settle", id, fnSettle, id, key, states)
 }

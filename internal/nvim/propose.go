@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	gonvim "github.com/neovim/go-client/nvim"
+
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Proposals: under a task whose agent policy is edits = "propose", an edit
@@ -282,7 +284,6 @@ func (c *Client) ProposalStatus(ctx context.Context, id, token string) (*Proposa
 	return st, nil
 }
 
-// clipText is container text for an error message: short and inert.
 // Withdraw takes back a proposal (whatever its state) so that the student
 // no longer sees it or can accept it: for a proposal its maker could not
 // put on record. A hunk already accepted stays in the buffer.
@@ -290,11 +291,17 @@ func (c *Client) Withdraw(ctx context.Context, id, token string) error {
 	if !proposalID.MatchString(id) {
 		return fmt.Errorf("nvim withdraw: %q is not a proposal id", clipText(id))
 	}
+	return c.proposalCall(ctx, "withdraw", "withdraw", id, fnWithdraw, id, token)
+}
+
+// proposalCall runs a plugin function on proposal id that answers only
+// {err = ...}, and names its failure after verb.
+func (c *Client) proposalCall(ctx context.Context, op, verb, id string, fn luaFunc, args ...any) error {
 	var res struct {
 		Err string `msgpack:"err"`
 	}
-	err := c.call(ctx, "withdraw", guardHang, true, func(v *gonvim.Nvim) error {
-		return execLua(v, fnWithdraw, &res, id, token)
+	err := c.call(ctx, op, guardHang, true, func(v *gonvim.Nvim) error {
+		return execLua(v, fn, &res, args...)
 	})
 	if err != nil {
 		return err
@@ -303,19 +310,15 @@ func (c *Client) Withdraw(ctx context.Context, id, token string) error {
 	case "":
 		return nil
 	case "noplugin":
-		return fmt.Errorf("nvim withdraw: %w", ErrNoPlugin)
+		return fmt.Errorf("nvim %s: %w", verb, ErrNoPlugin)
 	case "unknown":
-		return fmt.Errorf("nvim withdraw %s: %w", id, ErrUnknownProposal)
+		return fmt.Errorf("nvim %s %s: %w", verb, id, ErrUnknownProposal)
 	}
-	return fmt.Errorf("nvim withdraw %s: %s", id, clipText(res.Err))
+	return fmt.Errorf("nvim %s %s: %s", verb, id, clipText(res.Err))
 }
 
-func clipText(s string) string {
-	if len(s) > 80 {
-		s = s[:80]
-	}
-	return makeText(s).S
-}
+// clipText is container text for an error message: short and inert.
+func clipText(s string) string { return makeText(termtext.Clip(s, 80)).S }
 
 // Unrequest clears the student's request on proposal id once the host has
 // asked them about it.

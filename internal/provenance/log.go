@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/chainlog"
 	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Limits.
@@ -202,7 +204,7 @@ func (l *Log) Outcome(ctx context.Context, card, path string, change int64, res 
 	if res != NotMade && res != MaybeMade {
 		return fmt.Errorf("provenance: outcome %q: want %q or %q", res, NotMade, MaybeMade)
 	}
-	r := record{Kind: "outcome", Card: card, Path: path, Change: change, Result: res, Detail: clip(detail)}
+	r := record{Kind: "outcome", Card: card, Path: path, Change: change, Result: res, Detail: termtext.Clip(detail, maxDetail)}
 	_, err := l.append(ctx, r)
 	return err
 }
@@ -220,7 +222,7 @@ func (c Change) record() (record, error) {
 	if c.NoSnapshot {
 		c.Before = nil
 	}
-	r := record{Kind: "change", Card: c.Card, Path: c.Path, Who: &c.Who, Tool: c.Tool, Proposal: c.Proposal, AcceptedBy: clip(c.AcceptedBy),
+	r := record{Kind: "change", Card: c.Card, Path: c.Path, Who: &c.Who, Tool: c.Tool, Proposal: c.Proposal, AcceptedBy: termtext.Clip(c.AcceptedBy, maxDetail),
 		Instance: c.Instance, ContainerID: c.ContainerID, NoSnapshot: c.NoSnapshot, Pending: c.Pending}
 	total, lastEnd := 0, 0
 	for i, h := range c.Hunks {
@@ -267,13 +269,6 @@ func textSHA(lines []string) string {
 	return hex.EncodeToString(s.Sum(nil))
 }
 
-func clip(s string) string {
-	if len(s) <= maxDetail {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxDetail], "") + "…"
-}
-
 // append writes r as the next line of its file's chain.
 func (l *Log) append(ctx context.Context, r record) (int64, error) {
 	file := l.File(r.Card, r.Path)
@@ -303,7 +298,7 @@ func (l *Log) append(ctx context.Context, r record) (int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	h := chainHash(r.Prev, body)
+	h := chainlog.Hash(r.Prev, body)
 	line := append(append(body[:len(body)-1:len(body)-1], `,"hash":"`+h+`"}`...), '\n')
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return fail(err)
@@ -318,14 +313,6 @@ func (l *Log) append(ctx context.Context, r record) (int64, error) {
 		return fail(err)
 	}
 	return r.Seq, nil
-}
-
-func chainHash(prev string, body []byte) string {
-	s := sha256.New()
-	s.Write([]byte(prev))
-	s.Write([]byte{'\n'})
-	s.Write(body)
-	return hex.EncodeToString(s.Sum(nil))
 }
 
 // head records where a file's chain ended at its last append, so records
@@ -353,28 +340,12 @@ func writeHead(file string, h head) error {
 // chunks. A file whose last line is not a record cannot be appended to:
 // its chain would not verify and the record would be lost in the noise.
 func lastRecord(f *os.File) (record, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return record{}, err
+	tail, err := chainlog.LastLine(f, maxLineBytes)
+	if errors.Is(err, chainlog.ErrLongLine) {
+		return record{}, errors.New("the last record is longer than any stem writes: move the file aside (keep it as the record) to start a new one")
 	}
-	size := fi.Size()
-	var tail []byte
-	for off := size; off > 0; {
-		n := min(off, 64<<10)
-		off -= n
-		buf := make([]byte, n, n+int64(len(tail)))
-		if _, err := f.ReadAt(buf, off); err != nil {
-			return record{}, fmt.Errorf("read the last record: %w", err)
-		}
-		tail = append(buf, tail...)
-		trimmed := bytes.TrimRight(tail, "\n")
-		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 || off == 0 {
-			tail = trimmed[i+1:]
-			break
-		}
-		if len(tail) > maxLineBytes {
-			return record{}, errors.New("the last record is longer than any stem writes: move the file aside (keep it as the record) to start a new one")
-		}
+	if err != nil {
+		return record{}, fmt.Errorf("read the last record: %w", err)
 	}
 	if len(bytes.TrimSpace(tail)) == 0 {
 		return record{}, nil

@@ -10,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/stem-edu/stem/internal/chainlog"
 )
 
 // Reader limits: records are host files stem wrote, but the account's
@@ -143,7 +145,7 @@ func (h *History) parse(data []byte, card, path string) {
 			continue
 		}
 		body, hash, ok := splitHash(line)
-		if !ok || chainHash(prevOf(body), body) != hash {
+		if !ok || chainlog.Hash(prevOf(body), body) != hash {
 			h.problem(n, "the record does not match its hash (it was changed after it was written): skipped")
 			first = false
 			continue

@@ -6,7 +6,6 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/jsonstore"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/statefile"
 )
@@ -76,8 +76,7 @@ type file struct {
 
 // Registry is the file at <state>/registry.json with its lock file.
 type Registry struct {
-	path string
-	lock string
+	file jsonstore.Store[file]
 }
 
 // Open returns the registry under stateDir; the directory is created 0700.
@@ -85,14 +84,27 @@ func Open(stateDir string) (*Registry, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w", stateDir, err)
 	}
-	return &Registry{
-		path: filepath.Join(stateDir, "registry.json"),
-		lock: filepath.Join(stateDir, "registry.lock"),
-	}, nil
+	path := filepath.Join(stateDir, "registry.json")
+	return &Registry{file: jsonstore.Store[file]{
+		Path: path, Lock: filepath.Join(stateDir, "registry.lock"),
+		Noun: "registry", What: "the registry",
+		Repair: "move it aside (" + statefile.MoveAside(path) + ") and run `stemctl up` again for each instance: it takes each instance's container back as it is",
+		Empty:  func() file { return file{Schema: Schema, Instances: map[string]Record{}} },
+		Loaded: func(f *file) error {
+			if f.Schema > Schema {
+				return fmt.Errorf("registry %s has schema %d, newer than this stemctl (%d): upgrade stemctl", path, f.Schema, Schema)
+			}
+			if f.Instances == nil {
+				f.Instances = map[string]Record{}
+			}
+			return nil
+		},
+		Saving: func(f *file) { f.Schema = Schema },
+	}}, nil
 }
 
 // Path is the registry file.
-func (r *Registry) Path() string { return r.path }
+func (r *Registry) Path() string { return r.file.Path }
 
 // LockInstance serializes work on one instance across stemctl processes
 // (two `up`s of the same task must not both create, or one re-create what
@@ -101,7 +113,7 @@ func (r *Registry) LockInstance(ctx context.Context, instance string) (func(), e
 	if instance == "" || strings.ContainsAny(instance, "/\x00") || instance == "." || instance == ".." {
 		return nil, fmt.Errorf("invalid instance name %q", instance)
 	}
-	dir := filepath.Join(filepath.Dir(r.path), "locks")
+	dir := filepath.Join(filepath.Dir(r.file.Path), "locks")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create lock directory %s: %w", dir, err)
 	}
@@ -115,47 +127,9 @@ func (r *Registry) LockInstance(ctx context.Context, instance string) (func(), e
 // ErrNotFound is returned by Get for an unknown instance.
 var ErrNotFound = errors.New("no such instance in the registry")
 
-func (r *Registry) lockFile(ctx context.Context, mode filelock.Mode) (func(), error) {
-	unlock, err := filelock.Lock(ctx, r.lock, mode)
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
-	return unlock, nil
-}
-
-func (r *Registry) read() (file, error) {
-	f := file{Schema: Schema, Instances: map[string]Record{}}
-	data, err := os.ReadFile(r.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return f, nil
-	}
-	if err != nil {
-		return f, fmt.Errorf("read registry: %w", err)
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return f, nil
-	}
-	if err := statefile.Unmarshal("the registry", r.path, data, &f,
-		"move it aside ("+statefile.MoveAside(r.path)+") and run `stemctl up` again for each instance: it takes each instance's container back as it is"); err != nil {
-		return file{Schema: Schema, Instances: map[string]Record{}}, err
-	}
-	if f.Schema > Schema {
-		return f, fmt.Errorf("registry %s has schema %d, newer than this stemctl (%d): upgrade stemctl", r.path, f.Schema, Schema)
-	}
-	if f.Instances == nil {
-		f.Instances = map[string]Record{}
-	}
-	return f, nil
-}
-
 // List returns every record sorted by instance name.
 func (r *Registry) List(ctx context.Context) ([]Record, error) {
-	unlock, err := r.lockFile(ctx, filelock.Shared)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	f, err := r.read()
+	f, err := r.file.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -217,24 +191,7 @@ func (r *Registry) Find(ctx context.Context, ref string) (Record, error) {
 // Update runs fn on the records under the exclusive lock and writes the
 // result atomically. If fn returns an error nothing is written.
 func (r *Registry) Update(ctx context.Context, fn func(map[string]Record) error) error {
-	unlock, err := r.lockFile(ctx, filelock.Exclusive)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	f, err := r.read()
-	if err != nil {
-		return err
-	}
-	if err := fn(f.Instances); err != nil {
-		return err
-	}
-	f.Schema = Schema
-	data, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode registry: %w", err)
-	}
-	return sockets.WriteFileAtomic(r.path, append(data, '\n'), 0o600)
+	return r.file.Update(ctx, func(f *file) error { return fn(f.Instances) })
 }
 
 // Put inserts or replaces a record, stamping Updated (and Created if zero).

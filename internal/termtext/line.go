@@ -3,7 +3,6 @@ package termtext
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
 // ellipsis marks text that Line cut.
@@ -24,17 +23,10 @@ func Line(s string, max int) string {
 	if max <= 0 || len(out) <= max {
 		return out
 	}
-	keep := max - len(ellipsis)
-	if keep < 0 {
-		keep = 0
-	}
-	for keep > 0 && !utf8.RuneStart(out[keep]) {
-		keep--
-	}
 	if max < len(ellipsis) {
-		return out[:keep]
+		return "" // no room for text and the mark
 	}
-	return out[:keep] + ellipsis
+	return Clip(out, max-len(ellipsis))
 }
 
 // MaxLogLine bounds one line that Logf passes on.

@@ -55,14 +55,10 @@ func String(s string) string {
 // included) one space, cut at a rune boundary with "…".
 func OneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(String(s)), " ")
-	if max > 0 && len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+	if max <= 0 {
+		return s
 	}
-	return s
+	return Clip(s, max)
 }
 
 // Sanitize returns the printable text of in and whether MaxBytes cut it.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // Key is one element of input for SendKeys: either literal Text (any bytes
@@ -127,13 +129,13 @@ func ParseKeys(spec string) ([]Key, error) {
 		name, count, hasCount := strings.Cut(inner, " ")
 		k, ok := LookupKey(name)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown key {%s} at byte %d", ErrInvalidArgument, truncate(inner, 32), i)
+			return nil, fmt.Errorf("%w: unknown key {%s} at byte %d", ErrInvalidArgument, termtext.Clip(inner, 32), i)
 		}
 		rep := 0
 		if hasCount {
 			n, err := strconv.Atoi(count)
 			if err != nil || n < 1 || n > MaxKeyRepeat {
-				return nil, fmt.Errorf("%w: repeat count %q in {%s} (1..%d)", ErrInvalidArgument, truncate(count, 16), name, MaxKeyRepeat)
+				return nil, fmt.Errorf("%w: repeat count %q in {%s} (1..%d)", ErrInvalidArgument, termtext.Clip(count, 16), name, MaxKeyRepeat)
 			}
 			rep = n
 		}
@@ -149,13 +151,6 @@ func ParseKeys(spec string) ([]Key, error) {
 	return keys, nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
 // sendKeysCommands turns keys into send-keys commands for pane. Nothing
 // from a Key reaches tmux's parser except hex digits and allowlisted names.
 func sendKeysCommands(pane PaneID, keys []Key) ([]string, error) {
@@ -169,7 +164,7 @@ func sendKeysCommands(pane PaneID, keys []Key) ([]string, error) {
 		case k.Name != "":
 			name, ok := LookupKey(k.Name)
 			if !ok {
-				return nil, fmt.Errorf("%w: key name %q is not allowed", ErrInvalidArgument, truncate(k.Name, 32))
+				return nil, fmt.Errorf("%w: key name %q is not allowed", ErrInvalidArgument, termtext.Clip(k.Name, 32))
 			}
 			if k.Repeat < 0 || k.Repeat > MaxKeyRepeat {
 				return nil, fmt.Errorf("%w: repeat %d (0..%d)", ErrInvalidArgument, k.Repeat, MaxKeyRepeat)

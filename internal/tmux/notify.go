@@ -159,7 +159,7 @@ func (c *Client) addTap(fn tap) (remove func()) {
 
 // termtextLine makes a short single line of untrusted text for an error.
 func termtextLine(s string) string {
-	return truncate(termtext.String(strings.ReplaceAll(s, "\n", " ")), 200)
+	return termtext.Clip(termtext.String(strings.ReplaceAll(s, "\n", " ")), 200)
 }
 
 // dispatch fans a notification line out; reader goroutine only.

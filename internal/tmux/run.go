@@ -98,7 +98,7 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 		return RunResult{}, fmt.Errorf("%w: %s is in %s, this client watches %s", ErrNotInSession, pane, st.session, c.session)
 	}
 	if !slices.Contains(c.opts.Shells, st.command) {
-		return RunResult{}, fmt.Errorf("%w: %s is running %q", ErrNotAtPrompt, pane, termtext.String(truncate(st.command, 64)))
+		return RunResult{}, fmt.Errorf("%w: %s is running %q", ErrNotAtPrompt, pane, termtext.String(termtext.Clip(st.command, 64)))
 	}
 
 	tr := newRunTracker(opt.MaxOutput, st.keys)
@@ -167,11 +167,11 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 			c.runWait(promptCtx, pane, tr, func(n *runState) bool { return n.prompts > s.prompts })
 			promptCancel()
 		}
-		return RunResult{}, fmt.Errorf("%w: %q", ErrIncompleteCommand, truncate(command, 64))
+		return RunResult{}, fmt.Errorf("%w: %q", ErrIncompleteCommand, termtext.Clip(command, 64))
 	}
 	if err := c.runWait(ctx, pane, tr, func(s *runState) bool { return s.finished }); err != nil {
 		if errors.Is(err, ErrTimeout) {
-			return RunResult{}, fmt.Errorf("%w: %q still running in %s after %v", ErrTimeout, truncate(command, 64), pane, time.Since(start).Round(time.Millisecond))
+			return RunResult{}, fmt.Errorf("%w: %q still running in %s after %v", ErrTimeout, termtext.Clip(command, 64), pane, time.Since(start).Round(time.Millisecond))
 		}
 		return RunResult{}, err
 	}

@@ -45,7 +45,7 @@ func (c *Client) WaitShell(ctx context.Context, pane PaneID) error {
 		case slices.Contains(c.opts.Shells, st.command):
 			return nil
 		case st.command != "tmux":
-			return fmt.Errorf("%w: %s is running %q", ErrNotAtPrompt, pane, termtext.String(truncate(st.command, 64)))
+			return fmt.Errorf("%w: %s is running %q", ErrNotAtPrompt, pane, termtext.String(termtext.Clip(st.command, 64)))
 		}
 		select {
 		case <-wake:

@@ -22,6 +22,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/stem-edu/stem/internal/evring"
 )
 
 // Tile is one student's tile.
@@ -46,12 +48,12 @@ type Board struct {
 	mu      sync.Mutex
 	tiles   map[string]*Tile
 	version int64
-	changed chan struct{} // closed and replaced on every change
+	changed evring.Signal // after every change
 }
 
 // NewBoard makes a board with an empty tile for each student.
 func NewBoard(students []string) *Board {
-	b := &Board{tiles: map[string]*Tile{}, changed: make(chan struct{})}
+	b := &Board{tiles: map[string]*Tile{}}
 	for _, s := range students {
 		b.version++
 		b.tiles[s] = &Tile{Student: s, State: "connecting", Flags: []string{}, Version: b.version}
@@ -82,8 +84,7 @@ func (b *Board) Update(student string, f func(*Tile)) {
 	b.version++
 	t.Version = b.version
 	b.tiles[student] = &t
-	close(b.changed)
-	b.changed = make(chan struct{})
+	b.changed.Broadcast()
 }
 
 func equal(a, b *Tile) bool {
@@ -113,6 +114,7 @@ func equal(a, b *Tile) bool {
 // Since returns the tiles changed after version v (by need, then name),
 // the board's version now, and a channel closed at the next change.
 func (b *Board) Since(v int64) ([]Tile, int64, <-chan struct{}) {
+	changed := b.changed.C() // before reading: a change after this closes it
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Tile
@@ -127,7 +129,7 @@ func (b *Board) Since(v int64) ([]Tile, int64, <-chan struct{}) {
 		}
 		return out[i].Student < out[j].Student
 	})
-	return out, b.version, b.changed
+	return out, b.version, changed
 }
 
 // Has says whether student has a tile.

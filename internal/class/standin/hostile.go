@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // The hostile gates' modes: what a student who replaces `stem-mcp gate`
@@ -66,7 +67,7 @@ func Hostile(mode, verb string, in io.Reader, out io.Writer) int {
 }
 
 func hostileStatus() gatestatus.Status {
-	return gatestatus.Status{Account: "anna", Grant: "kowalski", Level: "observe", Instances: []gatestatus.InstanceStatus{{
+	return gatestatus.Status{Account: "anna", Grant: "kowalski", Level: levels.Observe.String(), Instances: []gatestatus.InstanceStatus{{
 		Instance: Instance, Registered: true, ContainerID: strings.Repeat("b", 64), Profile: "native-amd64",
 		Series: "demo", Card: "hello", Task: "1", Tmux: true, Nvim: true, Answers: true,
 	}}}

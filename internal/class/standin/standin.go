@@ -36,6 +36,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // Instance is every stand-in student's one instance.
@@ -213,7 +214,7 @@ func (s *Server) status(user string) (gatestatus.Status, error) {
 	if err := f.Sync(); err != nil {
 		return gatestatus.Status{}, err
 	}
-	return gatestatus.Status{Account: user, Grant: "kowalski", Level: "observe", Instances: []gatestatus.InstanceStatus{{
+	return gatestatus.Status{Account: user, Grant: "kowalski", Level: levels.Observe.String(), Instances: []gatestatus.InstanceStatus{{
 		Instance: Instance, Registered: true, ContainerID: strings.Repeat("a", 64), Profile: "native-amd64",
 		Series: "demo", Card: "hello", Task: "1", Tmux: true, Nvim: true, Answers: true,
 	}}}, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // GrantOptions are `access grant`'s inputs.
@@ -62,7 +63,7 @@ automation key must be a separate key, made with "stemctl access keygen".`,
 	cmd.Flags().StringVar(&opts.KeyFile, "key", "", "the teacher's automation public key file, or - for stdin (required)")
 	cmd.Flags().StringVar(&opts.Level, "level", "", "observe, assist or full (required)")
 	cmd.Flags().StringArrayVar(&opts.Instances, "instance", nil, "allow only this instance (repeat for more; default every instance)")
-	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed(levels.Names()...))
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
 	cmd.Flags().StringVar(&opts.From, "from", "", "accept the key only from these hosts/addresses (sshd from= patterns)")
 	cmd.Flags().StringVar(&opts.Expires, "expires", "", "end of the grant: 2025-06-30, \"2025-06-30 18:00\", RFC 3339, or 8h / 14d")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/stem-edu/stem/internal/cmd/agent/attach"
 	"github.com/stem-edu/stem/internal/cmd/agent/start"
 	"github.com/stem-edu/stem/internal/cmd/agent/stop"
@@ -84,5 +86,25 @@ func TestStopSelectors(t *testing.T) {
 	cmd.SetArgs([]string{"a1b2c3", "0f0f0f"})
 	if err := cmd.Execute(); err != nil || !slices.Equal(got.IDs, []string{"a1b2c3", "0f0f0f"}) {
 		t.Fatalf("%v %+v", err, got)
+	}
+}
+
+// start and attach refuse an unknown --level as a usage mistake before
+// they look at the provider or an instance (the factory has neither).
+func TestLaunchRefusesUnknownLevel(t *testing.T) {
+	for name, cmd := range map[string]*cobra.Command{
+		"start":  start.NewCmdStart(factory(), nil),
+		"attach": attach.NewCmdAttach(factory(), nil),
+	} {
+		args := []string{"codex", "rp2350", "demo", "hello", "3", "--level", "admin"}
+		if name == "attach" {
+			args = []string{"codex", "--instance", "native-amd64-demo-hello-t1", "--level", "admin"}
+		}
+		cmd.SetArgs(args)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		err := cmd.Execute()
+		if err == nil || !cmdutil.IsFlagError(err) || !strings.Contains(err.Error(), `--level: unknown level "admin"`) {
+			t.Errorf("%s --level admin: %v", name, err)
+		}
 	}
 }

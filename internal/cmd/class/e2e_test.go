@@ -25,6 +25,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
@@ -47,9 +48,9 @@ type labStudent struct {
 // newLab makes one student account per level, side by side, each
 // granting the teacher's key at its level, and reports what each step
 // cost per student.
-func newLab(t *testing.T, levels []string, bin, pub string) []labStudent {
+func newLab(t *testing.T, grantLevels []string, bin, pub string) []labStudent {
 	t.Helper()
-	n := len(levels)
+	n := len(grantLevels)
 	lab := make([]labStudent, n)
 	var mu sync.Mutex
 	var made, loaded, up, granted time.Duration
@@ -84,7 +85,7 @@ func newLab(t *testing.T, levels []string, bin, pub string) []labStudent {
 				errs[i] = err
 				return
 			}
-			if r, err := st.a.Run(nil, "access", "grant", "--name", "kowalski", "--key", keyFile, "--level", levels[i]); err != nil || r.Code != 0 {
+			if r, err := st.a.Run(nil, "access", "grant", "--name", "kowalski", "--key", keyFile, "--level", grantLevels[i]); err != nil || r.Code != 0 {
 				errs[i] = fmt.Errorf("grant as %s: %v %d\n%s", st.s.Name, err, r.Code, r.Stderr)
 				return
 			}
@@ -162,8 +163,8 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 
 	// Five students (the least for make test). s2's grant is full
 	// (the control for refusals by level), s4's assist; the others observe.
-	levels := []string{access.Observe, access.Full, access.Observe, access.Assist, access.Observe}
-	lab := newLab(t, levels, bin, key.PublicLine)
+	grantLevels := []string{levels.Observe.String(), levels.Full.String(), levels.Observe.String(), levels.Assist.String(), levels.Observe.String()}
+	lab := newLab(t, grantLevels, bin, key.PublicLine)
 
 	ios, _, out, errOut := iostreams.Test()
 	cfg := filepath.Join(teacherHome, ".config", "stem")
@@ -217,7 +218,7 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 	}
 	for i, n := range names {
 		r := byName[n]
-		if r.Reach != class.ReachOK || r.Level != levels[i] || r.ClaimedAccount != lab[i].s.Name || len(r.Flags) != 0 ||
+		if r.Reach != class.ReachOK || r.Level != grantLevels[i] || r.ClaimedAccount != lab[i].s.Name || len(r.Flags) != 0 ||
 			len(r.Instances) != 1 || r.Instances[0].Instance != instance || r.Instances[0].State != "answers" ||
 			r.Instances[0].Task != "1" || r.Instances[0].Card != "hello" || r.Instances[0].Profile != "native-amd64" {
 			t.Errorf("%s: %+v\nsshd log:\n%s", n, r, srv.Log())

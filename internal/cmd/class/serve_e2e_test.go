@@ -21,6 +21,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -161,7 +162,7 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	// Five students. s1's grant is assist (the student page's actions),
 	// the others' observe.
 	const n = 5
-	lab := newLab(t, []string{access.Assist, access.Observe, access.Observe, access.Observe, access.Observe}, bin, key.PublicLine)
+	lab := newLab(t, []string{levels.Assist.String(), levels.Observe.String(), levels.Observe.String(), levels.Observe.String(), levels.Observe.String()}, bin, key.PublicLine)
 
 	ios, _, out, errOut := iostreams.Test()
 	cfg := filepath.Join(teacherHome, ".config", "stem")

@@ -16,6 +16,7 @@ import (
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/cmd/teacher"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/sessionevent"
 )
 
 // StatusOptions are `class status`'s inputs.
@@ -310,16 +311,16 @@ func outcome(o *class.Outcome, now time.Time) string {
 	}
 	var what string
 	switch o.Type {
-	case "build_failed", "test_failed":
+	case sessionevent.BuildFailed, sessionevent.TestFailed:
 		what = o.Action + " failed"
 		if o.Action == "" {
 			what = strings.TrimSuffix(o.Type, "_failed") + " failed"
 		}
-	case "program_crashed":
+	case sessionevent.ProgramCrashed:
 		what = "crashed " + o.Signal
-	case "gdb_stopped":
+	case sessionevent.GDBStopped:
 		what = "gdb stop"
-	case "program_exited":
+	case sessionevent.ProgramExited:
 		switch {
 		case o.Action != "" && o.OK():
 			what = o.Action + " ok"

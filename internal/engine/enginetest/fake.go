@@ -23,6 +23,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Fake is the in-memory engine; NewFake makes one.
@@ -257,10 +258,10 @@ func (f *Fake) LogTail(_ context.Context, id string, _ int) (string, error) {
 }
 
 // Probe is a server probe for the fake's servers: something accepts
-// connections on the socket.
+// connections on the socket (reached as stem reaches real ones, through
+// unixpin).
 func Probe(ctx context.Context, path string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	c, err := unixpin.Dial(ctx, path)
 	if err != nil {
 		return err
 	}

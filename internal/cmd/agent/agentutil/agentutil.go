@@ -76,6 +76,19 @@ func removeSandbox(f *cmdutil.Factory) func(context.Context, string) error {
 	}
 }
 
+// CheckLaunch checks what start and attach are given before anything
+// runs: --level, then the provider (CheckProvider).
+func CheckLaunch(f *cmdutil.Factory, provider, level string, here bool) (levels.Level, error) {
+	l, err := levels.Parse(level)
+	if err != nil {
+		return 0, cmdutil.FlagErrorf("--level: %v", err)
+	}
+	if err := CheckProvider(f, provider, here); err != nil {
+		return 0, err
+	}
+	return l, nil
+}
+
 // CheckProvider fails early (before any container starts) with every
 // refusal that does not need the instance: an unknown provider, a missing
 // program, the adapter's checks (Gemini's settings directory, a custom
@@ -135,13 +148,13 @@ func InstanceName(ctx context.Context, f *cmdutil.Factory, ref string) (string, 
 	return rec.Instance, nil
 }
 
-// ParseLevel reads --level.
-func ParseLevel(s string) (levels.Level, error) {
-	l, err := levels.Parse(s)
-	if err != nil {
-		return 0, cmdutil.FlagErrorf("--level: %v", err)
-	}
-	return l, nil
+// AddLaunchFlags registers the flags start and attach share: --level,
+// --here and --background.
+func AddLaunchFlags(cmd *cobra.Command, level *string, here, background *bool) {
+	cmd.Flags().StringVar(level, "level", levels.Assist.String(), "access level of the agent's stem-mcp: observe, assist or full")
+	cmd.Flags().BoolVar(here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
+	cmd.Flags().BoolVar(background, "background", false, "open the agent's window without switching the student's tmux to it")
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions(levels.Names(), cobra.ShellCompDirectiveNoFileComp))
 }
 
 // LaunchOptions are what start and attach share.

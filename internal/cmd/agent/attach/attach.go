@@ -72,22 +72,16 @@ and nvim answering) and the agent joins its session.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the running instance (name or container id)")
-	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
-	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
-	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
+	agentutil.AddLaunchFlags(cmd, &opts.Level, &opts.Here, &opts.Background)
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
-	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
 
 // Run starts the agent on the running instance.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.ParseLevel(opts.Level)
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
 	if err != nil {
-		return err
-	}
-	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
 	}
 	m, err := opts.F.Manager(ctx)

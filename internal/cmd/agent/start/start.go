@@ -91,21 +91,15 @@ Arguments after -- go to the provider's CLI.`,
 	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
 	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(1))
 	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
-	cmd.Flags().StringVar(&opts.Level, "level", "assist", "access level of the agent's stem-mcp: observe, assist or full")
-	cmd.Flags().BoolVar(&opts.Here, "here", false, "run the agent in this terminal instead of a window of the student's tmux")
-	cmd.Flags().BoolVar(&opts.Background, "background", false, "open the agent's window without switching the student's tmux to it")
-	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	agentutil.AddLaunchFlags(cmd, &opts.Level, &opts.Here, &opts.Background)
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
 }
 
 // Run starts the agent.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.ParseLevel(opts.Level)
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
 	if err != nil {
-		return err
-	}
-	if err := agentutil.CheckProvider(opts.F, opts.Provider, opts.Here); err != nil {
 		return err
 	}
 	r, err := cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)

@@ -15,6 +15,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // Options are show's inputs.
@@ -68,7 +69,7 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))
 	cmd.RegisterFlagCompletionFunc("agent", agentutil.CompleteAgent(f))
-	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{"observe", "assist", "full"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions(levels.Names(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("event", cobra.FixedCompletions(audit.Events(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -57,7 +57,7 @@ reads a resource instead.`,
 			return Run(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Level, "level", "observe", "access level of the stem-mcp started for the call")
+	cmd.Flags().StringVar(&opts.Level, "level", levels.Observe.String(), "access level of the stem-mcp started for the call")
 	// The tool names of the chosen level (package levels: no server needed).
 	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
@@ -69,7 +69,7 @@ reads a resource instead.`,
 		}
 		return append(levels.ToolNames(l), "resource:stem://context"), cobra.ShellCompDirectiveNoFileComp
 	}
-	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed("observe", "assist", "full"))
+	cmd.RegisterFlagCompletionFunc("level", cmdutil.Fixed(levels.Names()...))
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "a fixed instance instead of the selection")
 	cmd.Flags().StringVar(&opts.RawJSON, "args", "", "the tool's arguments as one JSON object")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "give up after this long")

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/stem-edu/stem/internal/evring"
 )
 
 const (
@@ -21,21 +23,6 @@ const (
 	// maxGDBKeys bounds the fields kept of one gdb stop.
 	maxGDBKeys = 16
 )
-
-// ring is one student's share of the class's events, oldest first.
-type ring struct {
-	evs     []Event
-	dropped int64
-}
-
-// add keeps e, dropping this student's own oldest past max.
-func (r *ring) add(e Event, max int) {
-	r.evs = append(r.evs, e)
-	if n := len(r.evs) - max; n > 0 {
-		r.evs = slices.Delete(r.evs, 0, n)
-		r.dropped += int64(n)
-	}
-}
 
 var gdbKeyRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
@@ -105,38 +92,25 @@ type Page struct {
 // of them and about MaxPageBytes of JSON, waiting up to wait for the
 // first.
 func (h *Hub) Page(ctx context.Context, seq int64, wait time.Duration) Page {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
+	return evring.Wait(ctx, &h.changed, wait, func() (Page, bool) {
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		p := h.pageLocked(seq)
-		changed := h.changed
-		h.mu.Unlock()
-		if len(p.Events) > 0 || wait <= 0 {
-			return p
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return p
-		case <-ctx.Done():
-			return p
-		}
-	}
+		return p, len(p.Events) > 0
+	})
 }
 
 func (h *Hub) pageLocked(seq int64) Page {
 	p := Page{Events: []Event{}, Next: seq}
 	var all []Event
 	for name, r := range h.rings {
-		if r.dropped > 0 {
+		if d := r.Dropped(); d > 0 {
 			if p.Dropped == nil {
 				p.Dropped = map[string]int64{}
 			}
-			p.Dropped[name] = r.dropped
+			p.Dropped[name] = d
 		}
-		i := sort.Search(len(r.evs), func(i int) bool { return r.evs[i].Seq > seq })
-		all = append(all, r.evs[i:]...)
+		all = append(all, r.After(seq)...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Seq < all[j].Seq })
 	size := 0
