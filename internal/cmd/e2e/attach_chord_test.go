@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +93,9 @@ func hostLineFlow(t *testing.T, a *account) {
 	// exists, so the test makes nothing in it.
 	spDir := filepath.Join(a.Base, "state", "decisions", inst)
 	waitFor(t, 20*time.Second, "stemctl made the spool", func() bool { _, err := os.Stat(spDir); return err == nil })
+	if fi, err := os.Stat(spDir); err != nil || (a.Cred != nil && fi.Sys().(*syscall.Stat_t).Uid != a.Cred.Uid) {
+		t.Fatalf("the spool %s is not the student's: %v", spDir, err)
+	}
 	sp, err := decision.Open(filepath.Join(a.Base, "state"), inst)
 	if err != nil {
 		t.Fatal(err)
