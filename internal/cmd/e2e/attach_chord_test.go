@@ -2,10 +2,13 @@ package e2e_test
 
 import (
 	"context"
-	"os/exec"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,19 +18,30 @@ import (
 )
 
 // asked is a question put to the student through the instance's host
-// spool, as stem-mcp puts an approval.
+// spool by a process of the account's user, as stem-mcp puts an approval.
 type asked struct {
-	q    decision.Question
+	id   string
 	done chan struct{}
 	a    decision.Answer
 	err  error
 }
 
-func ask(ctx context.Context, t *testing.T, sp *decision.Spool, text string) *asked {
+func ask(ctx context.Context, t *testing.T, a *account, inst, text string) *asked {
 	t.Helper()
-	as := &asked{q: decision.Question{ID: decision.NewID(), Kind: "approval", From: "agent codex", Text: text,
-		Choices: []decision.Choice{decision.Yes, decision.No, decision.While}, Expires: time.Now().Add(time.Hour)}, done: make(chan struct{})}
-	go func() { defer close(as.done); as.a, as.err = sp.Ask(ctx, as.q) }()
+	as := &asked{id: decision.NewID(), done: make(chan struct{})}
+	cmd := a.Command(ctx, a.asker(t), inst, as.id, text)
+	cmd.Env = append(cmd.Env, askEnv+"="+filepath.Join(a.Base, "state"))
+	go func() {
+		defer close(as.done)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			as.err = fmt.Errorf("%v: %s", err, stderr.String())
+			return
+		}
+		as.err = json.Unmarshal(out, &as.a)
+	}()
 	return as
 }
 
@@ -37,7 +51,7 @@ func (as *asked) pending(t *testing.T, sp *decision.Spool) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.ContainsFunc(qs, func(q decision.Question) bool { return q.ID == as.q.ID })
+	return slices.ContainsFunc(qs, func(q decision.Question) bool { return q.ID == as.id })
 }
 
 // TestAttachHostLineAnswers runs the real `stemctl attach` on a pty against
@@ -49,28 +63,43 @@ func (as *asked) pending(t *testing.T, sp *decision.Spool) bool {
 //   - a tmux client of the container's own, and send-keys from inside the
 //     container, type Ctrl-], y and a while the question is pending: their
 //     keys reach the container's tmux (the control) and answer nothing.
+//
+// It runs as root with root's Podman and as a non-root student with
+// rootless Podman (the asker, stemctl and the container's commands as
+// that student).
 func TestAttachHostLineAnswers(t *testing.T) {
-	a := newAccount(t)
-	inst, sock, cid := attachedInstance(t, a)
-	sp, err := decision.Open(filepath.Join(a.Base, "state"), inst)
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range podmanModes {
+		t.Run(mode, func(t *testing.T) { hostLineFlow(t, modeAccount(t, mode)) })
 	}
+}
+
+func hostLineFlow(t *testing.T, a *account) {
+	inst, sock, cid := attachedInstance(t, a)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	// A window whose program shows the keys it gets: what reaches the
 	// container is on screen.
-	tmuxOut(t, sock, "new-window", "-n", "cat", "cat")
-	cmd := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
-	cmd.Env = a.Env
+	a.tmuxOut(sock, "new-window", "-n", "cat", "cat")
+	cmd := a.Command(ctx, filepath.Join(a.Bin, "stemctl"), "attach", inst)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 160, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
 	screen := record(f)
-	waitFor(t, 20*time.Second, "stemctl's client attached", func() bool { return clientCount(sock)() == 1 })
+	waitFor(t, 20*time.Second, "stemctl's client attached", func() bool { return a.clientCount(sock) == 1 })
+	// The spool is stemctl's (the student's): opened here only once it
+	// exists, so the test makes nothing in it.
+	spDir := filepath.Join(a.Base, "state", "decisions", inst)
+	waitFor(t, 20*time.Second, "stemctl made the spool", func() bool { _, err := os.Stat(spDir); return err == nil })
+	if fi, err := os.Stat(spDir); err != nil || (a.Cred != nil && fi.Sys().(*syscall.Stat_t).Uid != a.Cred.Uid) {
+		t.Fatalf("the spool %s is not the student's: %v", spDir, err)
+	}
+	sp, err := decision.Open(filepath.Join(a.Base, "state"), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 20*time.Second, "stemctl present on the spool", func() bool { return len(sp.Present()) == 1 })
 	if in := sp.Present()[0].Input; !strings.HasPrefix(in, "host terminal /dev/pts/") || !strings.HasSuffix(in, " (stemctl attach)") {
 		t.Fatalf("present as %q, want the host terminal", in)
@@ -81,10 +110,10 @@ func TestAttachHostLineAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	capture := func() string { return tmuxOut(t, sock, "capture-pane", "-p", "-t", "stem:cat") }
+	capture := func() string { return a.tmuxOut(sock, "capture-pane", "-p", "-t", "stem:cat") }
 
 	t.Run("typing answers nothing", func(t *testing.T) {
-		as := ask(ctx, t, sp, "run the tests (typing)")
+		as := ask(ctx, t, a, inst, "run the tests (typing)")
 		waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex: run the tests (typing)"))
 		typed := ""
 		for _, k := range []string{"a", "n", "d", " ", "s", "o", "y"} {
@@ -117,7 +146,7 @@ func TestAttachHostLineAnswers(t *testing.T) {
 	} {
 		t.Run("chord "+c.name, func(t *testing.T) {
 			text := "run the tests (" + c.name + ")"
-			as := ask(ctx, t, sp, text)
+			as := ask(ctx, t, a, inst, text)
 			waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex: "+text))
 			for i, k := range c.keys {
 				m := screen.mark()
@@ -140,23 +169,23 @@ func TestAttachHostLineAnswers(t *testing.T) {
 	}
 
 	t.Run("the container's own keys answer nothing", func(t *testing.T) {
-		as := ask(ctx, t, sp, "run the tests (forged)")
+		as := ask(ctx, t, a, inst, "run the tests (forged)")
 		waitFor(t, 20*time.Second, "the host line shows the question", screen.shows("agent codex: run the tests (forged)"))
 		// A client of the container's own, at a terminal.
-		evil := exec.Command("podman", "exec", "-it", "-e", "TERM=xterm-256color", cid, "tmux", "-S", sock, "attach-session", "-t", "stem")
+		evil := a.host(ctx, "podman", "exec", "-it", "-e", "TERM=xterm-256color", cid, "tmux", "-S", sock, "attach-session", "-t", "stem")
 		ef, err := pty.StartWithSize(evil, &pty.Winsize{Cols: 160, Rows: 30})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { evil.Process.Kill(); evil.Wait(); ef.Close() }()
 		record(ef)
-		waitFor(t, 20*time.Second, "the container's client attached", func() bool { return clientCount(sock)() == 2 })
+		waitFor(t, 20*time.Second, "the container's client attached", func() bool { return a.clientCount(sock) == 2 })
 		for _, k := range []string{"\x1d", "y", "\x1d", "a", "y", "Q"} {
 			ef.Write([]byte(k)) // each key its own write, as a person types
 		}
 		// send-keys from inside the container.
 		for _, k := range []string{"C-]", "y", "C-]", "a", "y", "Z"} {
-			if out, err := exec.Command("podman", "exec", cid, "tmux", "-S", sock, "send-keys", "-t", "stem:cat", k).CombinedOutput(); err != nil {
+			if out, err := a.host(ctx, "podman", "exec", cid, "tmux", "-S", sock, "send-keys", "-t", "stem:cat", k).CombinedOutput(); err != nil {
 				t.Fatalf("send-keys %s: %v %s", k, err, out)
 			}
 		}

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"os/exec"
@@ -30,14 +31,26 @@ func attachedInstance(t *testing.T, a *account) (inst, sock, cid string) {
 	return inst, filepath.Join(st.Record.SocketDir, "t.sock"), st.Record.ContainerID
 }
 
-// tmuxOut runs the host's tmux against the container's server.
-func tmuxOut(t *testing.T, sock string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
+// tmuxOut runs the host's tmux, as the account's user, against the
+// container's server.
+func (a *account) tmuxOut(sock string, args ...string) string {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := a.host(ctx, "tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("tmux %v: %v %s", args, err, out)
+		a.t.Fatalf("tmux %v: %v %s", args, err, out)
 	}
 	return string(out)
+}
+
+// clientCount is how many clients not in control mode the container's
+// tmux has.
+func (a *account) clientCount(sock string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, _ := a.host(ctx, "tmux", "-S", sock, "list-clients", "-F", "#{client_control_mode}").Output()
+	return strings.Count(string(out), "0")
 }
 
 func clientCount(sock string) func() int {
@@ -52,35 +65,41 @@ func clientCount(sock string) func() int {
 // through passthrough and a title report query. Two clients watch the same
 // window: `stemctl attach` (whose terminal must get none of it) and, as the
 // control, a plain `podman exec -it ... tmux attach` (whose terminal gets
-// all of it).
+// all of it). It runs rootful and rootless.
 func TestAttachGuardsTheHostTerminal(t *testing.T) {
-	a := newAccount(t)
-	inst, sock, cid := attachedInstance(t, a)
-	tmuxOut(t, sock, "set-option", "-g", "set-clipboard", "on")
-	tmuxOut(t, sock, "set-option", "-g", "allow-passthrough", "on")
+	for _, mode := range podmanModes {
+		t.Run(mode, func(t *testing.T) { guardFlow(t, modeAccount(t, mode)) })
+	}
+}
 
-	guarded := exec.Command(filepath.Join(bins(t), "stemctl"), "attach", inst)
-	guarded.Env = a.Env
+func guardFlow(t *testing.T, a *account) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inst, sock, cid := attachedInstance(t, a)
+	a.tmuxOut(sock, "set-option", "-g", "set-clipboard", "on")
+	a.tmuxOut(sock, "set-option", "-g", "allow-passthrough", "on")
+
+	guarded := a.Command(ctx, filepath.Join(a.Bin, "stemctl"), "attach", inst)
 	gf, err := pty.StartWithSize(guarded, &pty.Winsize{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { guarded.Process.Kill(); guarded.Wait(); gf.Close() }()
 	gscreen := record(gf)
-	waitFor(t, 20*time.Second, "stemctl's client attached", func() bool { return clientCount(sock)() == 1 })
+	waitFor(t, 20*time.Second, "stemctl's client attached", func() bool { return a.clientCount(sock) == 1 })
 
-	plain := exec.Command("podman", "exec", "-it", "-e", "TERM=xterm-256color", cid, "tmux", "-S", sock, "attach-session", "-t", "stem")
+	plain := a.host(ctx, "podman", "exec", "-it", "-e", "TERM=xterm-256color", cid, "tmux", "-S", sock, "attach-session", "-t", "stem")
 	pf, err := pty.StartWithSize(plain, &pty.Winsize{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { plain.Process.Kill(); plain.Wait(); pf.Close() }()
 	pscreen := record(pf)
-	waitFor(t, 20*time.Second, "the control client attached", func() bool { return clientCount(sock)() == 2 })
+	waitFor(t, 20*time.Second, "the control client attached", func() bool { return a.clientCount(sock) == 2 })
 
 	// The host line's row is the relay's: tmux sizes stemctl's client to
 	// 29 rows, the plain one to 30.
-	heights := tmuxOut(t, sock, "list-clients", "-F", "#{client_height}")
+	heights := a.tmuxOut(sock, "list-clients", "-F", "#{client_height}")
 	if !strings.Contains(heights, "29\n") || !strings.Contains(heights, "30\n") {
 		t.Fatalf("client heights %q: want 29 (stemctl) and 30 (plain)", heights)
 	}
@@ -92,7 +111,7 @@ func TestAttachGuardsTheHostTerminal(t *testing.T) {
 		`printf '\033Ptmux;\033\033P$qm\033\033\\\033\\'; ` +
 		`printf '\033Ptmux;\033\033[21t\033\\'; ` +
 		`printf 'MARK%s\n' done; sleep 600`
-	tmuxOut(t, sock, "new-window", "sh", "-c", script)
+	a.tmuxOut(sock, "new-window", "sh", "-c", script)
 	waitFor(t, 20*time.Second, "the control's terminal shows the pane's output", pscreen.shows("MARKdone"))
 	waitFor(t, 20*time.Second, "stemctl's terminal shows the pane's output", gscreen.shows("MARKdone"))
 

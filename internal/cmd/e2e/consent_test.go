@@ -216,9 +216,17 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 // answers the question, and returns what the terminal showed.
 func loosenOnTerminal(t *testing.T, a *testenv.Account, inst, answer string) string {
 	t.Helper()
+	return answerOnTerminal(t, a, answer, "policy", inst, "--loosen")
+}
+
+// answerOnTerminal runs stemctl with args on a pty, answers its [y/N]
+// question, and returns what the terminal showed.
+func answerOnTerminal(t *testing.T, a *testenv.Account, answer string, args ...string) string {
+	t.Helper()
+	what := "stemctl " + strings.Join(args, " ")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := a.Command(ctx, filepath.Join(a.Bin, "stemctl"), "policy", inst, "--loosen")
+	cmd := a.Command(ctx, filepath.Join(a.Bin, "stemctl"), args...)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +252,7 @@ func loosenOnTerminal(t *testing.T, a *testenv.Account, inst, answer string) str
 	for !strings.Contains(shown(), "[y/N]") {
 		select {
 		case <-done:
-			t.Fatalf("stemctl policy --loosen ended without asking:\n%s", shown())
+			t.Fatalf("%s ended without asking:\n%s", what, shown())
 		case <-ctx.Done():
 			t.Fatalf("no question:\n%s", shown())
 		case <-time.After(10 * time.Millisecond):
@@ -254,7 +262,7 @@ func loosenOnTerminal(t *testing.T, a *testenv.Account, inst, answer string) str
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("stemctl policy --loosen: %v\n%s", err, shown())
+		t.Fatalf("%s: %v\n%s", what, err, shown())
 	}
 	<-done
 	return shown()
