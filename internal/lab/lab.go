@@ -65,18 +65,59 @@ func Add(ctx context.Context, o *Options, students []Student) ([]Step, error) {
 			return nil, err
 		}
 	}
+	ids, err := imageIDs(ctx, o.Images)
+	if err != nil {
+		return nil, err
+	}
+	return each(ctx, o, students, ids, true)
+}
+
+// Update brings every account of the roster (or the named ones) up to
+// date: images whose id changed are loaded, new cards copied, missing
+// settings made, exactly as Add does, but a missing account is reported
+// rather than made. The students' cards and files are left as they are.
+func Update(ctx context.Context, o *Options, names []string) ([]Step, error) {
+	if len(names) == 0 {
+		rows, err := ReadRoster(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			names = append(names, r.Name)
+		}
+	}
+	var students []Student
+	for _, n := range names {
+		if err := ValidName(n); err != nil {
+			return nil, err
+		}
+		students = append(students, Student{Name: n})
+	}
+	ids, err := imageIDs(ctx, o.Images)
+	if err != nil {
+		return nil, err
+	}
+	return each(ctx, o, students, ids, false)
+}
+
+// imageIDs are root's ids of refs: what each account must have.
+func imageIDs(ctx context.Context, refs []string) (map[string]string, error) {
 	ids := map[string]string{}
-	for _, ref := range o.Images {
+	for _, ref := range refs {
 		id, err := rootImageID(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
 		ids[ref] = id
 	}
+	return ids, nil
+}
+
+func each(ctx context.Context, o *Options, students []Student, ids map[string]string, create bool) ([]Step, error) {
 	var all []Step
 	var failed []string
 	for _, s := range students {
-		steps := addOne(ctx, o, s, ids)
+		steps := addOne(ctx, o, s, ids, create)
 		all = append(all, steps...)
 		for _, st := range steps {
 			if st.Result == Failed {
@@ -91,7 +132,7 @@ func Add(ctx context.Context, o *Options, students []Student) ([]Step, error) {
 	return all, nil
 }
 
-func addOne(ctx context.Context, o *Options, s Student, ids map[string]string) []Step {
+func addOne(ctx context.Context, o *Options, s Student, ids map[string]string, create bool) []Step {
 	var steps []Step
 	report := func(st Step) {
 		steps = append(steps, st)
@@ -99,7 +140,7 @@ func addOne(ctx context.Context, o *Options, s Student, ids map[string]string) [
 			o.Progress(st)
 		}
 	}
-	a, st, err := ensureUser(ctx, s)
+	a, st, err := ensureUser(ctx, s, create)
 	if err != nil {
 		st.Result, st.Detail = Failed, err.Error()
 		report(st)

@@ -32,7 +32,7 @@ type Step struct {
 }
 
 // ensureUser makes the account when it is missing.
-func ensureUser(ctx context.Context, s Student) (*Account, Step, error) {
+func ensureUser(ctx context.Context, s Student, create bool) (*Account, Step, error) {
 	st := Step{Account: s.Name, Name: "account"}
 	a, err := Lookup(s.Name)
 	if err == nil {
@@ -41,6 +41,9 @@ func ensureUser(ctx context.Context, s Student) (*Account, Step, error) {
 		}
 		st.Result, st.Detail = Already, fmt.Sprintf("uid %d, home %s", a.UID, a.Home)
 		return a, st, nil
+	}
+	if !create {
+		return nil, st, fmt.Errorf("%w (stemctl lab add %s makes it)", err, s.Name)
 	}
 	comment := s.FullName
 	if comment == "" {

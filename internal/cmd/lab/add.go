@@ -98,6 +98,12 @@ func RunAdd(ctx context.Context, opts *AddOptions) error {
 }
 
 func enrol(ctx context.Context, opts *AddOptions, verb string, students []lab.Student) error {
+	return prepare(ctx, opts, verb, func(o *lab.Options) ([]lab.Step, error) { return lab.Add(ctx, o, students) })
+}
+
+// prepare builds the lab's options from the flags, runs do, and prints
+// its steps.
+func prepare(ctx context.Context, opts *AddOptions, verb string, do func(*lab.Options) ([]lab.Step, error)) error {
 	if err := opts.needRoot(verb); err != nil {
 		return err
 	}
@@ -124,7 +130,7 @@ func enrol(ctx context.Context, opts *AddOptions, verb string, students []lab.St
 	if !opts.JSON {
 		o.Progress = progress(ios.Out)
 	}
-	steps, err := lab.Add(ctx, o, students)
+	steps, err := do(o)
 	if opts.JSON {
 		if steps == nil {
 			steps = []lab.Step{}
@@ -133,7 +139,7 @@ func enrol(ctx context.Context, opts *AddOptions, verb string, students []lab.St
 			return jerr
 		}
 	} else if err == nil {
-		fmt.Fprintf(ios.Out, "\n%d accounts ready; the teacher imports them with: stemctl class import CLASS %s\n", len(students), lab.RosterPath(o.Dir))
+		fmt.Fprintf(ios.Out, "\nevery account is ready; the teacher imports the roster with: stemctl class import CLASS %s\n", lab.RosterPath(o.Dir))
 	}
 	return failure(ios.ErrOut, err)
 }

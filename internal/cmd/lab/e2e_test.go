@@ -103,8 +103,9 @@ func accountName(t *testing.T) string {
 // TestLabAddTwice: lab add prepares two new accounts (with the teacher's
 // grant), a second run changes nothing, each account passes doctor,
 // sees the grant as its own and brings a task up rootless in the
-// workspace lab filled; the roster is what class import reads; lab rm
-// archives the student's edits, then removes the account.
+// workspace lab filled; the roster is what class import reads; lab
+// update rolls a changed image out and leaves the student's card alone;
+// lab rm archives the student's edits, then removes the account.
 func TestLabAddTwice(t *testing.T) {
 	needs.Real(t, "Podman, stem's images and real accounts")
 	needs.Root(t, "creates accounts")
@@ -199,6 +200,72 @@ func TestLabAddTwice(t *testing.T) {
 	data, err := os.ReadFile(lab.RosterPath(labDir))
 	if err != nil || !strings.Contains(string(data), a+","+a+"@labhost\n") || !strings.Contains(string(data), b+","+b+"@labhost\n") {
 		t.Fatalf("roster: %v\n%s", err, data)
+	}
+
+	// lab update: a changed image reaches the account, the student's
+	// edit stays, and a second update changes nothing.
+	bAcct, err := lab.Lookup(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bCard := filepath.Join(bAcct.Home, "dev", "workspace", "stem", "demo", "hello")
+	if out, err := bAcct.Command(context.Background(), "sh", "-c", `echo mine >> "$1/stem.toml"`, "sh", bCard).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	before, _ := os.ReadFile(filepath.Join(bCard, "stem.toml"))
+	ref := "localhost/stemlab-test-" + strings.TrimPrefix(a, student.Prefix) + ":latest"
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", ref).Run() })
+	update := func(version string) []lab.Step {
+		t.Helper()
+		build := exec.Command("podman", "build", "-q", "-t", ref, "-f", "-", t.TempDir())
+		build.Stdin = strings.NewReader("FROM " + native + "\nLABEL org.opencontainers.image.version=" + version + "\n")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v %s", ref, err, out)
+		}
+		id, _ := exec.Command("podman", "image", "inspect", "--format", "{{.Id}}", ref).Output()
+		t.Cleanup(func() { os.Remove(filepath.Join("/var/cache/stem/images", strings.TrimSpace(string(id))+".tar")) })
+		start := time.Now()
+		out, errOut, code := stemctl(t, bin, "lab", "update", "--lab-dir", labDir, "--image", ref, "--cards", cards, "--json")
+		if code != 0 {
+			t.Fatalf("lab update: exit %d\n%s\n%s", code, out, errOut)
+		}
+		t.Logf("lab update of 2 accounts to %s %s: %v", ref, version, time.Since(start))
+		return steps(t, out)
+	}
+	imageStep := func(st []lab.Step, who string) lab.Step {
+		for _, s := range st {
+			if s.Account == who && s.Name == "image "+ref {
+				return s
+			}
+		}
+		t.Fatalf("no image step for %s: %+v", who, st)
+		return lab.Step{}
+	}
+	update("1")
+	st := update("2")
+	if s := imageStep(st, b); s.Result != lab.Done {
+		t.Fatalf("the changed image did not reach %s: %+v", b, s)
+	}
+	label, err := bAcct.Command(context.Background(), "podman", "image", "inspect", "--format", `{{index .Labels "org.opencontainers.image.version"}}`, ref).Output()
+	if err != nil || strings.TrimSpace(string(label)) != "2" {
+		t.Fatalf("%s's %s is version %q: %v", b, ref, label, err)
+	}
+	for _, s := range st {
+		if s.Name == "cards" && s.Result != lab.Already {
+			t.Errorf("update touched the cards: %+v", s)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(bCard, "stem.toml")); !bytes.Equal(before, after) {
+		t.Fatalf("update changed the student's card:\n%s", after)
+	}
+	out, errOut, code = stemctl(t, bin, "lab", "update", "--lab-dir", labDir, "--image", ref, "--json")
+	if code != 0 {
+		t.Fatalf("lab update again: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, s := range steps(t, out) {
+		if s.Result != lab.Already && s.Result != lab.Skipped {
+			t.Errorf("second update changed %s: %+v", s.Account, s)
+		}
 	}
 
 	// An archive that cannot be written leaves the account as it is.

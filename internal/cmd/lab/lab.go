@@ -33,11 +33,12 @@ which the teacher imports with stemctl class import.`,
 		Example: `  stemctl lab add anna ben --cards /srv/course/cards
   stemctl lab import students.csv --cards /srv/course/cards --grant kowalski.pub --teacher kowalski --level observe
   stemctl lab status
+  stemctl lab update --image localhost/stem-native-amd64:latest
   stemctl lab rm anna
   stemctl lab doctor anna`,
 	}
 	cmd.AddCommand(doctor.NewCmdLabDoctor(f, nil), NewCmdAdd(f, nil), NewCmdImport(f, nil),
-		NewCmdStatus(f, nil), NewCmdRm(f, nil))
+		NewCmdUpdate(f, nil), NewCmdStatus(f, nil), NewCmdRm(f, nil))
 	return cmd
 }
 
