@@ -3,6 +3,8 @@ package lab
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,5 +77,20 @@ func TestStatusAndRmArgs(t *testing.T) {
 	cmd.SetArgs([]string{"anna", "ben"})
 	if err := cmd.Execute(); err != nil || rm == nil || len(rm.Names) != 2 {
 		t.Fatalf("%v %+v", err, rm)
+	}
+}
+
+// TestImportBadFile: every bad row is reported and no account is looked
+// at (Self would be called first).
+func TestImportBadFile(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Getenv: func(string) string { return "" },
+		Self: func() (string, error) { t.Error("went on to enrol"); return "", nil }}
+	csv := filepath.Join(t.TempDir(), "s.csv")
+	os.WriteFile(csv, []byte("name,full name\nanna,Anna\nRoot!\nanna\n"), 0o600)
+	err := RunImport(context.Background(), &AddOptions{F: f, common: common{Geteuid: func() int { return 0 }}, File: csv})
+	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "line 4: anna is already on line 2") {
+		t.Fatalf("%v", err)
 	}
 }
