@@ -20,7 +20,7 @@ import (
 
 func testOptions(t *testing.T) *Options {
 	return &Options{Dir: t.TempDir(), CacheDir: t.TempDir(), Host: "labhost", SubIDs: idmap.DefaultFiles,
-		LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system", TmpfilesDir: "/etc/tmpfiles.d"}
+		LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system", TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/lock/stem-lab.lock"}
 }
 
 // TestHostileHome: a student who points ~/.config and the workspace at
@@ -122,5 +122,53 @@ func TestHostileHome(t *testing.T) {
 		if out, _ := exec.Command("id", "daemon").Output(); len(out) == 0 {
 			t.Error("daemon is gone")
 		}
+	}
+}
+
+// TestConcurrentRanges: two lab runs at once, each for an account without
+// subordinate ids, give them ranges that do not overlap. The control:
+// the free range both would see without the lock is the same one.
+func TestConcurrentRanges(t *testing.T) {
+	needs.Real(t, "real accounts")
+	needs.Root(t, "creates accounts")
+	ctx := context.Background()
+	o := testOptions(t)
+	var names []string
+	for i := 0; i < 2; i++ {
+		b := make([]byte, 4)
+		rand.Read(b)
+		name := student.Prefix + "r" + hex.EncodeToString(b)
+		t.Cleanup(func() { Remove(context.Background(), o, name, time.Now()) })
+		if err := passwd(ctx, "useradd", "-m", "-K", "SUB_UID_COUNT=0", "-K", "SUB_GID_COUNT=0", name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	if a, b := doctor.FreeRange(o.SubIDs), doctor.FreeRange(o.SubIDs); a != b {
+		t.Fatalf("control: two reads gave %d and %d", a, b)
+	}
+	errs := make(chan error, 2)
+	for _, n := range names {
+		go func() {
+			_, err := Add(ctx, o, []Student{{Name: n}})
+			errs <- err
+		}()
+	}
+	for range names {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for _, n := range names {
+		a, err := Lookup(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := doctor.CheckSubIDs(&doctor.Env{User: n, UID: a.UID, SubIDs: o.SubIDs}); r.Status != doctor.OK {
+			t.Errorf("%s: %+v", n, r)
+		}
+	}
+	if rows, _ := ReadRoster(o.Dir); len(rows) != 2 {
+		t.Errorf("roster: %+v", rows)
 	}
 }

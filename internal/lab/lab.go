@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/idmap"
 )
 
@@ -43,6 +44,11 @@ type Options struct {
 	Grant *Grant
 	// Stemctl is the stemctl every account can run (for the grant).
 	Stemctl string
+
+	// Lock is a machine-wide lock file (/run/lock/stem-lab.lock): two lab
+	// runs at once would otherwise pick the same free range of
+	// subordinate ids, or lose each other's roster rows.
+	Lock string
 
 	SubIDs                idmap.Files
 	LingerDir, SystemdDir string
@@ -100,6 +106,16 @@ func Update(ctx context.Context, o *Options, names []string) ([]Step, error) {
 	return each(ctx, o, students, ids, false)
 }
 
+// locked runs a step under the machine-wide lock.
+func locked(ctx context.Context, o *Options, account, name string, step func() Step) Step {
+	unlock, err := filelock.Lock(ctx, o.Lock, filelock.Exclusive)
+	if err != nil {
+		return Step{Account: account, Name: name, Result: Failed, Detail: err.Error()}
+	}
+	defer unlock()
+	return step()
+}
+
 // imageIDs are root's ids of refs: what each account must have.
 func imageIDs(ctx context.Context, refs []string) (map[string]string, error) {
 	ids := map[string]string{}
@@ -147,7 +163,7 @@ func addOne(ctx context.Context, o *Options, s Student, ids map[string]string, c
 		return steps
 	}
 	report(st)
-	report(ensureSubIDs(ctx, o, a))
+	report(locked(ctx, o, a.Name, "subordinate ids", func() Step { return ensureSubIDs(ctx, o, a) }))
 	report(ensureRuntime(ctx, o, a))
 	report(ensurePodmanConfig(ctx, o, a))
 	for _, ref := range o.Images {
@@ -156,6 +172,6 @@ func addOne(ctx context.Context, o *Options, s Student, ids map[string]string, c
 	report(ensureCards(ctx, o, a))
 	report(ensureGit(ctx, o, a, s))
 	report(ensureGrant(ctx, o, a))
-	report(addToRoster(o, a.Name))
+	report(locked(ctx, o, a.Name, "roster", func() Step { return addToRoster(o, a.Name) }))
 	return steps
 }

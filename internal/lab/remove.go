@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/idmap"
 )
 
@@ -69,7 +70,12 @@ func Remove(ctx context.Context, o *Options, name string, now time.Time) ([]Step
 		report(st)
 		return steps, err
 	}
-	if err := dropFromRoster(o.Dir, name); err != nil {
+	unlock, err := filelock.Lock(ctx, o.Lock, filelock.Exclusive)
+	if err == nil {
+		err = dropFromRoster(o.Dir, name)
+		unlock()
+	}
+	if err != nil {
 		st.Result, st.Detail = Failed, err.Error()
 		report(st)
 		return steps, err
