@@ -30,14 +30,15 @@ import students, see which accounts are ready, remove one (its work archived
 first). Every step checks before it acts, so running a command again changes
 nothing. The accounts are listed in the lab's roster (` + DefaultDir + `/roster.csv),
 which the teacher imports with stemctl class import.`,
-		Example: `  stemctl lab add anna ben --cards /srv/course/cards
+		Example: `  stemctl lab init
+  stemctl lab add anna ben --cards /srv/course/cards
   stemctl lab import students.csv --cards /srv/course/cards --grant kowalski.pub --teacher kowalski --level observe
   stemctl lab status
   stemctl lab update --image localhost/stem-native-amd64:latest
   stemctl lab rm anna
   stemctl lab doctor anna`,
 	}
-	cmd.AddCommand(doctor.NewCmdLabDoctor(f, nil), NewCmdAdd(f, nil), NewCmdImport(f, nil),
+	cmd.AddCommand(doctor.NewCmdLabDoctor(f, nil), NewCmdInit(f, nil), NewCmdAdd(f, nil), NewCmdImport(f, nil),
 		NewCmdUpdate(f, nil), NewCmdStatus(f, nil), NewCmdRm(f, nil))
 	return cmd
 }

@@ -55,6 +55,8 @@ func TestNeedRoot(t *testing.T) {
 		RunImport(ctx, &AddOptions{F: f, common: c, File: "/nonexistent.csv"}),
 		RunStatus(ctx, &StatusOptions{F: f, common: c}),
 		RunRm(ctx, &RmOptions{F: f, common: c, Names: []string{"anna"}}),
+		RunInit(ctx, &InitOptions{F: f, common: c, Prefix: "/nonexistent"}),
+		RunUpdate(ctx, &AddOptions{F: f, common: c}),
 	}
 	for i, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "needs root") {
