@@ -20,7 +20,7 @@ import (
 
 func testOptions(t *testing.T) *Options {
 	return &Options{Dir: t.TempDir(), CacheDir: t.TempDir(), Host: "labhost", SubIDs: idmap.DefaultFiles,
-		LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system", TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/lock/stem-lab.lock"}
+		LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system", TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}
 }
 
 // TestHostileHome: a student who points ~/.config and the workspace at

@@ -39,7 +39,10 @@ func ensureImage(ctx context.Context, o *Options, a *Account, ref, id string) St
 		st.Result, st.Detail = Failed, err.Error()
 		return st
 	}
-	if _, err := a.as(ctx, nil, "podman", "load", "-q", "-i", archive); err != nil {
+	// The agent image is over a gigabyte: a loaded machine takes minutes.
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	if _, err := run(a.Command(lctx, "podman", "load", "-q", "-i", archive), nil); err != nil {
 		st.Result, st.Detail = Failed, err.Error()
 		return st
 	}

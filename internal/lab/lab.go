@@ -45,8 +45,9 @@ type Options struct {
 	// Stemctl is the stemctl every account can run (for the grant).
 	Stemctl string
 
-	// Lock is a machine-wide lock file (/run/lock/stem-lab.lock): two lab
-	// runs at once would otherwise pick the same free range of
+	// Lock is a machine-wide lock file in a directory only root writes
+	// (/run/stem-lab.lock; not /run/lock, where a student could hold it):
+	// two lab runs at once would otherwise pick the same free range of
 	// subordinate ids, or lose each other's roster rows.
 	Lock string
 

@@ -94,7 +94,7 @@ func accountName(t *testing.T) string {
 	name := student.Prefix + "l" + hex.EncodeToString(b)
 	t.Cleanup(func() {
 		if a, err := lab.Lookup(name); err == nil && a.UID >= 1000 {
-			lab.Remove(context.Background(), &lab.Options{Dir: t.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/lock/stem-lab.lock"}, name, time.Now())
+			lab.Remove(context.Background(), &lab.Options{Dir: t.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}, name, time.Now())
 		}
 	})
 	return name

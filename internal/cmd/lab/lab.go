@@ -74,7 +74,7 @@ func (c *common) options(f *cmdutil.Factory) (*lab.Options, error) {
 	o := &lab.Options{
 		Dir: c.Dir, CacheDir: "/var/cache/stem/images", Host: host, Stemctl: self,
 		SubIDs: idmap.DefaultFiles, LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system",
-		TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/lock/stem-lab.lock",
+		TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock",
 	}
 	if cc := f.Getenv("CONTAINERS_CONF"); cc != "" {
 		data, err := os.ReadFile(cc)
