@@ -61,10 +61,17 @@ func readableBin(t *testing.T) string {
 // stemctl runs root's stemctl and returns its stdout and exit code.
 func stemctl(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
+	return stemctlEnv(t, bin, nil, args...)
+}
+
+// stemctlEnv is stemctl with env added to root's environment.
+func stemctlEnv(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "stemctl"), args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
@@ -103,7 +110,7 @@ func accountName(t *testing.T) string {
 // TestLabAddTwice: lab add prepares two new accounts (with the teacher's
 // grant), a second run changes nothing, each account passes doctor,
 // sees the grant as its own and brings a task up rootless in the
-// workspace lab filled; the roster is what class import reads; lab
+// workspace lab filled; the teacher's class import takes the roster; lab
 // update rolls a changed image out and leaves the student's card alone;
 // lab rm archives the student's edits, then removes the account.
 func TestLabAddTwice(t *testing.T) {
@@ -200,6 +207,21 @@ func TestLabAddTwice(t *testing.T) {
 	data, err := os.ReadFile(lab.RosterPath(labDir))
 	if err != nil || !strings.Contains(string(data), a+","+a+"@labhost\n") || !strings.Contains(string(data), b+","+b+"@labhost\n") {
 		t.Fatalf("roster: %v\n%s", err, data)
+	}
+	// The teacher imports it as it is.
+	teacher := []string{"STEM_CONFIG_DIR=" + t.TempDir()}
+	for _, args := range [][]string{{"class", "init", "labtest"}, {"class", "import", "labtest", lab.RosterPath(labDir)}} {
+		if out, errOut, code := stemctlEnv(t, bin, teacher, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+	}
+	out, errOut, code = stemctlEnv(t, bin, teacher, "class", "list", "labtest", "--json")
+	var roster struct {
+		Students []struct{ Name, Host string }
+	}
+	if err := json.Unmarshal([]byte(out), &roster); err != nil || code != 0 || len(roster.Students) != 2 ||
+		roster.Students[0].Host != roster.Students[0].Name+"@labhost" {
+		t.Fatalf("class list: exit %d %v\n%s\n%s", code, err, out, errOut)
 	}
 
 	// lab update: a changed image reaches the account, the student's
