@@ -45,12 +45,18 @@ func readRanges(file string) ([]subRange, error) {
 	return out, sc.Err()
 }
 
-// freeRange is the first range of idmap.Size ids, from 100000 on a
-// multiple of idmap.Size, that no line of either file touches: what
-// usermod should give an account that has none.
+// freeRange is FreeRange as usermod's argument.
 func freeRange(e *Env) string {
+	start := FreeRange(e.SubIDs)
+	return fmt.Sprintf("%d-%d", start, start+idmap.Size-1)
+}
+
+// FreeRange is the start of the first range of idmap.Size ids, from
+// 100000 on a multiple of idmap.Size, that no line of either file
+// touches: what usermod should give an account that has none.
+func FreeRange(files idmap.Files) uint64 {
 	var all []subRange
-	for _, f := range []string{e.SubIDs.SubUID, e.SubIDs.SubGID} {
+	for _, f := range []string{files.SubUID, files.SubGID} {
 		rs, _ := readRanges(f)
 		all = append(all, rs...)
 	}
@@ -64,8 +70,16 @@ func freeRange(e *Env) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d-%d", start, start+idmap.Size-1)
+	return start
 }
+
+// CheckSubIDs is the subordinate-ids check alone (e needs User, UID and
+// SubIDs), for an administrator preparing the account.
+func CheckSubIDs(e *Env) Result { return checkSubIDs(e) }
+
+// CheckLinger is the runtime-dir-lasts check alone (e needs User, UID,
+// GID, LingerDir and SystemdDir).
+func CheckLinger(e *Env) Result { return checkLinger(e) }
 
 func checkSubIDs(e *Env) Result {
 	r := Result{Name: "subordinate-ids", Required: true}
@@ -156,6 +170,8 @@ func checkLinger(e *Env) Result {
 		r.Detail = "root's Podman service does not depend on a login"
 	case exists(filepath.Join(e.LingerDir, e.User)):
 		r.Detail = "linger is on: the runtime directory and Podman stay after logout"
+	case e.TmpfilesDir != "" && bootLine(e):
+		r.Detail = "a tmpfiles.d line makes " + e.Runtime + " at boot; without logind nothing removes it at logout"
 	case exists(e.SystemdDir):
 		r.Status = Warn
 		r.Detail = "no linger: logind removes " + e.Runtime + " and stops the account's Podman (and its instances) at logout"
@@ -163,9 +179,28 @@ func checkLinger(e *Env) Result {
 	default:
 		r.Status = Warn
 		r.Detail = "no logind: " + e.Runtime + " outlives logout but not a reboot"
-		r.Fix = e.asRoot(fmt.Sprintf("echo 'd %s 0700 %s %d -' > /etc/tmpfiles.d/stem-%s.conf", e.Runtime, e.User, e.GID, e.User))
+		r.Fix = e.asRoot(fmt.Sprintf("echo 'd %s 0700 %s %d -' > %s", e.Runtime, e.User, e.GID, TmpfilesPath("/etc/tmpfiles.d", e.User)))
 	}
 	return r
+}
+
+// TmpfilesPath is the tmpfiles.d file that makes name's runtime directory
+// at boot on a host without logind.
+func TmpfilesPath(dir, name string) string { return filepath.Join(dir, "stem-"+name+".conf") }
+
+// bootLine says whether the account's tmpfiles.d file makes its runtime
+// directory.
+func bootLine(e *Env) bool {
+	data, err := os.ReadFile(TmpfilesPath(e.TmpfilesDir, e.User))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "d" && f[1] == e.Runtime {
+			return true
+		}
+	}
+	return false
 }
 
 // checkACL sets an ACL naming the containers' uid on a temporary file in

@@ -81,6 +81,9 @@ type Env struct {
 	// LingerDir holds logind's linger flags (/var/lib/systemd/linger);
 	// SystemdDir exists when systemd runs (/run/systemd/system).
 	LingerDir, SystemdDir string
+	// TmpfilesDir holds tmpfiles.d lines (/etc/tmpfiles.d): without
+	// logind, one makes the runtime directory at boot.
+	TmpfilesDir string
 	// CgroupRoot is /sys/fs/cgroup.
 	CgroupRoot string
 	Images     []Image

@@ -103,6 +103,17 @@ func TestLinger(t *testing.T) {
 	if r := checkLinger(e); r.Status != Warn || !strings.Contains(r.Fix, "/etc/tmpfiles.d/stem-stu.conf") {
 		t.Fatalf("no logind: %+v", r)
 	}
+	e.TmpfilesDir = t.TempDir()
+	// A line for another directory does not count; the account's does.
+	writeFile(t, TmpfilesPath(e.TmpfilesDir, "stu"), "d /run/user/4242 0700 stu 1000 -\n")
+	if r := checkLinger(e); r.Status != Warn {
+		t.Fatalf("a tmpfiles line for another directory: %+v", r)
+	}
+	writeFile(t, TmpfilesPath(e.TmpfilesDir, "stu"), "d "+e.Runtime+" 0700 stu 1000 -\n")
+	if r := checkLinger(e); r.Status != OK || !strings.Contains(r.Detail, "tmpfiles.d") {
+		t.Fatalf("a tmpfiles line: %+v", r)
+	}
+	os.Remove(TmpfilesPath(e.TmpfilesDir, "stu"))
 	os.Mkdir(e.SystemdDir, 0o755)
 	if r := checkLinger(e); r.Status != Warn || r.Fix != "(as root) loginctl enable-linger stu" {
 		t.Fatalf("logind without linger: %+v", r)

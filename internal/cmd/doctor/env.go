@@ -47,16 +47,17 @@ func NewEnv(f *cmdutil.Factory) (*doctor.Env, error) {
 	}
 	e := &doctor.Env{
 		User: name, UID: uid, GID: gid, Home: home, Runtime: runtime,
-		Workspace:  workspace.DefaultRoot(f.Getenv, home),
-		SubIDs:     idmap.DefaultFiles,
-		LingerDir:  "/var/lib/systemd/linger",
-		SystemdDir: "/run/systemd/system",
-		CgroupRoot: "/sys/fs/cgroup",
-		Images:     Images(),
-		LookPath:   exec.LookPath,
-		Output:     output,
-		MCP:        func() (string, error) { return factory.FindMCP(f.Getenv, f.Self) },
-		Now:        time.Now,
+		Workspace:   workspace.DefaultRoot(f.Getenv, home),
+		SubIDs:      idmap.DefaultFiles,
+		LingerDir:   "/var/lib/systemd/linger",
+		SystemdDir:  "/run/systemd/system",
+		TmpfilesDir: "/etc/tmpfiles.d",
+		CgroupRoot:  "/sys/fs/cgroup",
+		Images:      Images(),
+		LookPath:    exec.LookPath,
+		Output:      output,
+		MCP:         func() (string, error) { return factory.FindMCP(f.Getenv, f.Self) },
+		Now:         time.Now,
 	}
 	e.Connect = func(ctx context.Context) (doctor.Engine, doctor.Service, error) {
 		eng, err := podman.Connect(ctx, podman.Options{StartService: true, LogDir: state, Getenv: f.Getenv})

@@ -1,21 +1,111 @@
 // Package lab implements `stemctl lab`, the administrator's commands for
-// a lab's student accounts.
+// a lab's student accounts (the work is internal/lab's).
 package lab
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/idmap"
+	"github.com/stem-edu/stem/internal/lab"
+	"github.com/stem-edu/stem/internal/termtext"
 )
+
+// DefaultDir keeps the lab's roster and archives.
+const DefaultDir = "/var/lib/stem/lab"
 
 // NewCmdLab builds the command group.
 func NewCmdLab(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "lab <command>",
-		Short:   "Administer a lab's student accounts (root)",
-		Example: `  stemctl lab doctor alice`,
+		Use:   "lab <command>",
+		Short: "Administer a lab's student accounts (root)",
+		Long: `lab prepares student accounts on this machine for stem, as root: add or
+import students, see which accounts are ready, remove one (its work archived
+first). Every step checks before it acts, so running a command again changes
+nothing. The accounts are listed in the lab's roster (` + DefaultDir + `/roster.csv),
+which the teacher imports with stemctl class import.`,
+		Example: `  stemctl lab init
+  stemctl lab add anna ben --cards /srv/course/cards
+  stemctl lab import students.csv --cards /srv/course/cards --grant kowalski.pub --teacher kowalski --level observe
+  stemctl lab status
+  stemctl lab update --image localhost/stem-native-amd64:latest
+  stemctl lab rm anna
+  stemctl lab doctor anna`,
 	}
-	cmd.AddCommand(doctor.NewCmdLabDoctor(f, nil))
+	cmd.AddCommand(doctor.NewCmdLabDoctor(f, nil), NewCmdInit(f, nil), NewCmdAdd(f, nil), NewCmdImport(f, nil),
+		NewCmdUpdate(f, nil), NewCmdStatus(f, nil), NewCmdRm(f, nil))
 	return cmd
+}
+
+// common are the settings every lab command shares.
+type common struct {
+	Dir string
+	// Geteuid is os.Geteuid (tests).
+	Geteuid func() int
+}
+
+func (c *common) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.Dir, "lab-dir", DefaultDir, "the lab's directory: its roster and the removed accounts' archives")
+}
+
+func (c *common) needRoot(what string) error {
+	if c.Geteuid() != 0 {
+		return fmt.Errorf("stemctl lab %s needs root: it changes other accounts (run it with sudo)", what)
+	}
+	return nil
+}
+
+// options are the lab's settings on this host.
+func (c *common) options(f *cmdutil.Factory) (*lab.Options, error) {
+	self, err := f.Self()
+	if err != nil {
+		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("host name: %w", err)
+	}
+	o := &lab.Options{
+		Dir: c.Dir, CacheDir: "/var/cache/stem/images", Host: host, Stemctl: self,
+		SubIDs: idmap.DefaultFiles, LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system",
+		TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock",
+	}
+	if cc := f.Getenv("CONTAINERS_CONF"); cc != "" {
+		data, err := os.ReadFile(cc)
+		if err != nil {
+			return nil, fmt.Errorf("CONTAINERS_CONF: %w", err)
+		}
+		o.ContainersConf = string(data)
+	}
+	return o, nil
+}
+
+// progress prints each step as it ends: "anna: image ... ok (detail)".
+func progress(w io.Writer) func(lab.Step) {
+	return func(s lab.Step) {
+		line := fmt.Sprintf("%s: %s ... %s", s.Account, s.Name, s.Result)
+		if s.Detail != "" {
+			line += " (" + s.Detail + ")"
+		}
+		fmt.Fprintln(w, termtext.OneLine(line, 0))
+	}
+}
+
+// failure is the exit for a run whose steps already said what failed.
+func failure(w io.Writer, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *cmdutil.ExitError
+	if errors.As(err, &fe) {
+		return err
+	}
+	fmt.Fprintln(w, err)
+	return &cmdutil.ExitError{Code: 1}
 }

@@ -1,0 +1,66 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmd/doctor"
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/lab"
+)
+
+// InitOptions are init's inputs.
+type InitOptions struct {
+	F *cmdutil.Factory
+	common
+	Prefix string
+}
+
+// NewCmdInit builds `stemctl lab init`.
+func NewCmdInit(f *cmdutil.Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
+	opts := &InitOptions{F: f, common: common{Geteuid: os.Geteuid}}
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Install stem for every account of this machine (root)",
+		Long: `init copies stemctl, stem-mcp and stem-dial from beside this stemctl into
+--prefix (default /usr/local/bin), where every account can run them, and says
+which of stem's images root's Podman has: lab add and import give those to
+each account. A program already installed with the same bytes is left.`,
+		Example: `  stemctl lab init
+  stemctl lab init --prefix /opt/stem/bin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunInit(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Prefix, "prefix", "/usr/local/bin", "where to install the programs")
+	return cmd
+}
+
+// RunInit installs the programs and reports the images.
+func RunInit(ctx context.Context, opts *InitOptions) error {
+	if err := opts.needRoot("init"); err != nil {
+		return err
+	}
+	self, err := opts.F.Self()
+	if err != nil {
+		return err
+	}
+	out := opts.F.IOStreams.Out
+	_, err = lab.Install(filepath.Dir(self), opts.Prefix, progress(out))
+	for _, img := range doctor.Images() {
+		state := "missing (make images / make agent-image in the stem checkout)"
+		if lab.HasRootImage(ctx, img.Ref) {
+			state = "present: lab add gives it to every account"
+		}
+		fmt.Fprintf(out, "system: image %s ... %s\n", img.Ref, state)
+	}
+	return failure(opts.F.IOStreams.ErrOut, err)
+}

@@ -1,0 +1,98 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/iostreams"
+)
+
+func TestAddFlags(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	var got *AddOptions
+	cmd := NewCmdAdd(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *AddOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"anna", "ben", "--cards", "/srv/c", "--image", "a", "--image", "b",
+		"--grant", "k.pub", "--teacher", "kow", "--level", "observe", "--lab-dir", "/x", "--host", "lab-03"})
+	if err := cmd.Execute(); err != nil || got == nil {
+		t.Fatalf("%v %+v", err, got)
+	}
+	if strings.Join(got.Names, ",") != "anna,ben" || got.Cards != "/srv/c" || strings.Join(got.Images, ",") != "a,b" ||
+		got.KeyFile != "k.pub" || got.Teacher != "kow" || got.Level != "observe" || got.Dir != "/x" || got.Host != "lab-03" {
+		t.Fatalf("options %+v", got)
+	}
+	for _, args := range [][]string{
+		{},
+		{"anna", "--grant", "k.pub"},
+		{"anna", "--grant", "k.pub", "--teacher", "kow", "--level", "root"},
+	} {
+		cmd := NewCmdAdd(&cmdutil.Factory{IOStreams: ios}, func(context.Context, *AddOptions) error { t.Errorf("%v ran", args); return nil })
+		cmd.SetArgs(args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestNeedRoot: every command that changes or reads other accounts
+// refuses an ordinary user before doing anything.
+func TestNeedRoot(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Self: func() (string, error) { t.Error("looked further"); return "", nil }}
+	user := func() int { return 1000 }
+	c := common{Geteuid: user}
+	ctx := context.Background()
+	errs := []error{
+		RunAdd(ctx, &AddOptions{F: f, common: c, Names: []string{"anna"}}),
+		RunImport(ctx, &AddOptions{F: f, common: c, File: "/nonexistent.csv"}),
+		RunStatus(ctx, &StatusOptions{F: f, common: c}),
+		RunRm(ctx, &RmOptions{F: f, common: c, Names: []string{"anna"}}),
+		RunInit(ctx, &InitOptions{F: f, common: c, Prefix: "/nonexistent"}),
+		RunUpdate(ctx, &AddOptions{F: f, common: c}),
+	}
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "needs root") {
+			t.Errorf("command %d: %v", i, err)
+		}
+	}
+}
+
+func TestStatusAndRmArgs(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	var st *StatusOptions
+	cmd := NewCmdStatus(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *StatusOptions) error { st = o; return nil })
+	cmd.SetArgs([]string{"anna", "--json"})
+	if err := cmd.Execute(); err != nil || st == nil || !st.JSON || st.Names[0] != "anna" || st.Dir != DefaultDir {
+		t.Fatalf("%v %+v", err, st)
+	}
+	var rm *RmOptions
+	cmd = NewCmdRm(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *RmOptions) error { rm = o; return nil })
+	cmd.SetArgs([]string{"anna", "ben"})
+	if err := cmd.Execute(); err != nil || rm == nil || len(rm.Names) != 2 {
+		t.Fatalf("%v %+v", err, rm)
+	}
+}
+
+// TestImportBadFile: every bad row is reported and no account is looked
+// at (Self would be called first).
+func TestImportBadFile(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Getenv: func(string) string { return "" },
+		Self: func() (string, error) { t.Error("went on to enrol"); return "", nil }}
+	csv := filepath.Join(t.TempDir(), "s.csv")
+	os.WriteFile(csv, []byte("name,full name\nanna,Anna\nRoot!\nanna\n"), 0o600)
+	err := RunImport(context.Background(), &AddOptions{F: f, common: common{Geteuid: func() int { return 0 }}, File: csv})
+	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "line 4: anna is already on line 2") {
+		t.Fatalf("%v", err)
+	}
+}

@@ -1,0 +1,44 @@
+package lab
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/lab"
+)
+
+// NewCmdUpdate builds `stemctl lab update [NAME...]`.
+func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *AddOptions) error) *cobra.Command {
+	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid}}
+	cmd := &cobra.Command{
+		Use:   "update [NAME...]",
+		Short: "Roll new images and cards out to every lab account (root)",
+		Long: `update runs lab add's steps for every account of the lab's roster (or the
+named ones), without making accounts: an account whose copy of an image has
+another id than root's loads root's, cards the workspace lacks are copied,
+and anything else missing is made. A student's cards and files are never
+changed: a card already in the workspace stays the student's.`,
+		Example: `  stemctl lab update
+  stemctl lab update anna --image localhost/stem-native-amd64:latest --cards /srv/course/cards`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Names = args
+			if err := opts.check(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunUpdate(cmd.Context(), opts)
+		},
+	}
+	opts.addFlags(cmd)
+	return cmd
+}
+
+// RunUpdate updates the accounts.
+func RunUpdate(ctx context.Context, opts *AddOptions) error {
+	return prepare(ctx, opts, "update", func(o *lab.Options) ([]lab.Step, error) { return lab.Update(ctx, o, opts.Names) })
+}

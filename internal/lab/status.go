@@ -1,0 +1,87 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/stem-edu/stem/internal/doctor"
+)
+
+// Status is one account's readiness, from `stemctl doctor` run as it.
+type Status struct {
+	Name  string `json:"name"`
+	Host  string `json:"host"`
+	Ready bool   `json:"ready"`
+	// Missing names the failing required checks, or the reason doctor
+	// could not run.
+	Missing []string `json:"missing,omitempty"`
+	// Warnings names the checks that are not fine but not required.
+	Warnings []string        `json:"warnings,omitempty"`
+	Checks   []doctor.Result `json:"checks,omitempty"`
+}
+
+// report is `stemctl doctor --json`'s shape.
+type report struct {
+	OK     bool            `json:"ok"`
+	Checks []doctor.Result `json:"checks"`
+}
+
+// Check runs stemctl doctor as each account of the roster.
+func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
+	rows, err := ReadRoster(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[string]string{}
+	for _, r := range rows {
+		hosts[r.Name] = r.Host
+	}
+	if len(names) == 0 {
+		for _, r := range rows {
+			names = append(names, r.Name)
+		}
+	}
+	var out []Status
+	for _, n := range names {
+		st := Status{Name: n, Host: hosts[n]}
+		a, err := Lookup(n)
+		if err == nil {
+			err = a.ordinary()
+		}
+		if err != nil {
+			st.Missing = []string{"account: " + err.Error()}
+			out = append(out, st)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
+		cancel()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			st.Missing = []string{fmt.Sprintf("doctor: %v", err)}
+			out = append(out, st)
+			continue
+		}
+		var rep report
+		if jerr := json.Unmarshal(data, &rep); jerr != nil {
+			st.Missing = []string{fmt.Sprintf("doctor: %v (%v)", jerr, err)}
+			out = append(out, st)
+			continue
+		}
+		st.Ready, st.Checks = rep.OK, rep.Checks
+		for _, c := range rep.Checks {
+			switch {
+			case c.Status == doctor.Fail && c.Required:
+				st.Missing = append(st.Missing, c.Name)
+			case c.Status != doctor.OK:
+				st.Warnings = append(st.Warnings, c.Name)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
