@@ -55,8 +55,8 @@ func TestOOMAndStopUnderARunningCall(t *testing.T) {
 	}
 	c := observeClient(t, a)
 	sock := filepath.Join(st.Record.SocketDir, "t.sock")
-	tmuxOut(t, sock, "new-window", "-d", "-n", "shell")
-	pane := strings.TrimSpace(tmuxOut(t, sock, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
+	a.tmuxOut(sock, "new-window", "-d", "-n", "shell")
+	pane := strings.TrimSpace(a.tmuxOut(sock, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
 
 	// A wait in flight over the whole fault.
 	type res struct {
@@ -105,7 +105,7 @@ func TestOOMAndStopUnderARunningCall(t *testing.T) {
 			t.Fatalf("%s after the OOM kill: %s", tool, out)
 		}
 	}
-	tmuxOut(t, sock, "send-keys", "-t", pane, "echo OOM-DONE-$((40+2))", "Enter")
+	a.tmuxOut(sock, "send-keys", "-t", pane, "echo OOM-DONE-$((40+2))", "Enter")
 	if got := <-done; got.isErr || !strings.Contains(got.text, "OOM-DONE-42") {
 		t.Fatalf("the wait in flight during the OOM kill: %v %s", got.isErr, got.text)
 	}

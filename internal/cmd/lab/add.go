@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/lab"
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // AddOptions are add's and import's inputs.
@@ -81,7 +81,7 @@ func (o *AddOptions) check() error {
 		return cmdutil.FlagErrorf("--grant, --teacher and --level go together")
 	}
 	if o.Level != "" {
-		if _, err := access.ParseLevel(o.Level); err != nil {
+		if _, err := levels.Parse(o.Level); err != nil {
 			return cmdutil.FlagErrorf("--level: %v", err)
 		}
 	}
