@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/testenv/demotask"
 )
 
 func TestAssistTools(t *testing.T) {
@@ -264,9 +266,18 @@ return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
 		if w := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", pane, "#{window_name} #{@stem_role}")); w != "task task" {
 			t.Fatalf("task_action ran in pane %s of window/role %q, want the dedicated task window", pane, w)
 		}
+		// The demo task's tests fail until the bug is fixed: the exit
+		// code and the failing check reach the agent, and so does the pass
+		// once the student has fixed it.
 		test := s.ok("task_action", map[string]any{"action": "test"})
-		if num(test["exit_code"]) != 0 || !strings.Contains(str(test["output"]), "all checks passed") || str(test["pane"]) != pane {
-			t.Fatalf("test: %v", test)
+		if num(test["exit_code"]) != 2 || !strings.Contains(str(test["output"]), demotask.FailingCheck) || str(test["pane"]) != pane {
+			t.Fatalf("test before the fix: %v", test)
+		}
+		restore := fixDemoTask(t, in.Resolved.TaskDir)
+		test = s.ok("task_action", map[string]any{"action": "test"})
+		restore()
+		if num(test["exit_code"]) != 0 || !strings.Contains(str(test["output"]), demotask.Passed) || str(test["pane"]) != pane {
+			t.Fatalf("test after the fix: %v", test)
 		}
 		run := s.ok("task_action", map[string]any{"action": "run"})
 		if num(run["exit_code"]) != 0 || !strings.Contains(str(run["output"]), "Hello, stem!") || str(run["pane"]) != pane {
@@ -435,4 +446,36 @@ func TestFullTools(t *testing.T) {
 		}
 		os.RemoveAll(filepath.Join(in.Resolved.TaskDir, "sub"))
 	})
+}
+
+// fixDemoTask fixes the demo task's bug on disk and returns what undoes
+// it: the original words.c with its original time, so the student's Neovim,
+// which holds the file with unsaved edits, sees no change on disk, and no
+// fixed test binary is left for a later make to trust.
+func fixDemoTask(t *testing.T, taskDir string) (restore func()) {
+	t.Helper()
+	words := filepath.Join(taskDir, "words.c")
+	orig, err := os.ReadFile(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demotask.Fix(taskDir); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := os.WriteFile(words, orig, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(words, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(taskDir, "test_words")); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
