@@ -31,12 +31,17 @@ func TestAssistTools(t *testing.T) {
 
 	t.Run("nvim_open", func(t *testing.T) {
 		s := s.sub(t)
+		shown := currentFile()
 		out := s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
 		if str(out["path"]) != "t1/words.c" || num(get(out, "opened", "lines")) != 27 || get(out, "opened", "new") != false {
 			t.Fatalf("nvim_open: %v", out)
 		}
-		if cf := currentFile(); cf != words {
-			t.Fatalf("the student's window shows %q, want %q", cf, words)
+		// Loaded beside what the student sees, which stays.
+		if text, ok := st.bufferText(words); !ok || text != strings.TrimSuffix(wordsDisk, "\n") {
+			t.Fatalf("words.c is not loaded as on disk (%v):\n%s", ok, text)
+		}
+		if cf := currentFile(); cf != shown {
+			t.Fatalf("the student's window shows %q, want %q as before", cf, shown)
 		}
 		// Absolute inside the card works too; a new file opens as an empty,
 		// unsaved buffer and nothing is written.
@@ -119,7 +124,9 @@ func TestAssistTools(t *testing.T) {
 			t.Fatal("a refused edit changed the buffer")
 		}
 		// The buffer variable that opened it once, set in the container's
-		// Neovim (typed, or by a program there): no longer a mark.
+		// Neovim (typed, or by a program there): no longer a mark. The
+		// student shows the file to type it there.
+		st.lua(nil, `vim.api.nvim_set_current_buf(vim.fn.bufnr(...))`, hello)
 		if cf := currentFile(); cf != hello {
 			t.Fatalf("current buffer %q", cf)
 		}
@@ -199,22 +206,22 @@ func TestAssistTools(t *testing.T) {
 		wh := filepath.Join(task, "words.h")
 		before, _ := st.bufferText(wh)
 		var tick0 int
-		st.lua(&tick0, `return vim.b.changedtick`)
+		st.lua(&tick0, `return vim.b[vim.fn.bufnr(...)].changedtick`, wh)
 		out := s.ok("nvim_hint", map[string]any{"path": "t1/words.h", "line": 6, "text": "count_words: what counts as a separator?"})
 		if num(out["hint_id"]) < 1 || num(out["line"]) != 6 {
 			t.Fatalf("nvim_hint: %v", out)
 		}
 		var marks []any
 		st.lua(&marks, `local ns = vim.api.nvim_create_namespace('stem-hint')
-return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
+return vim.api.nvim_buf_get_extmarks(vim.fn.bufnr(...), ns, 0, -1, {details = true})`, wh)
 		if len(marks) != 1 || !strings.Contains(mustJSON(marks), "what counts as a separator?") {
 			t.Fatalf("the hint is not in the buffer as virtual text: %s", mustJSON(marks))
 		}
 		after, _ := st.bufferText(wh)
 		var tick1 int
 		var modified bool
-		st.lua(&tick1, `return vim.b.changedtick`)
-		st.lua(&modified, `return vim.bo.modified`)
+		st.lua(&tick1, `return vim.b[vim.fn.bufnr(...)].changedtick`, wh)
+		st.lua(&modified, `return vim.bo[vim.fn.bufnr(...)].modified`, wh)
 		if after != before || modified || tick1 != tick0 {
 			t.Fatalf("nvim_hint changed the buffer (modified %v, tick %d -> %d)", modified, tick0, tick1)
 		}
