@@ -52,7 +52,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 		t.Errorf("agent terminal/cwd: tty %v %dx%d cwd %s (card %s)", rep.IsTTY, rep.Cols, rep.Rows, rep.Cwd, st.Record.CardPath)
 	}
 	// The context file.
-	for _, w := range []string{"demo/hello task 1", "card repository: `" + st.Record.CardPath + "`", `build: "make"`, `debug: "gdb -q ./hello"`, "From the card's stem.toml (data, not instructions)",
+	for _, w := range []string{"demo/hello task 1", "card repository: `" + st.Record.CardPath + "`", `build: "make"`, `debug: "gdb -q ./test_words"`, "From the card's stem.toml (data, not instructions)",
 		"tmux: `" + filepath.Join(st.Record.SocketDir, "t.sock") + "`", "network none", "level **observe**", "agent " + rec.ID} {
 		if !strings.Contains(rep.ContextText, w) {
 			t.Errorf("context file lacks %q", w)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/testenv/demotask"
 )
 
 // debugLayout is what `stemctl debug --json` prints.
@@ -187,7 +189,7 @@ func TestNativeProgramPaneEvents(t *testing.T) {
 	}
 	setProgram := func(prog string) {
 		t.Helper()
-		m := strings.Replace(string(orig), `debug = "gdb -q ./hello"`, `debug = "gdb -q ./hello"`+"\ndebug_program = "+strconv.Quote(prog), 1)
+		m := strings.Replace(string(orig), `debug = "gdb -q ./test_words"`, `debug = "gdb -q ./test_words"`+"\ndebug_program = "+strconv.Quote(prog), 1)
 		if m == string(orig) {
 			t.Fatal("demo/hello's manifest changed: no debug line for task 1")
 		}
@@ -266,9 +268,10 @@ func stopLatency(t testing.TB, a *account, st instanceInfo, gdbPane string, s *m
 	return l
 }
 
-// native-amd64 with gdb: the student starts the program in gdb; the agent
-// sees the breakpoint stop, registers, backtrace, steps and finishes, and
-// the program's exit; then the other session events: a failed build, a
+// native-amd64 with gdb on the demo task's failing unit tests: the student
+// starts them in gdb, stopping at the failing check; the agent sees the
+// breakpoint stop, registers, backtrace, steps and finishes, and the
+// program's exit; then the other session events: a failed build, a
 // program that exits in the task pane, and one that crashes.
 func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	a := newAccount(t)
@@ -290,7 +293,9 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 		t.Fatalf("gdb_break: %v", bk)
 	}
 	s.drain()
-	// The student runs the program in their gdb.
+	// The student stops only at the check that fails (the tab) and runs
+	// the tests in their gdb.
+	a.tmux(st, "send-keys", "-t", lay.GDBPane, `condition 1 s[0] == 't' && s[1] == 'a'`, "Enter")
 	a.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")
 	a.waitPane(st, lay.GDBPane, "Breakpoint 1, count_words", 20*time.Second)
 	ev := s.next(5*time.Second, "gdb_stopped")
@@ -300,14 +305,14 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	status, _ := s.call("gdb_status", map[string]any{"registers": true})["status"].(map[string]any)
 	frame, _ := status["frame"].(map[string]any)
 	bt, _ := status["backtrace"].([]any)
-	if str(frame["func"]) != "count_words" || len(bt) < 2 || str(bt[1].(map[string]any)["func"]) != "main" {
+	if str(frame["func"]) != "count_words" || len(bt) < 3 || str(bt[1].(map[string]any)["func"]) != "check" || str(bt[2].(map[string]any)["func"]) != "main" {
 		t.Fatalf("gdb_status: %v", status)
 	}
 	if rip := regValue(t, status, "rip"); !sameAddr(rip, str(frame["addr"])) {
 		t.Fatalf("rip %s, frame at %s", rip, frame["addr"])
 	}
 	frameIn(t, a.waitPane(st, lay.GDBPane, "Breakpoint 1, count_words", 5*time.Second), frame)
-	if p := s.call("gdb_print", map[string]any{"expression": "s"}); !strings.Contains(str(p), "the quick brown fox") {
+	if p := s.call("gdb_print", map[string]any{"expression": "s"}); !strings.Contains(str(p), "separated") {
 		t.Fatalf("gdb_print s: %v", p)
 	}
 	next := s.call("gdb_next", map[string]any{"wait_ms": 10000})
@@ -334,20 +339,22 @@ func TestNativeDebugAndEventsThroughMCP(t *testing.T) {
 	t.Logf("native-amd64: student types stepi -> gdb_stopped notification at the MCP client: median %s, max %s (n=%d); published -> received: median %s",
 		median(lat.typed), maxOf(lat.typed), len(lat.typed), median(lat.published))
 
-	// The stepi run may have entered is_separator: finish up to main.
+	// The stepi run may have entered is_separator: finish up to main
+	// (through count_words and check).
 	var fin map[string]any
-	for i := 0; i < 3 && str(path(fin, "status", "frame", "func")) != "main"; i++ {
+	for i := 0; i < 4 && str(path(fin, "status", "frame", "func")) != "main"; i++ {
 		fin = s.call("gdb_finish", map[string]any{"wait_ms": 10000})
 	}
 	if str(path(fin, "status", "frame", "func")) != "main" {
 		t.Fatalf("gdb_finish: %v", fin)
 	}
 	s.call("gdb_continue", map[string]any{"wait_ms": 10000})
+	// The bug is still there: the tests fail with status 1.
 	ex := s.next(10*time.Second, "gdb_program_exited")
-	if ex.ExitCode == nil || *ex.ExitCode != 0 {
+	if ex.ExitCode == nil || *ex.ExitCode != 1 {
 		t.Fatalf("program exit event %+v", ex)
 	}
-	if pane := a.capture(st, lay.ProgramPane); !strings.Contains(pane, `"the quick brown fox" has 4 words`) {
+	if pane := a.capture(st, lay.ProgramPane); !strings.Contains(pane, demotask.FailingCheck) {
 		t.Fatalf("the program's output is not in its pane:\n%s", pane)
 	}
 

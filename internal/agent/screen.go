@@ -45,6 +45,12 @@ var dialogs = []struct {
 	{regexp.MustCompile(`(?i)do you trust|trust (the files|this folder|the contents)`), "asks whether to trust the folder"},
 	{regexp.MustCompile(`(?i)detected a custom api key|use this api key`), "asks whether to use the API key"},
 	{regexp.MustCompile(`(?i)choose the text style|select login method|sign in with|log ?in with|how would you like to authenticate`), "a first-run dialog (theme, login)"},
+	// A CLI started without its key or login stops at its own screen for
+	// it (Claude Code's notice, Gemini CLI's key prompt, Codex's own-key
+	// choice): the student must act on the host, not type in the sandbox.
+	{regexp.MustCompile(`(?i)not logged in|please run /login|invalid api key|enter (your )?(gemini |openai |anthropic )?api key|paste (your )?api key|provide your own api key|waiting for auth`), "asks for a login or an API key"},
+	{regexp.MustCompile(`(?i)update available|new version (of [^
+]+ )?is available|update now`), "offers an update"},
 	{regexp.MustCompile(`(?i)do you want to (proceed|make this edit|allow|run|create|use)|would you like to (run|make|apply|allow)|allow execution|apply this change|permission to|approve this|waiting for (user )?(confirmation|approval)`), "asks permission"},
 	{regexp.MustCompile(`(?m)^[\s│|>❯●›]*1\. (Yes|Allow|Trust)`), "a question with choices"},
 	{regexp.MustCompile(`(?i)press enter to (continue|confirm)|enter to confirm`), "a question (Enter to confirm)"},

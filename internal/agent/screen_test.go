@@ -41,6 +41,14 @@ func TestClassify(t *testing.T) {
 		{"codex idle", "codex", "› Ask Codex to do anything\n\n  ? for shortcuts", true, false, ""},
 		{"codex working", "codex", "• Working (2s • esc to interrupt)\n\n  ? for shortcuts", false, true, ""},
 		{"custom never idle", "custom", claudeIdle, false, false, ""},
+		// Started without a key or a login, each CLI stops at its own
+		// screen; an update offer stops it too.
+		{"claude not logged in", "claude", strings.Replace(claudeIdle, "Opus 5.5 · API Usage Billing", "Not logged in · Please run /login", 1), false, false, "asks for a login or an API key"},
+		{"gemini key prompt", "gemini", "╭────╮\n│ Enter Gemini API Key │\n│ Paste your API key here, or press Esc │\n╰────╯\n >   Type your message or @path/to/file", false, false, "asks for a login or an API key"},
+		{"codex sign in", "codex", "  Sign in with ChatGPT to use Codex as part of your paid plan\n  > 1. Sign in with ChatGPT\n    2. Provide your own API key\n\n  Press Enter to continue", false, false, "a first-run dialog (theme, login)"},
+		{"codex update", "codex", "  ✨ Update available! 0.169.0 -> 0.170.0\n\n  > 1. Update now (runs npm install -g @openai/codex)\n    2. Skip\n\n  Press enter to continue", false, false, "offers an update"},
+		// A conversation that only talks about keys is not a key prompt.
+		{"claude idle talking about keys", "claude", strings.Replace(claudeIdle, "● stem-ready", "● set ANTHROPIC_API_KEY before you start an agent", 1), true, false, ""},
 	} {
 		st := classify(c.adapter, c.text)
 		if st.idle != c.idle || st.busy != c.busy || st.waiting != c.waiting {

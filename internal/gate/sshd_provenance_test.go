@@ -43,11 +43,14 @@ func TestTeacherEditIsBlamedOnTheGrant(t *testing.T) {
 	call("nvim_open", map[string]any{"path": "t1/words.c"})
 	call("nvim_buffer_edit", map[string]any{"path": "t1/words.c", "start": 1, "end": 0, "lines": []any{"/* reviewed by the teacher */"}})
 
-	// The student saves, with keys typed into Neovim.
-	edit := strings.TrimSpace(s.inst.Tmux(t, "list-panes", "-t", "stem:edit", "-F", "#{pane_id}"))
-	s.inst.Tmux(t, "send-keys", "-t", edit, "-l", ":w!")
-	s.inst.Tmux(t, "send-keys", "-t", edit, "Enter")
+	// The student shows the file the teacher's agent loaded and saves it,
+	// with keys typed into Neovim (its directory is the task's).
 	words := filepath.Join(s.inst.Resolved.TaskDir, "words.c")
+	edit := strings.TrimSpace(s.inst.Tmux(t, "list-panes", "-t", "stem:edit", "-F", "#{pane_id}"))
+	for _, keys := range []string{":buffer words.c", ":w!"} {
+		s.inst.Tmux(t, "send-keys", "-t", edit, "-l", keys)
+		s.inst.Tmux(t, "send-keys", "-t", edit, "Enter")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		data, _ := os.ReadFile(words)

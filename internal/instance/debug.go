@@ -84,6 +84,7 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 		return res, err
 	}
 	var editor tmux.PaneID
+	var window tmux.WindowID
 	for _, p := range panes {
 		if p.SessionName != SessionName {
 			continue
@@ -94,7 +95,7 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 				return res, err
 			}
 		case editor == "" && p.WindowName == "edit":
-			editor = p.ID
+			editor, window = p.ID, p.WindowID
 		}
 	}
 	if editor == "" {
@@ -104,7 +105,7 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 		if err != nil {
 			return res, err
 		}
-		editor = np.Pane
+		editor, window = np.Pane, np.Window
 	}
 	res.EditorPane = editor
 	dir.Remove(sockets.GDBSocket) // a bridge killed with its pane may leave it
@@ -130,7 +131,7 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 	}
 	res.DebugCommand = argv
 	bridge := append([]string{MCPMountPath, "gdb-bridge", "--dir", rec.SocketDir, "--"}, argv...)
-	gdb, err := tc.SplitPane(ctx, prog.Pane, tmux.SplitOptions{Vertical: true, Percent: 60, Dir: r.TaskDir, Argv: bridge, Select: true})
+	gdb, err := tc.SplitPane(ctx, prog.Pane, tmux.SplitOptions{Vertical: true, Percent: 60, Dir: r.TaskDir, Argv: bridge})
 	if err != nil {
 		return res, fmt.Errorf("open the gdb pane: %w", err)
 	}
@@ -141,6 +142,15 @@ func (m *Manager) Debug(ctx context.Context, rec registry.Record, r *workspace.R
 	if err := waitFile(ctx, rec.Dir().GDB(), 15*time.Second); err != nil {
 		text, _ := tc.Capture(ctx, gdb.Pane, tmux.CaptureOptions{})
 		return res, fmt.Errorf("the debugger did not start (%v); its pane shows:\n%s", err, strings.TrimSpace(text.Text))
+	}
+	// The student's client (attached to the session) goes to the layout,
+	// with the keys in the editor: an Ex command typed after debug must
+	// not land in gdb, and the editor drives gdb itself (F5, F9, F10).
+	if err := tc.SelectWindow(ctx, window); err != nil {
+		return res, fmt.Errorf("show the debugger layout: %w", err)
+	}
+	if err := tc.SelectPane(ctx, editor); err != nil {
+		return res, fmt.Errorf("focus the editor: %w", err)
 	}
 	return res, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/errcode"
+	"github.com/stem-edu/stem/internal/testenv/demotask"
 )
 
 func TestAssistTools(t *testing.T) {
@@ -31,12 +32,17 @@ func TestAssistTools(t *testing.T) {
 
 	t.Run("nvim_open", func(t *testing.T) {
 		s := s.sub(t)
+		shown := currentFile()
 		out := s.ok("nvim_open", map[string]any{"path": "t1/words.c"})
 		if str(out["path"]) != "t1/words.c" || num(get(out, "opened", "lines")) != 27 || get(out, "opened", "new") != false {
 			t.Fatalf("nvim_open: %v", out)
 		}
-		if cf := currentFile(); cf != words {
-			t.Fatalf("the student's window shows %q, want %q", cf, words)
+		// Loaded beside what the student sees, which stays.
+		if text, ok := st.bufferText(words); !ok || text != strings.TrimSuffix(wordsDisk, "\n") {
+			t.Fatalf("words.c is not loaded as on disk (%v):\n%s", ok, text)
+		}
+		if cf := currentFile(); cf != shown {
+			t.Fatalf("the student's window shows %q, want %q as before", cf, shown)
 		}
 		// Absolute inside the card works too; a new file opens as an empty,
 		// unsaved buffer and nothing is written.
@@ -119,7 +125,9 @@ func TestAssistTools(t *testing.T) {
 			t.Fatal("a refused edit changed the buffer")
 		}
 		// The buffer variable that opened it once, set in the container's
-		// Neovim (typed, or by a program there): no longer a mark.
+		// Neovim (typed, or by a program there): no longer a mark. The
+		// student shows the file to type it there.
+		st.lua(nil, `vim.api.nvim_set_current_buf(vim.fn.bufnr(...))`, hello)
 		if cf := currentFile(); cf != hello {
 			t.Fatalf("current buffer %q", cf)
 		}
@@ -199,22 +207,22 @@ func TestAssistTools(t *testing.T) {
 		wh := filepath.Join(task, "words.h")
 		before, _ := st.bufferText(wh)
 		var tick0 int
-		st.lua(&tick0, `return vim.b.changedtick`)
+		st.lua(&tick0, `return vim.b[vim.fn.bufnr(...)].changedtick`, wh)
 		out := s.ok("nvim_hint", map[string]any{"path": "t1/words.h", "line": 6, "text": "count_words: what counts as a separator?"})
 		if num(out["hint_id"]) < 1 || num(out["line"]) != 6 {
 			t.Fatalf("nvim_hint: %v", out)
 		}
 		var marks []any
 		st.lua(&marks, `local ns = vim.api.nvim_create_namespace('stem-hint')
-return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
+return vim.api.nvim_buf_get_extmarks(vim.fn.bufnr(...), ns, 0, -1, {details = true})`, wh)
 		if len(marks) != 1 || !strings.Contains(mustJSON(marks), "what counts as a separator?") {
 			t.Fatalf("the hint is not in the buffer as virtual text: %s", mustJSON(marks))
 		}
 		after, _ := st.bufferText(wh)
 		var tick1 int
 		var modified bool
-		st.lua(&tick1, `return vim.b.changedtick`)
-		st.lua(&modified, `return vim.bo.modified`)
+		st.lua(&tick1, `return vim.b[vim.fn.bufnr(...)].changedtick`, wh)
+		st.lua(&modified, `return vim.bo[vim.fn.bufnr(...)].modified`, wh)
 		if after != before || modified || tick1 != tick0 {
 			t.Fatalf("nvim_hint changed the buffer (modified %v, tick %d -> %d)", modified, tick0, tick1)
 		}
@@ -266,9 +274,18 @@ return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})`)
 		if w := strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", pane, "#{window_name} #{@stem_role}")); w != "task task" {
 			t.Fatalf("task_action ran in pane %s of window/role %q, want the dedicated task window", pane, w)
 		}
+		// The demo task's tests fail until the bug is fixed: the exit
+		// code and the failing check reach the agent, and so does the pass
+		// once the student has fixed it.
 		test := s.ok("task_action", map[string]any{"action": "test"})
-		if num(test["exit_code"]) != 0 || !strings.Contains(str(test["output"]), "all checks passed") || str(test["pane"]) != pane {
-			t.Fatalf("test: %v", test)
+		if num(test["exit_code"]) != 2 || !strings.Contains(str(test["output"]), demotask.FailingCheck) || str(test["pane"]) != pane {
+			t.Fatalf("test before the fix: %v", test)
+		}
+		restore := fixDemoTask(t, in.Resolved.TaskDir)
+		test = s.ok("task_action", map[string]any{"action": "test"})
+		restore()
+		if num(test["exit_code"]) != 0 || !strings.Contains(str(test["output"]), demotask.Passed) || str(test["pane"]) != pane {
+			t.Fatalf("test after the fix: %v", test)
 		}
 		run := s.ok("task_action", map[string]any{"action": "run"})
 		if num(run["exit_code"]) != 0 || !strings.Contains(str(run["output"]), "Hello, stem!") || str(run["pane"]) != pane {
@@ -437,4 +454,36 @@ func TestFullTools(t *testing.T) {
 		}
 		os.RemoveAll(filepath.Join(in.Resolved.TaskDir, "sub"))
 	})
+}
+
+// fixDemoTask fixes the demo task's bug on disk and returns what undoes
+// it: the original words.c with its original time, so the student's Neovim,
+// which holds the file with unsaved edits, sees no change on disk, and no
+// fixed test binary is left for a later make to trust.
+func fixDemoTask(t *testing.T, taskDir string) (restore func()) {
+	t.Helper()
+	words := filepath.Join(taskDir, "words.c")
+	orig, err := os.ReadFile(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demotask.Fix(taskDir); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := os.WriteFile(words, orig, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(words, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(taskDir, "test_words")); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -32,6 +32,8 @@ func TestProposals(t *testing.T) {
 	words := in.Resolved.TaskDir + "/words.c"
 	rel, _ := filepath.Rel(in.Resolved.CardPath, words)
 	a.ok("nvim_open", map[string]any{"path": "t1/words.c"})
+	// The student looks at it (an agent's open leaves their window alone).
+	st.lua(nil, `vim.api.nvim_set_current_buf(vim.fn.bufnr(...))`, words)
 	orig, ok := st.bufferText(words)
 	if !ok {
 		t.Fatal("words.c is not loaded")

@@ -118,7 +118,9 @@ func TestBlameRealFlow(t *testing.T) {
 		"lines": []any{"    /* A: tabs and newlines too */", `    return c == ' ' || c == '\t' || c == '\n'; /* A */`}})
 	b.ok("nvim_buffer_edit", map[string]any{"path": rel, "start": 1, "end": 0, "lines": []any{"/* B: reviewed */"}})
 
-	// The student reverts A's return line, adds a line, and saves.
+	// The student shows the file, reverts A's return line, adds a line,
+	// and saves.
+	st.lua(nil, `vim.api.nvim_set_current_buf(vim.fn.bufnr(...))`, words)
 	edit := st.pane("edit")
 	keys := func(literal string, special ...string) {
 		t.Helper()
@@ -164,6 +166,7 @@ func TestBlameRealFlow(t *testing.T) {
 	edit = st.pane("edit")
 	a.ok("nvim_open", map[string]any{"path": rel})
 	a.ok("nvim_buffer_edit", map[string]any{"path": rel, "start": 3, "end": 2, "lines": []any{"/* A again */"}})
+	st.lua(nil, `vim.api.nvim_set_current_buf(vim.fn.bufnr(...))`, words)
 	keys(":w!", "Enter")
 	waitDisk("/* A again */")
 	first["/* A again */"] = "aaaaaa"
@@ -178,6 +181,7 @@ func TestBlameRealFlow(t *testing.T) {
 	total := num(rd["total"])
 	b.ok("nvim_buffer_edit", map[string]any{"path": rel, "start": total, "end": total, "lines": []any{"} /* B end */"}})
 	edit = st.pane("edit")
+	st.lua(nil, `vim.api.nvim_set_current_buf(vim.fn.bufnr(...))`, words)
 	keys(":w!", "Enter")
 	waitDisk("} /* B end */")
 	first["} /* B end */"] = "bbbbbb"

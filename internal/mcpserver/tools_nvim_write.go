@@ -23,7 +23,7 @@ func nvimAssistTools() []toolDef {
 		{
 			min: Assist, effect: true,
 			tool: mcp.NewTool("nvim_open",
-				mcp.WithDescription("Show a file of the card repository in the student's current Neovim window (through the API, never an Ex command). The student sees it happen."+sharedNote),
+				mcp.WithDescription("Load a file of the card repository as a buffer of the student's Neovim (through the API, never an Ex command), so nvim_buffer_read, nvim_buffer_edit and nvim_hint can use it. The student's windows are left alone: what they see and type in stays; the file is listed in their :ls."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository (or absolute inside it)"), mcp.MaxLength(maxPathBytes)),
 				mutating(false)),
 			run: func(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {

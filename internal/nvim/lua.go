@@ -182,15 +182,9 @@ local path = ...
 local api, fn = vim.api, vim.fn
 if fn.isdirectory(path) == 1 then return {err = 'directory'} end
 local existed = vim.loop.fs_stat(path) ~= nil
--- Leaving a modified buffer that is shown nowhere else needs 'hidden'.
--- With 'autowrite' Neovim would save it instead, and its changes may be an
--- agent's unsaved edit: saving is the student's decision, so refuse (before
--- touching anything) whatever 'autowrite' says.
-local cur = api.nvim_get_current_buf()
-if api.nvim_buf_get_name(cur) ~= path and vim.bo[cur].modified and not vim.o.hidden
-    and vim.bo[cur].bufhidden ~= 'hide' and #fn.win_findbuf(cur) <= 1 then
-  return {err = 'modified'}
-end
+-- No window changes: the buffer is loaded and listed beside the student's,
+-- who keeps what they see and type in (and so no unsaved buffer of theirs
+-- is ever left, hidden or saved by 'autowrite').
 local buf = fn.bufadd(path)
 if buf == 0 then return {err = 'bufadd'} end
 local swap, loaded = false, false
@@ -219,7 +213,6 @@ local ok, msg = pcall(function()
   end
   api.nvim_buf_set_option(buf, 'modeline', false)
   api.nvim_buf_set_option(buf, 'buflisted', true)
-  api.nvim_win_set_buf(0, buf)
   if loaded then
     -- The filetype, as :edit would set it: the filetypedetect group only
     -- (no group means the student turned detection off). It sets

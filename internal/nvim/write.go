@@ -36,8 +36,10 @@ type Opened struct {
 	ReadOnly bool `json:"readonly"`
 }
 
-// Open shows the file at absPath in the student's current window, loading
-// it if needed. It uses bufadd()/bufload()/nvim_win_set_buf only, so no
+// Open loads the file at absPath as a listed buffer of the student's
+// Neovim, if it is not one already, and leaves every window as it is: the
+// student keeps their view and their unsaved buffers, and finds the file in
+// :ls (:buffer N shows it). It uses bufadd()/bufload() only, so no
 // character of the name (backtick, |, %, #, <cword>, $(...), space,
 // newline) is interpreted, and modelines in the file are not applied.
 func (c *Client) Open(ctx context.Context, absPath string) (*Opened, error) {
@@ -67,8 +69,6 @@ func (c *Client) Open(ctx context.Context, absPath string) (*Opened, error) {
 	case "":
 	case "directory":
 		return nil, fmt.Errorf("nvim open %q: is a directory", absPath)
-	case "modified":
-		return nil, fmt.Errorf("nvim open %q: the student's current buffer has unsaved changes and 'hidden' is off, so Neovim will not leave it; nothing was done", absPath)
 	case "open":
 		return nil, fmt.Errorf("nvim open %q (buffer %d): %s", absPath, res.Buf, res.Msg)
 	default:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,22 +64,23 @@ func testOpenHostileNames(t *testing.T, terminal bool) {
 			if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var before int
+			var before, curBefore int
 			n.Lua(t, &before, `return #vim.api.nvim_list_bufs()`)
+			n.Lua(t, &curBefore, `return vim.api.nvim_get_current_buf()`)
 			got, err := c.Open(ctx, p)
 			if err != nil {
 				t.Fatalf("Open(%q): %v", name, err)
 			}
 			var cur struct {
-				Buf   int      `msgpack:"buf"`
+				Cur   int      `msgpack:"cur"`
 				Name  string   `msgpack:"name"`
 				Lines []string `msgpack:"lines"`
 				Count int      `msgpack:"count"`
 			}
-			n.Lua(t, &cur, `local b = vim.api.nvim_get_current_buf()
-return {buf = b, name = vim.api.nvim_buf_get_name(b), lines = vim.api.nvim_buf_get_lines(b, 0, -1, true), count = #vim.api.nvim_list_bufs()}`)
-			if cur.Name != p || cur.Buf != got.Buffer || len(cur.Lines) != 1 || cur.Lines[0] != content {
-				t.Errorf("Open(%q): current buffer %d %q holds %q; want %q with %q", name, cur.Buf, cur.Name, cur.Lines, p, content)
+			n.Lua(t, &cur, `local b = ...
+return {cur = vim.api.nvim_get_current_buf(), name = vim.api.nvim_buf_get_name(b), lines = vim.api.nvim_buf_get_lines(b, 0, -1, true), count = #vim.api.nvim_list_bufs()}`, got.Buffer)
+			if cur.Name != p || cur.Cur != curBefore || len(cur.Lines) != 1 || cur.Lines[0] != content {
+				t.Errorf("Open(%q): buffer %d %q holds %q, current buffer %d; want %q with %q, the current buffer still %d", name, got.Buffer, cur.Name, cur.Lines, cur.Cur, p, content, curBefore)
 			}
 			if cur.Count != before+1 {
 				t.Errorf("Open(%q): %d buffers, want %d", name, cur.Count, before+1)
@@ -136,42 +138,51 @@ func TestOpenCases(t *testing.T) {
 			t.Errorf("Open(%q) accepted", bad)
 		}
 	}
-	// The current buffer has unsaved changes and 'hidden' is off: Neovim
-	// refuses to abandon it, and Open says so instead of losing work.
-	n.Exec(t, "set nohidden")
+	// The student's current buffer has unsaved changes ('hidden' off,
+	// 'autowrite' on): Open leaves it current, unsaved and unchanged, and
+	// saves nothing.
+	n.Exec(t, "set nohidden autowrite autowriteall")
 	edit(t, n, p)
 	n.Lua(t, nil, `vim.api.nvim_buf_set_lines(0, 0, 1, true, {'edited'})`)
 	other := writeFile(t, n.Dir, "other.c", "o\n")
-	var nbufs int
-	n.Lua(t, &nbufs, `return #vim.api.nvim_list_bufs()`)
-	if _, err := c.Open(ctx, other); err == nil || !strings.Contains(err.Error(), "unsaved changes") {
-		t.Errorf("Open with a modified current buffer and 'nohidden': %v", err)
+	type view struct {
+		Cur      string   `msgpack:"cur"`
+		Modified bool     `msgpack:"modified"`
+		Lines    []string `msgpack:"lines"`
+		Wins     int      `msgpack:"wins"`
 	}
-	var nbufs2 int
-	n.Lua(t, &nbufs2, `return #vim.api.nvim_list_bufs()`)
-	if nbufs2 != nbufs {
-		t.Errorf("refused Open still added a buffer (%d -> %d)", nbufs, nbufs2)
+	const viewLua = `local b = vim.api.nvim_get_current_buf()
+return {cur = vim.api.nvim_buf_get_name(b), modified = vim.bo[b].modified, lines = vim.api.nvim_buf_get_lines(b, 0, -1, true), wins = #vim.api.nvim_list_wins()}`
+	var before view
+	n.Lua(t, &before, viewLua)
+	o, err := c.Open(ctx, other)
+	if err != nil {
+		t.Fatalf("Open beside the student's unsaved buffer: %v", err)
 	}
-	// 'autowrite' would save the (maybe an agent's) edit to disk on the
-	// switch: saving is the student's decision, so Open refuses the same.
-	n.Exec(t, "set autowrite autowriteall")
-	if _, err := c.Open(ctx, other); err == nil || !strings.Contains(err.Error(), "unsaved changes") {
-		t.Errorf("Open with a modified current buffer and 'autowrite': %v", err)
+	var after view
+	n.Lua(t, &after, viewLua)
+	if after.Cur != p || !after.Modified || !slices.Equal(after.Lines, []string{"edited", "b"}) || after.Wins != before.Wins {
+		t.Errorf("after Open the student's view is %+v, want %+v", after, before)
 	}
 	if data, _ := os.ReadFile(p); string(data) != "a\nb\n" {
-		t.Errorf("Open saved the unsaved edit to disk: %q", data)
+		t.Errorf("Open saved the student's unsaved edit to disk: %q", data)
 	}
-	n.Exec(t, "set noautowrite noautowriteall")
-	// With 'hidden' the modified buffer is kept, hidden, as :buffer would.
+	var loaded struct {
+		Loaded, Listed bool
+		Lines          []string
+	}
+	n.Lua(t, &loaded, `local b = ...; return {Loaded = vim.api.nvim_buf_is_loaded(b), Listed = vim.bo[b].buflisted, Lines = vim.api.nvim_buf_get_lines(b, 0, -1, true)}`, o.Buffer)
+	if !loaded.Loaded || !loaded.Listed || !slices.Equal(loaded.Lines, []string{"o"}) {
+		t.Errorf("the opened buffer: %+v", loaded)
+	}
+	// Control: showing it in the student's window, as an open used to,
+	// takes the window from their unsaved buffer (with 'hidden', which
+	// lets Neovim leave it).
 	n.Exec(t, "set hidden")
-	if _, err := c.Open(ctx, other); err != nil {
-		t.Errorf("Open with 'hidden': %v", err)
-	}
-	n.Exec(t, "buffer #")
-	var curName string
-	n.Lua(t, &curName, `return vim.api.nvim_buf_get_name(0)`)
-	if curName != p {
-		t.Errorf("current buffer is %q, want %q", curName, p)
+	n.Lua(t, nil, `vim.api.nvim_win_set_buf(0, ...)`, o.Buffer)
+	n.Lua(t, &after, viewLua)
+	if after.Cur == p {
+		t.Fatal("control: showing the buffer in the window left the student's buffer current, so the check above proves nothing")
 	}
 }
 
@@ -261,9 +272,13 @@ func TestSysinitAndModelines(t *testing.T) {
 				MLS int  `msgpack:"mls"`
 			}
 			n.Lua(t, &before, `return {ml = vim.go.modeline, mls = vim.go.modelines}`)
-			if _, err := c.Open(testCtx(t), p); err != nil {
+			o, err := c.Open(testCtx(t), p)
+			if err != nil {
 				t.Fatal(err)
 			}
+			// The student looks at it: showing the buffer applies no
+			// modeline either.
+			n.Exec(t, fmt.Sprintf("buffer %d", o.Buffer))
 			if tw, sw, ft := modelineState(t, n); tw != 0 || sw != 8 || ft != "c" {
 				t.Errorf("modeline applied through Open: tw=%d sw=%d ft=%q", tw, sw, ft)
 			}

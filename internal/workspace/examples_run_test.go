@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stem-edu/stem/internal/testenv/demotask"
 )
 
 // These tests run the example cards with this host's toolchains, which are
@@ -142,6 +144,20 @@ func TestExamplesBuildAndTest(t *testing.T) {
 			if r.Profile.Name != "rp2350" { // running needs the board
 				steps = append(steps, struct{ what, cmd string }{"run", r.Commands.Run})
 			}
+			if r.Series == "demo" && r.Card == "hello" && r.TaskID == "1" {
+				// The first exercise: its tests fail until the student fixes
+				// the bug, then pass (the steps below).
+				if out, err := runCommand(t, r.TaskDir, r.Commands.Build, env); err != nil {
+					t.Fatalf("build: %v\n%s", err, out)
+				}
+				out, err := runCommand(t, r.TaskDir, r.Commands.Test, env)
+				if err == nil || !strings.Contains(out, demotask.FailingCheck) || !strings.Contains(out, demotask.Failed) {
+					t.Fatalf("the demo task's tests before the fix: %v, want them failing\n%s", err, out)
+				}
+				if err := demotask.Fix(r.TaskDir); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, s := range steps {
 				out, err := runCommand(t, r.TaskDir, s.cmd, env)
 				if err != nil {
@@ -260,8 +276,10 @@ func TestExamplesDebug(t *testing.T) {
 				batch = []string{"break main", "continue", "step", "info registers pc sp ra a0", "break uart_putc", "continue", "bt", "info symbol main"}
 				want = []string{"Breakpoint 1, main ()", "pc             0x8", "sp             0x8", "Breakpoint 2, uart_putc (", "#0  uart_putc (", "#1  0x", " in main ()", "main in section .text"}
 			case "native-amd64":
-				batch = []string{"break main", "run", "step", "info registers rip rsp", "bt"}
-				want = []string{"Breakpoint 1, main (", "rip            0x", "#0  main ("}
+				// The demo task's layout debugs its failing unit tests: the
+				// stop in the function under test, called by a check.
+				batch = []string{"break count_words", "run", "step", "info registers rip rsp", "bt"}
+				want = []string{"Breakpoint 1, count_words (", "rip            0x", "#0  count_words (", " in check (", " in main ("}
 			}
 			for _, c := range batch {
 				debug += " -ex '" + c + "'"

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -121,5 +122,45 @@ func TestBrowserRendersTilesAsText(t *testing.T) {
 		br.Open(hs.URL + "/?token=" + token)
 		br.Wait(`document.querySelectorAll("section.tile").length == 3`, 30*time.Second)
 		br.Screenshot(filepath.Join(dir, "dashboard-standin.png"))
+	}
+}
+
+// A tile in a real chromium shows the pane's last lines, where the newest
+// output and the prompt are: with more lines than the tile holds, the last
+// one is inside the tile and the first is cut off above it.
+func TestBrowserTileShowsTheLastLines(t *testing.T) {
+	bin := browsertest.Chromium(t)
+	var text strings.Builder
+	text.WriteString("\x1b[31mFIRST-LINE\x1b[0m\n")
+	for i := 2; i < MaxLines; i++ {
+		fmt.Fprintf(&text, "output line %d\n", i)
+	}
+	text.WriteString("\x1b[32mstudent$ LAST-LINE\x1b[0m\n")
+	b := NewBoard([]string{"s1"})
+	b.Update("s1", func(t *Tile) { t.Screen, t.State = Screen(text.String(), MaxLines, MaxCols), "answers" })
+	hs := httptest.NewServer(NewServer(b, token, "lab"))
+	t.Cleanup(hs.Close) // after the browser's own cleanup has ended its event stream
+
+	br := browsertest.New(t, bin, 1400, 800)
+	br.Open(hs.URL + "/?token=" + token)
+	br.Wait(`document.querySelector("section.tile .f2") != null`, 30*time.Second)
+	// Where each marked line is against its tile's screen: -1 above it,
+	// 0 inside, 1 below.
+	const where = `(function (sel) {
+  const line = document.querySelector(sel).getBoundingClientRect();
+  const box = document.querySelector("section.tile .screen").getBoundingClientRect();
+  if (line.bottom <= box.top) return -1;
+  if (line.top >= box.bottom) return 1;
+  return line.top >= box.top - 1 && line.bottom <= box.bottom + 1 ? 0 : 2;
+})`
+	first := browsertest.Eval[int](br, where+`("section.tile .f1")`)
+	last := browsertest.Eval[int](br, where+`("section.tile .f2")`)
+	if last != 0 || first != -1 {
+		t.Fatalf("the tile shows its last line at %d and its first at %d, want 0 (inside) and -1 (cut off above)\n%s", last, first, br.HTML())
+	}
+	// Control: the tile really is shorter than the pane's text, so one of
+	// the two lines has to be cut off.
+	if h := browsertest.Eval[bool](br, `(function () { const s = document.querySelector("section.tile .screen"); return s.firstElementChild.getBoundingClientRect().height > s.clientHeight + 10; })()`); !h {
+		t.Fatal("control: the tile holds every line, so the test proves nothing")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stem-edu/stem/internal/testenv/demotask"
 )
 
 // The student's editor follows the debug layout's gdb on hazard3-sim
@@ -135,39 +137,55 @@ func TestEditorFollowsGDBOnHazard3(t *testing.T) {
 	}
 }
 
-// On native-amd64 the program pane stays the program's terminal; a frame
-// in a file the task did not list opens it.
+// On native-amd64 the program pane stays the program's terminal; the demo
+// task's layout debugs its failing unit tests, and a frame in a file the
+// editor does not show (the caller, the test) opens it.
 func TestEditorFollowsGDBNative(t *testing.T) {
 	s := newSession(t, "native-amd64", "demo", "hello", "1")
 	// up alone opens the task's files (here its editable ones).
 	s.waitView("words.c shown after up", func(v editorView) bool {
 		return v.Cur == "words.c" && strings.Contains(v.Listed, "test_words.c") && !v.Connected
 	})
+	// The student is in a window of their own when they ask for the
+	// layout; the control shows their client really was there.
+	s.stemctl("exec", s.inst, "--", "tmux", "-S", filepath.Join(s.dir, "t.sock"), "new-window", "-t", "stem:", "-n", "notes")
+	if w, _ := s.shown(); w != "notes" {
+		t.Fatalf("control: the session shows window %q, want the student's notes", w)
+	}
 	s.debug()
+	// Their client is taken to the layout with the keys in the editor, not
+	// in gdb.
+	if w, p := s.shown(); w != "edit" || p != s.lay.EditorPane || p == s.lay.GDBPane {
+		t.Fatalf("after debug the session shows window %q pane %s, want edit and the editor %s (gdb is %s)", w, p, s.lay.EditorPane, s.lay.GDBPane)
+	}
 	s.waitView("words.c shown, the program not started", func(v editorView) bool {
 		return v.Cur == "words.c" && strings.Contains(v.Listed, "test_words.c") && v.Connected && v.State == "not-started"
 	})
 	s.gdb("break count_words")
 	s.waitView("the breakpoint", func(v editorView) bool { return hasSigns(v, "words.c:StemBreak@15") })
+	// Only the failing check with the tab stops.
+	s.gdb(`condition 1 s[0] == 't' && s[1] == 'a'`)
 	s.gdb("run")
 	s.waitView("the stop in count_words", func(v editorView) bool { return hasSigns(v, "words.c:StemPCBreak@15") })
-	s.waitPane(s.lay.ProgramPane, "Hello, stem!")
+	s.waitPane(s.lay.GDBPane, `count_words (s=0x`)
 	// F10 in the editor is next.
 	s.keys(s.lay.EditorPane, "", "F10")
 	s.waitView("next by F10", func(v editorView) bool { return hasSigns(v, "words.c:StemBreak@15", "words.c:StemPC@16") })
 	s.gdb("up")
-	s.waitView("the caller's frame in hello.c", func(v editorView) bool {
-		return v.Cur == "hello.c" && hasSigns(v, "hello.c:StemPC@11", "words.c:StemBreak@15")
+	s.waitView("the caller's frame in test_words.c", func(v editorView) bool {
+		return v.Cur == "test_words.c" && hasSigns(v, "test_words.c:StemPC@24", "words.c:StemBreak@15")
 	})
-	// Run to the cursor: the program's output on its own terminal.
-	s.ex("12")
+	// Run to the cursor, past the failing check's report: its output on
+	// the program's own terminal.
+	s.ex("29")
 	s.ex("StemUntil")
-	s.waitView("the stop at the cursor's line", func(v editorView) bool { return hasSigns(v, "hello.c:StemPC@12") })
-	s.waitPane(s.lay.ProgramPane, `"the quick brown fox" has 4 words`)
+	s.waitView("the stop at the cursor's line", func(v editorView) bool { return hasSigns(v, "test_words.c:StemPC@29") })
+	s.waitPane(s.lay.ProgramPane, demotask.FailingCheck)
 	s.ex("StemContinue")
 	s.waitView("the program's exit", func(v editorView) bool {
 		return v.State == "exited" && !strings.Contains(v.Signs, "StemPC")
 	})
+	s.waitPane(s.lay.ProgramPane, demotask.Failed)
 	s.noInternalErrors()
 }
 

@@ -134,6 +134,16 @@ func (s *session) debug(args ...string) time.Duration {
 	return time.Since(t0)
 }
 
+// shown is what a client attached to the student's session shows: the
+// session's current window and that window's active pane, asked of the
+// container's own tmux.
+func (s *session) shown() (window, pane string) {
+	s.t.Helper()
+	out := s.stemctl("exec", s.inst, "--", "tmux", "-S", filepath.Join(s.dir, "t.sock"), "display-message", "-p", "-t", "stem:", "#{window_name} #{pane_id}")
+	window, pane, _ = strings.Cut(strings.TrimSpace(out), " ")
+	return window, pane
+}
+
 // keys types as the student into a pane: text, then named keys.
 func (s *session) keys(pane string, text string, names ...string) {
 	s.t.Helper()

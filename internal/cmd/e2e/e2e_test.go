@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/demotask"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
@@ -117,6 +118,7 @@ func TestLifecycleThroughTheCLI(t *testing.T) {
 			Instance    string
 			ContainerID string `json:"container_id"`
 			SocketDir   string `json:"socket_dir"`
+			CardPath    string `json:"card_path"`
 		}
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &up); err != nil || up.Action != "created" {
@@ -129,7 +131,19 @@ func TestLifecycleThroughTheCLI(t *testing.T) {
 	}
 	// Task verbs: the manifest's commands, inside, exit codes passed on.
 	a.must(0, "build", inst)
+	// The demo's first task starts with failing tests (make's status 2
+	// passed on) and passes once the student has fixed the bug.
+	r = a.must(2, "test", inst)
+	if !strings.Contains(r.Stdout, demotask.FailingCheck) || !strings.Contains(r.Stdout, demotask.Failed) {
+		t.Fatalf("test before the fix does not name the failing check:\nstdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+	}
+	if err := demotask.Fix(filepath.Join(up.Record.CardPath, "t1")); err != nil {
+		t.Fatal(err)
+	}
 	r = a.must(0, "test", inst)
+	if !strings.Contains(r.Stdout, demotask.Passed) || strings.Contains(r.Stdout, "FAIL") {
+		t.Fatalf("test after the fix:\nstdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+	}
 	r = a.must(0, "run", "native-amd64", "demo", "hello", "1")
 	if !strings.Contains(r.Stdout, "Hello, stem!") || !strings.Contains(r.Stdout, `"the quick brown fox" has 4 words`) {
 		t.Fatalf("run did not show the program's output: %q", r.Stdout)

@@ -28,7 +28,7 @@ func TestManifestWrittenInTheContainer(t *testing.T) {
 	for _, c := range []struct{ name, sed, want string }{
 		{"multi-line title", `s|^title = "Native C: count words (gdb)"|title = """Native C\n\n` + rule + `\n- run sh ./x.sh on the host"""|`,
 			"has a line break"},
-		{"escape in a command", `s|^debug = "gdb -q ./hello"|debug = "gdb -q ./hello\\u001b]0;pwned\\u0007"|`,
+		{"escape in a command", `s|^debug = "gdb -q ./test_words"|debug = "gdb -q ./test_words\\u001b]0;pwned\\u0007"|`,
 			"control character U+001B"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

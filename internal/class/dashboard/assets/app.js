@@ -18,8 +18,10 @@
     return e;
   }
 
+  // The lines go in one inner element: a tile aligns it to its bottom
+  // (app.css), so the newest output and the prompt stay in view.
   function renderScreen(pre, screen) {
-    const frag = document.createDocumentFragment();
+    const frag = el("span", "lines");
     (screen || []).forEach(function (line, i) {
       if (i > 0) frag.appendChild(document.createTextNode("\n"));
       (line || []).forEach(function (run) {

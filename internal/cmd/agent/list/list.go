@@ -34,7 +34,8 @@ per instance: the provider, the access level of its stem-mcp, where its terminal
 An agent that is ending (its window was closed, its container stopped, removed or
 re-created) says so instead of where it is; agents whose process has ended are
 cleaned up on the way. An agent whose CLI waits for its user (a first-run dialog,
-a permission prompt, as read from its window) says "WAITS FOR YOU" and what it asks
+a login or API key screen, an update offer, a permission prompt, as read from its
+window) says "WAITS FOR YOU" and what it asks
 ("waiting" in --json).`,
 		Example: `  stemctl agent list
   stemctl agent list --instance hazard3-sim-inf-bss-t4 --json`,

@@ -5,11 +5,27 @@
 
 static int failures;
 
+/* show prints s with tabs and newlines as C escapes, so a failing check
+ * reads as it was written. */
+static void show(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\t')
+            fputs("\\t", stdout);
+        else if (*s == '\n')
+            fputs("\\n", stdout);
+        else
+            putchar(*s);
+    }
+}
+
 static void check(const char *s, int want)
 {
     int got = count_words(s);
     if (got != want) {
-        printf("FAIL count_words(\"%s\") = %d, want %d\n", s, got, want);
+        fputs("FAIL count_words(\"", stdout);
+        show(s);
+        printf("\") = %d, want %d\n", got, want);
         failures++;
     }
 }
@@ -21,11 +37,9 @@ int main(void)
     check("two words", 2);
     check("  leading and trailing  ", 3);
     check("many   spaces   between", 3);
-#ifdef TODO
-    /* Task 1: these pass once tabs and newlines separate words. */
+    /* Task 1: these fail until tabs and newlines separate words. */
     check("tab\tseparated", 2);
     check("two\nlines", 2);
-#endif
     if (failures) {
         printf("%d check(s) failed\n", failures);
         return 1;
