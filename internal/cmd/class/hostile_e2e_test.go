@@ -163,8 +163,8 @@ func peakRSS(pid int) (stop func() int) {
 	}
 }
 
-// call calls a tool of stem-mcp class and returns its first text.
-func (p *classProc) call(t *testing.T, tool string, args map[string]any) (string, bool) {
+// result calls a tool of stem-mcp class.
+func (p *classProc) result(t *testing.T, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -174,20 +174,20 @@ func (p *classProc) call(t *testing.T, tool string, args map[string]any) (string
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
+	return res
+}
+
+// call calls a tool of stem-mcp class and returns its first text.
+func (p *classProc) call(t *testing.T, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	res := p.result(t, tool, args)
 	return res.Content[0].(mcp.TextContent).Text, res.IsError
 }
 
 // callAll calls a tool of stem-mcp class and returns all its texts.
 func (p *classProc) callAll(t *testing.T, tool string, args map[string]any) (string, bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = tool, args
-	res, err := p.c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
+	res := p.result(t, tool, args)
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
