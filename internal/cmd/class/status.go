@@ -14,9 +14,9 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
-	"github.com/stem-edu/stem/internal/cmd/teacher"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/sessionevent"
+	"github.com/stem-edu/stem/internal/sshtarget"
 )
 
 // StatusOptions are `class status`'s inputs.
@@ -183,7 +183,7 @@ func resolver(f *cmdutil.Factory, r *class.Roster) func(context.Context, class.S
 		if err != nil {
 			return access.Target{}, nil, err
 		}
-		return teacher.ResolveTarget(ctx, f, s.Host, r.KeyFor(s, d.Home), s.Port, r.SSHOptions)
+		return sshtarget.Resolve(ctx, sshtarget.Request{Host: s.Host, Key: r.KeyFor(s, d.Home), Port: s.Port, SSHOptions: r.SSHOptions, Home: d.Home, Self: f.Self})
 	}
 }
 
