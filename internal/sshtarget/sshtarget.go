@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // Request names one student's account and how to reach it.
@@ -39,34 +39,34 @@ type Request struct {
 
 // Resolve checks the request and returns the target; notes are advice and
 // information for stderr.
-func Resolve(ctx context.Context, r Request) (access.Target, []string, error) {
+func Resolve(ctx context.Context, r Request) (teacherkey.Target, []string, error) {
 	if r.Host == "" {
-		return access.Target{}, nil, cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
+		return teacherkey.Target{}, nil, cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
 	}
 	var notes []string
 	keyPath := r.Key
 	if keyPath == "" {
 		var err error
 		if keyPath, err = defaultKey(r.Home); err != nil {
-			return access.Target{}, nil, err
+			return teacherkey.Target{}, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("using the automation key %s (the only one stemctl access keygen made in %s; --key FILE chooses another)", keyPath, filepath.Dir(keyPath)))
 	}
-	key, warns, err := access.CheckKeyFile(keyPath, access.KeyCheck{Home: r.Home, SSHHome: passwdHome(), Force: r.Force})
+	key, warns, err := teacherkey.CheckKeyFile(keyPath, teacherkey.KeyCheck{Home: r.Home, SSHHome: passwdHome(), Force: r.Force})
 	if err != nil {
-		return access.Target{}, nil, err
+		return teacherkey.Target{}, nil, err
 	}
 	for _, w := range warns {
 		notes = append(notes, "warning: "+w)
 	}
-	tg := access.Target{Host: r.Host, Key: key, Port: r.Port, SSHOptions: r.SSHOptions}
+	tg := teacherkey.Target{Host: r.Host, Key: key, Port: r.Port, SSHOptions: r.SSHOptions}
 	args, err := tg.Command()
 	if err != nil {
-		return access.Target{}, nil, err
+		return teacherkey.Target{}, nil, err
 	}
 	view, err := resolveSSH(ctx, args)
 	if err != nil {
-		return access.Target{}, nil, err
+		return teacherkey.Target{}, nil, err
 	}
 	if others := view.otherIdentities(key); len(others) > 0 {
 		notes = append(notes, fmt.Sprintf("warning: your ssh configuration also gives this host %s: IdentitiesOnly keeps those, so the entry's ssh offers them when the automation key is refused (say, after the student revokes the grant), and your ordinary key would log in with a shell; limit such lines to your other hosts (for example Host * !%s)", strings.Join(others, ", "), view.host))
@@ -74,7 +74,7 @@ func Resolve(ctx context.Context, r Request) (access.Target, []string, error) {
 	if !r.Direct {
 		dial, note, err := dialer(r.Self, view)
 		if err != nil {
-			return access.Target{}, nil, err
+			return teacherkey.Target{}, nil, err
 		}
 		if note != "" {
 			notes = append(notes, note)
@@ -154,10 +154,10 @@ func dialer(selfF func() (string, error), v sshView) (string, string, error) {
 	}
 	// stem-dial starts in a fraction of stemctl's time (no Podman
 	// bindings to initialise), which adds up when a teacher polls a class.
-	if d := filepath.Join(filepath.Dir(self), access.DialBinary); isExecutable(d) {
+	if d := filepath.Join(filepath.Dir(self), teacherkey.DialBinary); isExecutable(d) {
 		self = d
 	}
-	if _, err := access.DialCommand(self); err != nil {
+	if _, err := teacherkey.DialCommand(self); err != nil {
 		return "", "", err
 	}
 	if v.proxy != "" {
@@ -172,7 +172,7 @@ func dialer(selfF func() (string, error), v sshView) (string, string, error) {
 // defaultKey is the automation key to use when --key is omitted: the one
 // keygen made in ~/.ssh, if there is exactly one.
 func defaultKey(home string) (string, error) {
-	keys, err := access.FindAutomationKeys(home)
+	keys, err := teacherkey.FindAutomationKeys(home)
 	if err != nil {
 		return "", err
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 func TestResolveRefusesBeforeSSH(t *testing.T) {
@@ -22,7 +22,7 @@ func TestResolveRefusesBeforeSSH(t *testing.T) {
 		t.Fatalf("no key at all: %v", err)
 	}
 	for _, n := range []string{"a", "b"} {
-		if _, err := access.Keygen(access.DefaultKeyPath(home, n), n); err != nil {
+		if _, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(home, n), n); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/sshtarget"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // NewCmdTeacher builds the group.
@@ -51,13 +51,13 @@ func (t *targetFlags) add(cmd *cobra.Command) {
 }
 
 // target validates the flags; notes are advice and information for stderr.
-func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (access.Target, []string, error) {
+func (t *targetFlags) target(ctx context.Context, f *cmdutil.Factory) (teacherkey.Target, []string, error) {
 	if t.Host == "" {
-		return access.Target{}, nil, cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
+		return teacherkey.Target{}, nil, cmdutil.FlagErrorf("--host is required: the student's USER@HOST")
 	}
 	d, err := f.Dirs()
 	if err != nil {
-		return access.Target{}, nil, err
+		return teacherkey.Target{}, nil, err
 	}
 	return sshtarget.Resolve(ctx, sshtarget.Request{Host: t.Host, Key: t.Key, Port: t.Port, SSHOptions: t.SSHOptions,
 		Force: t.Force, Direct: t.Direct, Home: d.Home, Self: f.Self})
