@@ -90,3 +90,12 @@ func ExactArgs(n int, usage string) cobra.PositionalArgs {
 func AddJSONFlag(cmd *cobra.Command, target *bool) {
 	cmd.Flags().BoolVar(target, "json", false, "print machine-readable JSON")
 }
+
+// RunOr runs runF when a test gave one, else run: the seam through which a
+// command's flags and arguments are tested without running it.
+func RunOr[O any](ctx context.Context, opts O, runF, run func(context.Context, O) error) error {
+	if runF != nil {
+		return runF(ctx, opts)
+	}
+	return run(ctx, opts)
+}

@@ -53,10 +53,7 @@ automation key must be a separate key, made with "stemctl access keygen".`,
   stemctl access grant --name lab-helper --key helper.pub --level full --expires 2h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunGrant(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunGrant)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the teacher's name for this grant (required)")

@@ -33,10 +33,7 @@ fingerprint, and whether its authorized_keys line is in place.`,
   stemctl access list --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunList(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunList)
 		},
 	}
 	addKeysFlag(cmd, &opts.AuthorizedKeys)
@@ -118,10 +115,7 @@ while it serves).`,
 		Args: cmdutil.ExactArgs(1, "NAME|ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunRevoke(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunRevoke)
 		},
 	}
 	addKeysFlag(cmd, &opts.AuthorizedKeys)
@@ -175,10 +169,7 @@ lines that cannot be read. Exit status 0 when all is consistent, 1 otherwise.`,
   stemctl access check --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunCheck(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunCheck)
 		},
 	}
 	addKeysFlag(cmd, &opts.AuthorizedKeys)
@@ -241,10 +232,7 @@ already opens a shell there.`,
   stemctl access keygen --name kowalski --out ~/keys/stem_kowalski`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunKeygen(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunKeygen)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the teacher's name (required); names the files and the key comment")

@@ -74,10 +74,7 @@ inside the card.`,
 			if err := opts.check(); err != nil {
 				return err
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	if disallow {

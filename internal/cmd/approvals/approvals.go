@@ -39,10 +39,7 @@ type Options struct {
 // NewCmdApprovals builds the command and its subcommands.
 func NewCmdApprovals(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	run := func(cmd *cobra.Command, opts *Options) error {
-		if runF != nil {
-			return runF(cmd.Context(), opts)
-		}
-		return Run(cmd.Context(), opts)
+		return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 	}
 	opts := &Options{F: f}
 	cmd := &cobra.Command{

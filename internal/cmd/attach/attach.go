@@ -66,10 +66,7 @@ LINES and the streams are relayed (filtered, without the host line).
 			if len(args) == 1 {
 				opts.Instance = args[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.ReadOnly, "read-only", "r", false, "attach as a read-only tmux client")

@@ -78,10 +78,7 @@ file of a lab.`,
 		Args: cmdutil.ExactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runInit(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, runInit)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Key, "key", "", "the automation private key `FILE` for every student")
@@ -130,10 +127,7 @@ whatever their case; so is each USER@HOST:PORT).`,
 		Args: cmdutil.ExactArgs(2, "NAME USER@HOST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Class, opts.Host = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runAdd(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, runAdd)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Port, "port", 0, "SSH `PORT` on the student's machine (default 22)")
@@ -190,10 +184,7 @@ row is reported with its line, and then nobody is added.`,
 		Args:    cmdutil.ExactArgs(2, "NAME FILE.csv"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Class, opts.File = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runImport(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, runImport)
 		},
 	}
 	return cmd
@@ -241,10 +232,7 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 			if len(args) == 1 {
 				opts.Class = args[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runList(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, runList)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
@@ -344,10 +332,7 @@ students is removed only with --force.`,
 			if len(args) == 2 {
 				opts.Student = args[1]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRm(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, runRm)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "remove a class that still has students")

@@ -55,10 +55,7 @@ one class.`,
 			if len(args) == 1 {
 				opts.Class = args[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunServe(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunServe)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:0", "address to listen on; other than loopback only when you mean it (the page shows every student's screen)")

@@ -64,10 +64,7 @@ may be left out when there is one class.`,
 			if len(args) == 1 {
 				opts.Class = args[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunStatus(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunStatus)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

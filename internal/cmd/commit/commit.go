@@ -68,10 +68,7 @@ Push, pull and look at history with git as usual in the card's root directory.`,
 			if strings.TrimSpace(opts.Message) == "" {
 				return cmdutil.FlagErrorf("a commit message is required: -m MESSAGE")
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Message, "message", "m", "", "the commit message")

@@ -60,10 +60,7 @@ directory of the card, it is that task's instance.`,
 		ValidArgsFunction: cmdutil.CompleteTask(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")

@@ -52,10 +52,7 @@ status is 1 when a requirement of stemctl up fails.`,
   stemctl doctor --json | jq -r '.checks[] | select(.status != "ok") | .fix'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

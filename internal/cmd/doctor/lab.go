@@ -36,10 +36,7 @@ Podman), so an administrator sees what the student would. It needs root.`,
 		Args: cmdutil.ExactArgs(1, "the account's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunLab(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunLab)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -39,10 +39,7 @@ them: save them (:wa in Neovim), or pass --force to discard them.`,
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Instance = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Second, "how long to wait before killing the container")

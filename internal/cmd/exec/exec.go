@@ -50,10 +50,7 @@ stdout are terminals (override with --tty).`,
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Instance, opts.Command = args[0], args[1:]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.WorkDir, "workdir", "w", "", "working directory inside the container (default: the task's)")

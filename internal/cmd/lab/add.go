@@ -56,10 +56,7 @@ imports with stemctl class import.`,
 			if err := opts.check(); err != nil {
 				return err
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunAdd(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunAdd)
 		},
 	}
 	opts.addFlags(cmd)

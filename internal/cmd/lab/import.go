@@ -29,10 +29,7 @@ reported, and then nothing is done.`,
 			if err := opts.check(); err != nil {
 				return err
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunImport(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunImport)
 		},
 	}
 	opts.addFlags(cmd)

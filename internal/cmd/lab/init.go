@@ -34,10 +34,7 @@ each account. A program already installed with the same bytes is left.`,
   stemctl lab init --prefix /opt/stem/bin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunInit(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunInit)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "/usr/local/bin", "where to install the programs")

@@ -34,10 +34,7 @@ and its roster row. An account whose archive fails is left as it is.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunRm(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunRm)
 		},
 	}
 	opts.common.flags(cmd)

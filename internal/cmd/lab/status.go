@@ -38,10 +38,7 @@ an account is not ready.`,
   stemctl lab status --json | jq -r '.[] | select(.ready | not) | .name'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunStatus(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunStatus)
 		},
 	}
 	opts.common.flags(cmd)

@@ -28,10 +28,7 @@ changed: a card already in the workspace stays the student's.`,
 			if err := opts.check(); err != nil {
 				return err
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunUpdate(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunUpdate)
 		},
 	}
 	opts.addFlags(cmd)

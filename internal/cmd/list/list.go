@@ -28,10 +28,7 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
   stemctl list --json | jq -r '.[] | select(.state=="running") | .record.instance'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -64,10 +64,7 @@ globs and the card's current ones name it.`,
 			if opts.Yes && !opts.Loosen {
 				return cmdutil.FlagErrorf("--yes answers --loosen's question; give --loosen too")
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Loosen, "loosen", false, "make the card's current policy the floor (asks first)")

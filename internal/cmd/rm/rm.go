@@ -35,10 +35,7 @@ repository and the student's work in it are never touched.`,
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Instances = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -36,10 +36,7 @@ the instance is running and healthy, 3 otherwise.`,
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Instance = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -82,10 +82,7 @@ exit status is the command's.`,
 		ValidArgsFunction: cmdutil.CompleteTask(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunVerb(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunVerb)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")

@@ -80,10 +80,7 @@ that runs stem-mcp class --class NAME on this machine, for the roster of
   stemctl teacher config --provider gemini --host bob@lab-04 --key ~/.ssh/stem_kowalski --name bob`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunConfig(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunConfig)
 		},
 	}
 	opts.Target.add(cmd)

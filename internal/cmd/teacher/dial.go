@@ -31,10 +31,7 @@ are checked by ssh as always. "stemctl teacher config --direct" leaves it out.`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Host, opts.Port = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunDial(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunDial)
 		},
 	}
 	return cmd

@@ -37,10 +37,7 @@ and level, the allowed instances, and whether each one's tmux and Neovim answer.
   stemctl teacher status --host anna@lab-03 --key ~/.ssh/stem_kowalski --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunStatus(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, RunStatus)
 		},
 	}
 	opts.Target.add(cmd)

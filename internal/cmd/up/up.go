@@ -57,10 +57,7 @@ turns.`,
 		ValidArgsFunction: cmdutil.CompleteTask(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")

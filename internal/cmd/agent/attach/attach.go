@@ -65,10 +65,7 @@ and nvim answering) and the agent joins its session.`,
 			if opts.Instance == "" {
 				return cmdutil.FlagErrorf("--instance is required (stemctl list shows the instances)")
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "the running instance (name or container id)")

@@ -41,10 +41,7 @@ window) says "WAITS FOR YOU" and what it asks
   stemctl agent list --instance hazard3-sim-inf-bss-t4 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "only the agents of this instance (name or container id)")

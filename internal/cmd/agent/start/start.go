@@ -81,10 +81,7 @@ Arguments after -- go to the provider's CLI.`,
 				args = args[:d]
 			}
 			opts.Provider, opts.Args = args[0], args[1:]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")

@@ -57,10 +57,7 @@ the agent was started in.`,
 					return cmdutil.FlagErrorf("%q is not an agent id (six hex digits, see stemctl agent list)", id)
 				}
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "stop the agents of this instance (name or container id)")

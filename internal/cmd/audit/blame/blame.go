@@ -75,10 +75,7 @@ security guide (docs/security.md) has the details.`,
 		Args: cmdutil.ExactArgs(1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -50,10 +50,7 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 			if opts.Event != "" && !slices.Contains(audit.Events(), opts.Event) {
 				return cmdutil.FlagErrorf("--event %q is not an audit event; choose one of %s", opts.Event, strings.Join(audit.Events(), ", "))
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	fl := cmd.Flags()

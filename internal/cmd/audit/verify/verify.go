@@ -41,10 +41,7 @@ them as the record, to start a new log.`,
   stemctl audit verify --file /path/to/audit.jsonl --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.File, "file", "", "verify this file instead of the account's audit log")

@@ -51,10 +51,7 @@ reads a resource instead.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Tool, opts.Args = args[0], args[1:]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Level, "level", levels.Observe.String(), "access level of the stem-mcp started for the call")

@@ -29,10 +29,7 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Example: `  stemctl mcp list --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

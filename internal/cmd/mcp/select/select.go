@@ -35,10 +35,7 @@ changes when a check fails.`,
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -33,10 +33,7 @@ answer. Exit status 0 when all hold, 3 otherwise.`,
   stemctl mcp status --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
