@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/cardaccess"
@@ -160,9 +161,9 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 		MCP: append([]string{hostServer.Command}, hostServer.Args...), Egress: eg}
 	return &Prepared{
 		Session: s, Launch: l, Context: ctx, Box: box,
-		Record: Record{
+		Record: agentstore.Record{
 			ID: id, Provider: p.Name, Adapter: p.Adapter, Instance: rec.Instance, ContainerID: rec.ContainerID,
-			Level: req.Level.String(), Mode: ModeWindow, Started: started, Socket: sock,
+			Level: req.Level.String(), Mode: agentstore.ModeWindow, Started: started, Socket: sock,
 			WorkDir: req.Resolved.CardPath, Dir: dir, Context: filepath.Join(conf, "context.md"), Argv: l.Argv, MCP: hostServer,
 			Sandbox: cs.Name, Egress: eg,
 		},

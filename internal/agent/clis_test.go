@@ -21,6 +21,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/registry"
@@ -94,7 +95,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 		t.Fatal(err)
 	}
 	cli := clitest.Bin(t, provider) // first: under -short it skips before a build
-	e := &Env{Dirs: dirs, Layout: l, Store: NewStore(l, dirs.State), MCPBinary: stemMCPBin(t),
+	e := &Env{Dirs: dirs, Layout: l, Store: agentstore.NewStore(l, dirs.State), MCPBinary: stemMCPBin(t),
 		Environ: []string{"PATH=" + filepath.Dir(cli) + ":" + os.Getenv("PATH"), "HOME=" + dirs.Home}, Providers: ps}
 	ws, err := workspace.Open(filepath.Join(repoRoot(), "examples", "workspace"))
 	if err != nil {
@@ -113,7 +114,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 		t.Fatal(err)
 	}
 	tg := verify.Target{Record: registry.Record{Instance: "hazard3-sim-inf-bss-t4", ContainerID: cid, SocketDir: dir.Path}, Dir: dir}
-	p, err := e.Prepare(Request{Provider: provider, Level: level, Target: tg, Resolved: r}, ModeHere)
+	p, err := e.Prepare(Request{Provider: provider, Level: level, Target: tg, Resolved: r}, agentstore.ModeHere)
 	if err != nil {
 		t.Fatal(err)
 	}

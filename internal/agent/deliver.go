@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
 )
@@ -183,7 +184,7 @@ func (d *deliverer) screen(ctx context.Context) (screenState, bool) {
 
 func (d *deliverer) capture(ctx context.Context) (string, error) {
 	if d.pane == "" {
-		var rec Record
+		var rec agentstore.Record
 		data, err := os.ReadFile(filepath.Join(d.dir, "agent.json"))
 		if err != nil {
 			return "", err

@@ -15,7 +15,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
@@ -32,10 +32,10 @@ const nativeInst = "native-amd64-demo-hello-t1"
 func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	a := newAccount(t)
 	// agent start with the instance not yet up: it is created.
-	var rec agent.Record
+	var rec agentstore.Record
 	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--level", "observe")
 	st := a.status(nativeInst)
-	if st.State != "running" || rec.Instance != nativeInst || rec.ContainerID != st.Record.ContainerID || rec.Level != "observe" || rec.Mode != agent.ModeWindow || rec.Provider != "custom" {
+	if st.State != "running" || rec.Instance != nativeInst || rec.ContainerID != st.Record.ContainerID || rec.Level != "observe" || rec.Mode != agentstore.ModeWindow || rec.Provider != "custom" {
 		t.Fatalf("record %+v\nstatus %+v", rec, st)
 	}
 	rep := a.waitReport(rec.ID, 20*time.Second)
@@ -140,7 +140,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 
 	// attach: a second agent on the running instance, at assist, without
 	// switching the student's window.
-	var rec2 agent.Record
+	var rec2 agentstore.Record
 	a.mustJSON(&rec2, "agent", "attach", "helper", "--instance", nativeInst, "--background")
 	rep2 := a.waitReport(rec2.ID, 20*time.Second)
 	if got, w := sorted(rep2.Tools), sorted(mcpserver.ToolNames(mcpserver.Assist)); !slices.Equal(got, w) {
@@ -152,7 +152,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	if active := strings.TrimSpace(a.tmux(st, "display-message", "-p", "-t", "stem", "#{window_id}")); active == rec2.Window {
 		t.Errorf("--background switched the student's window to the agent")
 	}
-	var listed []agent.Status
+	var listed []agentstore.Status
 	a.mustJSON(&listed, "agent", "list", "--instance", nativeInst)
 	if len(listed) != 2 {
 		t.Fatalf("two agents expected: %+v", listed)
@@ -174,7 +174,7 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	if !strings.Contains(out, "stopped agent "+rec.ID) {
 		t.Fatalf("agent stop: %s", out)
 	}
-	if agent.Alive(rec.PID, rec.PIDStart) || agent.Alive(rec.ProviderPID, 0) {
+	if agentstore.Alive(rec.PID, rec.PIDStart) || agentstore.Alive(rec.ProviderPID, 0) {
 		t.Fatalf("the agent's processes survived stop (supervisor %d, provider %d)", rec.PID, rec.ProviderPID)
 	}
 	after := a.tmux(st, "list-windows", "-F", "#{window_id} #{window_name}")
@@ -245,9 +245,9 @@ func testHere(t *testing.T, a *account, st instanceInfo) {
 		t.Fatalf("--here never showed %q:\n%s", want, out.String())
 	}
 	waitOut("ready")
-	var here *agent.Status
+	var here *agentstore.Status
 	for _, s := range a.agents() {
-		if s.Mode == agent.ModeHere {
+		if s.Mode == agentstore.ModeHere {
 			here = &s
 		}
 	}
@@ -306,7 +306,7 @@ func testHere(t *testing.T, a *account, st instanceInfo) {
 	var id string
 	for deadline := time.Now().Add(15 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for _, s := range a.agents() {
-			if s.Mode == agent.ModeHere && s.ProviderPID > 0 {
+			if s.Mode == agentstore.ModeHere && s.ProviderPID > 0 {
 				id = s.ID
 			}
 		}
@@ -345,7 +345,7 @@ func (a *account) shellWindow(st instanceInfo) string {
 func waitGone(t *testing.T, pid int, start uint64, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for agent.Alive(pid, start) {
+	for agentstore.Alive(pid, start) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still runs after %s", pid, d)
 		}
@@ -433,14 +433,14 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 		{"claude", "Claude Code v"},
 		{"gemini", "Gemini CLI v"},
 	} {
-		var rec agent.Record
+		var rec agentstore.Record
 		a.mustJSON(&rec, "agent", "start", c.provider, "native-amd64", "demo", "hello", "1", "--background")
 		a.waitPane(st, rec.Pane, c.shows, 30*time.Second)
 		a.must("agent", "stop", rec.ID)
 		if w := a.tmux(st, "list-windows", "-F", "#{window_id}"); strings.Contains(w, rec.Window+"\n") {
 			t.Fatalf("%s: its window is still open:\n%s", c.provider, w)
 		}
-		if agent.Alive(rec.PID, rec.PIDStart) {
+		if agentstore.Alive(rec.PID, rec.PIDStart) {
 			t.Fatalf("%s: its supervisor survived stop", c.provider)
 		}
 	}
@@ -452,7 +452,7 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 func startToFirstCall(tb testing.TB, a *account) time.Duration {
 	tb.Helper()
 	t0 := time.Now()
-	var rec agent.Record
+	var rec agentstore.Record
 	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 	rep := a.waitReport(rec.ID, 20*time.Second)
 	// A report without the call's time would give a negative figure that

@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -41,20 +42,20 @@ func podmanRm(t *testing.T, id string) {
 }
 
 // waitEnded waits until both of an agent's processes are gone.
-func waitEnded(t *testing.T, rec agent.Record, d time.Duration) {
+func waitEnded(t *testing.T, rec agentstore.Record, d time.Duration) {
 	t.Helper()
 	t0 := time.Now()
-	for agent.Alive(rec.PID, rec.PIDStart) || agent.Alive(rec.ProviderPID, 0) {
+	for agentstore.Alive(rec.PID, rec.PIDStart) || agentstore.Alive(rec.ProviderPID, 0) {
 		if time.Since(t0) > d {
 			t.Fatalf("agent %s still runs %s later (supervisor %v, provider %v)", rec.ID, d,
-				agent.Alive(rec.PID, rec.PIDStart), agent.Alive(rec.ProviderPID, 0))
+				agentstore.Alive(rec.PID, rec.PIDStart), agentstore.Alive(rec.ProviderPID, 0))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // listed is the agent's entry in `agent list --json`, or nil.
-func (a *account) listed(id string) *agent.Status {
+func (a *account) listed(id string) *agentstore.Status {
 	a.t.Helper()
 	for _, s := range a.agents() {
 		if s.ID == id {
@@ -116,7 +117,7 @@ func TestAgentEdgeContainerRemovedOrRecreated(t *testing.T) {
 	a := newAccount(t)
 	a.must("up", "native-amd64", "demo", "hello", "1")
 	st := a.status(nativeInst)
-	var x, y agent.Record
+	var x, y agentstore.Record
 	a.mustJSON(&x, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 	a.mustJSON(&y, "agent", "attach", "helper", "--instance", nativeInst, "--background")
 	a.waitReport(x.ID, 20*time.Second)
@@ -147,7 +148,7 @@ func TestAgentEdgeContainerRemovedOrRecreated(t *testing.T) {
 	// Re-created: z runs on the new container, which is removed and made
 	// again by `stemctl up`.
 	a.must("up", "native-amd64", "demo", "hello", "1")
-	var z agent.Record
+	var z agentstore.Record
 	a.mustJSON(&z, "agent", "attach", "custom", "--instance", nativeInst, "--background")
 	a.waitReport(z.ID, 20*time.Second)
 	podmanRm(t, a.status(nativeInst).Record.ContainerID)
@@ -183,7 +184,7 @@ func TestAgentEdgeContainerRemovedOrRecreated(t *testing.T) {
 // record does not linger.
 func TestAgentEdgeRmWhileAttached(t *testing.T) {
 	a := newAccount(t)
-	var x agent.Record
+	var x agentstore.Record
 	a.mustJSON(&x, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 	a.waitReport(x.ID, 20*time.Second)
 	a.must("rm", nativeInst)
@@ -207,7 +208,7 @@ func TestAgentEdgeRmWhileAttached(t *testing.T) {
 // agent attaches to the restarted session.
 func TestAgentEdgeDownUp(t *testing.T) {
 	a := newAccount(t)
-	var x agent.Record
+	var x agentstore.Record
 	a.mustJSON(&x, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 	a.waitReport(x.ID, 20*time.Second)
 	st := a.status(nativeInst)
@@ -232,7 +233,7 @@ func TestAgentEdgeDownUp(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(st.Record.SocketDir, "a-*")); len(left) != 0 {
 		t.Fatalf("agent sockets left: %v", left)
 	}
-	var y agent.Record
+	var y agentstore.Record
 	a.mustJSON(&y, "agent", "attach", "helper", "--instance", nativeInst, "--background")
 	a.waitReport(y.ID, 20*time.Second)
 	a.tmux(st, "send-keys", "-t", y.Pane, "status", "Enter")
@@ -248,20 +249,20 @@ func TestAgentEdgeTwoLevelsAndClosedWindow(t *testing.T) {
 	a := newAccount(t)
 	a.must("up", "native-amd64", "demo", "hello", "1")
 	st := a.status(nativeInst)
-	var obs, asst agent.Record
+	var obs, asst agentstore.Record
 	a.mustJSON(&obs, "agent", "attach", "custom", "--instance", nativeInst, "--level", "observe", "--background")
 	// --instance takes a container id (prefix) for attach, list and stop.
 	cid := st.Record.ContainerID
 	a.mustJSON(&asst, "agent", "attach", "helper", "--instance", cid[:12], "--level", "assist", "--background")
 	for _, ref := range []string{nativeInst, cid, cid[:12]} {
-		var sts []agent.Status
+		var sts []agentstore.Status
 		a.mustJSON(&sts, "agent", "list", "--instance", ref)
 		if len(sts) != 2 || sts[0].Instance != nativeInst || sts[1].Instance != nativeInst {
 			t.Fatalf("agent list --instance %s: %+v", ref, sts)
 		}
 	}
 	for _, c := range []struct {
-		rec   agent.Record
+		rec   agentstore.Record
 		level mcpserver.Level
 	}{{obs, mcpserver.Observe}, {asst, mcpserver.Assist}} {
 		rep := a.waitReport(c.rec.ID, 20*time.Second)
@@ -281,7 +282,7 @@ func TestAgentEdgeTwoLevelsAndClosedWindow(t *testing.T) {
 		t.Fatalf("agent stop --provider custom:\n%s", out)
 	}
 	waitEnded(t, obs, time.Second)
-	if out, err := podmanOut(t, "inspect", "--format", "{{.State.Running}}", asst.Sandbox); !agent.Alive(asst.PID, asst.PIDStart) || err != nil || strings.TrimSpace(out) != "true" {
+	if out, err := podmanOut(t, "inspect", "--format", "{{.State.Running}}", asst.Sandbox); !agentstore.Alive(asst.PID, asst.PIDStart) || err != nil || strings.TrimSpace(out) != "true" {
 		t.Fatalf("stopping one agent ended the other (its sandbox: %s %v)", out, err)
 	}
 	if w := a.windows(st); strings.Contains(w, obs.Window+" ") || !strings.Contains(w, asst.Window+" helper "+asst.Pane) {
@@ -307,7 +308,7 @@ func TestAgentEdgeTwoLevelsAndClosedWindow(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if out := a.must("agent", "list"); agent.Alive(asst.PID, asst.PIDStart) && !strings.Contains(out, "ending: its window was closed") {
+	if out := a.must("agent", "list"); agentstore.Alive(asst.PID, asst.PIDStart) && !strings.Contains(out, "ending: its window was closed") {
 		t.Fatalf("agent list (table) while the agent ends:\n%s", out)
 	}
 	waitEnded(t, asst, 10*time.Second)
@@ -474,7 +475,7 @@ func (a *account) nothingLeft(what string, env []string, rt string) {
 		a.t.Fatalf("%s: registry records left: %s", what, r.Stdout)
 	}
 	r, err = a.runEnv(env, "agent", "list", "--json")
-	var sts []agent.Status
+	var sts []agentstore.Status
 	if err != nil || r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &sts) != nil || len(sts) != 0 {
 		a.t.Fatalf("%s: agent list --json: %d %v\n%s%s", what, r.Code, err, r.Stdout, r.Stderr)
 	}
@@ -500,7 +501,7 @@ func TestAgentEdgeRmStopsHereAgent(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if sts := a.agents(); len(sts) == 1 && sts[0].Mode == agent.ModeHere {
+		if sts := a.agents(); len(sts) == 1 && sts[0].Mode == agentstore.ModeHere {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
@@ -85,7 +86,7 @@ func TestEventsReachTheModel(t *testing.T) {
 // own, then for the next request the CLI sends the model with its tools,
 // which must carry want in its prompt; it logs the time from the event to
 // that request.
-func (b *boxAccount) eventReaches(st instanceInfo, rec agent.Record, s *mcpSession, typ, want string, trigger func()) time.Duration {
+func (b *boxAccount) eventReaches(st instanceInfo, rec agentstore.Record, s *mcpSession, typ, want string, trigger func()) time.Duration {
 	b.t.Helper()
 	before := b.ms.Requests()
 	seen := len(before)
@@ -119,7 +120,7 @@ func (b *boxAccount) eventReaches(st instanceInfo, rec agent.Record, s *mcpSessi
 func (b *boxAccount) lastPrompted() modelserver.Request { return b.last }
 
 // waitLog waits until the agent's supervisor log has a line with want.
-func (b *boxAccount) waitLog(rec agent.Record, want string) {
+func (b *boxAccount) waitLog(rec agentstore.Record, want string) {
 	b.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(readFile(rec.Log), want) {

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
@@ -208,9 +209,9 @@ func (a *account) waitReport(id string, d time.Duration) report {
 	return report{}
 }
 
-func (a *account) agents() []agent.Status {
+func (a *account) agents() []agentstore.Status {
 	a.t.Helper()
-	var sts []agent.Status
+	var sts []agentstore.Status
 	a.mustJSON(&sts, "agent", "list")
 	return sts
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 	"github.com/stem-edu/stem/internal/testenv/student"
@@ -44,7 +45,7 @@ func newStudentBoxAccount(t testing.TB, script ...modelserver.Step) (*boxAccount
 
 // cliStatus is /proc/PID/status of the agent CLI's process in the
 // sandbox (the node process that names itself after the CLI).
-func (b *boxAccount) cliStatus(rec agent.Record) string {
+func (b *boxAccount) cliStatus(rec agentstore.Record) string {
 	b.t.Helper()
 	out, err := b.podman("exec", rec.Sandbox, "bash", "-c",
 		fmt.Sprintf(`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = %q ] && cat $p/status && exit 0; done; exit 1`, rec.Adapter))
@@ -148,7 +149,7 @@ func TestRootlessSandboxedClaude(t *testing.T) {
 // refused there ("dubious ownership", the canary stays away), while the
 // student can still edit the sandbox's files. Control: the same
 // repository given to the student runs its hook.
-func (b *boxAccount) fullSandboxRepo(card string, rec agent.Record, s *student.Student) {
+func (b *boxAccount) fullSandboxRepo(card string, rec agentstore.Record, s *student.Student) {
 	t := b.t
 	canary := filepath.Join(b.Base, "CANARY-rootless-full-repo")
 	hook := "#!/bin/sh\necho ran >> " + canary + "\n"

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
 // sessionStart waits for the first MCP session the agent's CLI opened
 // with stem (its audit session_start) and returns its time.
-func (b *boxAccount) sessionStart(tb testing.TB, rec agent.Record, d time.Duration) time.Time {
+func (b *boxAccount) sessionStart(tb testing.TB, rec agentstore.Record, d time.Duration) time.Time {
 	tb.Helper()
 	deadline := time.Now().Add(d)
 	for {

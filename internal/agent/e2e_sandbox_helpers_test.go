@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
@@ -91,16 +92,16 @@ args = ["-m", "gemini-2.5-flash"]
 
 // start runs `stemctl agent start` for provider on native-amd64 demo
 // hello 1 and returns the record.
-func (b *boxAccount) start(provider string, args ...string) agent.Record {
+func (b *boxAccount) start(provider string, args ...string) agentstore.Record {
 	b.t.Helper()
 	return b.startTask(provider, []string{"native-amd64", "demo", "hello", "1"}, args...)
 }
 
 // startTask runs `stemctl agent start` for provider on a task (PROFILE
 // SERIES CARD TASK) and returns the record.
-func (b *boxAccount) startTask(provider string, task []string, args ...string) agent.Record {
+func (b *boxAccount) startTask(provider string, task []string, args ...string) agentstore.Record {
 	b.t.Helper()
-	var rec agent.Record
+	var rec agentstore.Record
 	argv := append(append([]string{"agent", "start", provider}, task...), "--json")
 	r, err := b.runEnv(b.env, append(argv, args...)...)
 	if err != nil || r.Code != 0 {
@@ -115,7 +116,7 @@ func (b *boxAccount) startTask(provider string, task []string, args ...string) a
 // prompt types a line into the agent's window, as the student would,
 // once the CLI shows its input, and waits for the model to be asked with
 // tools.
-func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) modelserver.Request {
+func (b *boxAccount) prompt(st instanceInfo, rec agentstore.Record, text string) modelserver.Request {
 	b.t.Helper()
 	b.waitReady(st, rec)
 	// A CLI may ask the model before its MCP servers are connected; the
@@ -151,7 +152,7 @@ func (b *boxAccount) prompt(st instanceInfo, rec agent.Record, text string) mode
 }
 
 // waitReady waits until the CLI in the agent's window shows its input.
-func (b *boxAccount) waitReady(st instanceInfo, rec agent.Record) {
+func (b *boxAccount) waitReady(st instanceInfo, rec agentstore.Record) {
 	b.t.Helper()
 	ready := map[string]string{"claude": "❯", "codex": "? for shortcuts", "gemini": "Type your message"}[rec.Adapter]
 	b.waitPane(st, rec.Pane, ready, 60*time.Second)

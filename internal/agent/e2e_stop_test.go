@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/mcpserver"
 )
 
@@ -31,7 +32,7 @@ func TestAgentStartHazard3AndRP2350ThenStopAll(t *testing.T) {
 		target   string
 		debug    string
 	}
-	var recs []agent.Record
+	var recs []agentstore.Record
 	var sts []instanceInfo
 	for _, w := range []want{{
 		args:     []string{"hazard3-sim", "inf", "bss", "4"},
@@ -54,7 +55,7 @@ func TestAgentStartHazard3AndRP2350ThenStopAll(t *testing.T) {
 		target: "rp2350-rv",
 		debug:  "gdb-multiarch -q -ex 'target extended-remote 127.0.0.1:3333' build/rp2350-rv/main.elf",
 	}} {
-		var rec agent.Record
+		var rec agentstore.Record
 		a.mustJSON(&rec, append(append([]string{"agent", "start", "helper"}, w.args...), "--background")...)
 		st := a.status(w.instance)
 		if rec.Instance != w.instance || st.State != "running" || rec.ContainerID != st.Record.ContainerID || rec.Level != "assist" {
@@ -128,9 +129,9 @@ command = ["/bin/bash", "-c", "trap '' HUP TERM INT; echo stubborn ready; while 
 	}
 	a.must("up", "native-amd64", "demo", "hello", "1")
 	st := a.status(nativeInst)
-	start := func() agent.Record {
+	start := func() agentstore.Record {
 		t.Helper()
-		var rec agent.Record
+		var rec agentstore.Record
 		a.mustJSON(&rec, "agent", "start", "stubborn", "native-amd64", "demo", "hello", "1", "--background")
 		a.waitPane(st, rec.Pane, "stubborn ready", 15*time.Second)
 		s := a.listed(rec.ID)
@@ -172,7 +173,7 @@ command = ["/bin/bash", "-c", "trap '' HUP TERM INT; echo stubborn ready; while 
 // checkGone asserts that the agent's supervisor, provider and the
 // provider's process group are gone, with its window, record and files,
 // and that the student's session is as it was.
-func checkGone(t *testing.T, a *account, st instanceInfo, rec agent.Record, windows string) {
+func checkGone(t *testing.T, a *account, st instanceInfo, rec agentstore.Record, windows string) {
 	t.Helper()
 	waitEnded(t, rec, 2*time.Second)
 	if rec.Sandbox != "" {

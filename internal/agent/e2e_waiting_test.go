@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
@@ -41,11 +41,11 @@ func TestAgentListSaysWhenTheCLIWaits(t *testing.T) {
 
 // waitWaiting polls agent list --json until the agent's waiting state
 // satisfies ok, and returns it.
-func (b *boxAccount) waitWaiting(st instanceInfo, rec agent.Record, ok func(string) bool) string {
+func (b *boxAccount) waitWaiting(st instanceInfo, rec agentstore.Record, ok func(string) bool) string {
 	b.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var sts []agent.Status // fresh: Unmarshal keeps fields the JSON omits
+		var sts []agentstore.Status // fresh: Unmarshal keeps fields the JSON omits
 		b.mustJSON(&sts, "agent", "list", "--json")
 		for _, s := range sts {
 			if s.ID == rec.ID && ok(s.Waiting) {
@@ -53,7 +53,7 @@ func (b *boxAccount) waitWaiting(st instanceInfo, rec agent.Record, ok func(stri
 			}
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("agent list --json never showed the waiting state wanted: %+v\nits window:\n%s\nlog:\n%s\nstate: %s", sts, b.capture(st, rec.Pane), readFile(rec.Log), readFile(filepath.Join(rec.Dir, agent.StateFile)))
+			b.t.Fatalf("agent list --json never showed the waiting state wanted: %+v\nits window:\n%s\nlog:\n%s\nstate: %s", sts, b.capture(st, rec.Pane), readFile(rec.Log), readFile(filepath.Join(rec.Dir, agentstore.StateFile)))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

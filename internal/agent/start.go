@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/levels"
@@ -33,7 +34,7 @@ import (
 type Env struct {
 	Dirs   xdg.Dirs
 	Layout sockets.Layout
-	Store  Store
+	Store  agentstore.Store
 	// MCPBinary is the host's stem-mcp; Self is stemctl (the supervisor).
 	MCPBinary string
 	Self      string
@@ -63,7 +64,7 @@ type Request struct {
 // Prepared is an agent ready to launch: its directory holds the context,
 // the MCP configuration and the adapter's files.
 type Prepared struct {
-	Record  Record
+	Record  agentstore.Record
 	Launch  Launch
 	Session Session
 	Context Context
@@ -126,14 +127,14 @@ func SocketPath(dir sockets.Dir, id string) (string, error) {
 // behind; the agent socket's length is covered by sockets.CheckLengths,
 // which `up` runs. It returns the provider and its program's path on the
 // host: none for a CLI the agent image carries when it runs in its
-// sandbox (mode ModeWindow), which needs nothing installed on the host.
+// sandbox (mode agentstore.ModeWindow), which needs nothing installed on the host.
 func (e *Env) Check(name, mode string) (Provider, string, error) {
 	p, err := e.Providers.Get(name)
 	if err != nil {
 		return Provider{}, "", err
 	}
 	bin := ""
-	if mode != ModeWindow || !p.InImage() {
+	if mode != agentstore.ModeWindow || !p.InImage() {
 		if bin, err = p.Binary(e.getenv("PATH")); err != nil {
 			return Provider{}, "", err
 		}
@@ -159,8 +160,8 @@ func (e *Env) checkKey(p Provider) error {
 	return &NoKeyError{Provider: p.Name, Vars: vars, Where: keyPages[p.Adapter]}
 }
 
-// Prepare creates the agent's directory and files. mode is ModeWindow or
-// ModeHere. On error nothing is left behind.
+// Prepare creates the agent's directory and files. mode is agentstore.ModeWindow or
+// agentstore.ModeHere. On error nothing is left behind.
 func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	p, bin, err := e.Check(req.Provider, mode)
 	if err != nil {
@@ -170,7 +171,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if mode == ModeWindow && p.InImage() {
+	if mode == agentstore.ModeWindow && p.InImage() {
 		if err := e.checkKey(p); err != nil {
 			return nil, err
 		}
@@ -186,13 +187,13 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 		}
 	}()
 	sock := ""
-	if mode == ModeWindow {
+	if mode == agentstore.ModeWindow {
 		if sock, err = SocketPath(req.Target.Dir, id); err != nil {
 			return nil, err
 		}
 	}
 	started := time.Now().UTC()
-	if mode == ModeWindow {
+	if mode == agentstore.ModeWindow {
 		return e.prepareBox(req, p, bin, id, dir, sock, started, pol)
 	}
 	// --here: the CLI runs on the host, in an empty directory of its own,
@@ -232,7 +233,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	}
 	return &Prepared{
 		Session: s, Launch: l, Context: ctx,
-		Record: Record{
+		Record: agentstore.Record{
 			ID: id, Provider: p.Name, Adapter: p.Adapter, Instance: rec.Instance, ContainerID: rec.ContainerID,
 			Level: req.Level.String(), Mode: mode, Started: started, Socket: sock,
 			WorkDir: work, Dir: dir, Context: s.ContextFile, Argv: l.Argv, MCP: server,
@@ -242,7 +243,7 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 
 // StartWindow starts the supervisor for a prepared agent, opens its window
 // in the student's tmux and waits until the provider runs.
-func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), rec registry.Record) (_ Record, err error) {
+func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), rec registry.Record) (_ agentstore.Record, err error) {
 	r := p.Record
 	spec := Spec{ID: r.ID, Provider: r.Provider, Adapter: r.Adapter, Instance: r.Instance, Argv: p.Launch.Argv, Env: p.Launch.Env,
 		WorkDir: r.WorkDir, Socket: r.Socket, RelayTimeout: 15 * time.Second, Sandbox: p.Box}
@@ -253,7 +254,7 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 	if err := os.WriteFile(filepath.Join(r.Dir, SpecFile), data, 0o600); err != nil {
 		return r, err
 	}
-	if err := mkdirPrivateAll(e.Store.LogDir); err != nil {
+	if err := agentstore.MkdirPrivate(e.Store.LogDir); err != nil {
 		return r, err
 	}
 	r.Log = filepath.Join(e.Store.LogDir, r.ID+".log")
@@ -457,44 +458,44 @@ type StopResult struct {
 // gets SIGTERM and, after timeout, SIGKILL; its window is closed when it
 // is still there and still the agent's; its directory is removed. The
 // student's session is otherwise untouched.
-func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), timeout time.Duration) (res StopResult, err error) {
+func (e *Env) Stop(ctx context.Context, r agentstore.Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error), timeout time.Duration) (res StopResult, err error) {
 	// Read before the stop: the supervisor then records the stop itself.
 	if st, err := e.Store.ReadState(r.ID); err == nil {
 		res.Reason = st.Stopping
 	}
-	res.AlreadyEnded = !Alive(r.PID, r.PIDStart)
+	res.AlreadyEnded = !agentstore.Alive(r.PID, r.PIDStart)
 	if !res.AlreadyEnded {
 		syscall.Kill(r.PID, syscall.SIGTERM)
 		deadline := time.Now().Add(timeout)
-		for Alive(r.PID, r.PIDStart) && time.Now().Before(deadline) {
+		for agentstore.Alive(r.PID, r.PIDStart) && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		if Alive(r.PID, r.PIDStart) {
+		if agentstore.Alive(r.PID, r.PIDStart) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("agent %s did not end within %s: killed", r.ID, timeout))
 			if r.ProviderPID > 0 {
 				syscall.Kill(-r.ProviderPID, syscall.SIGKILL)
 			}
 			syscall.Kill(r.PID, syscall.SIGKILL)
-			for i := 0; i < 50 && Alive(r.PID, r.PIDStart); i++ {
+			for i := 0; i < 50 && agentstore.Alive(r.PID, r.PIDStart); i++ {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
 	}
-	if !Alive(r.PID, r.PIDStart) {
+	if !agentstore.Alive(r.PID, r.PIDStart) {
 		// A supervisor that was killed (here or before) did not remove
 		// its socket, nor its sandbox.
-		removeSocket(r)
+		agentstore.RemoveSocket(r)
 		if r.Sandbox != "" && e.RemoveSandbox != nil {
 			if err := e.RemoveSandbox(ctx, r.Sandbox); err != nil {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("could not remove the agent's sandbox %s: %v", r.Sandbox, err))
 			}
 		}
 	}
-	if r.Mode == ModeWindow && r.Pane != "" {
+	if r.Mode == agentstore.ModeWindow && r.Pane != "" {
 		if w := e.closePane(ctx, r, reg, tmuxDial); w != "" {
 			res.Warnings = append(res.Warnings, w)
 		}
@@ -507,7 +508,7 @@ func (e *Env) Stop(ctx context.Context, r Record, reg *registry.Registry, tmuxDi
 
 // closePane kills the agent's pane when the instance is the same container
 // and the pane still carries the agent's id.
-func (e *Env) closePane(ctx context.Context, r Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error)) string {
+func (e *Env) closePane(ctx context.Context, r agentstore.Record, reg *registry.Registry, tmuxDial func(context.Context, registry.Record) (*tmux.Client, error)) string {
 	rec, err := reg.Get(ctx, r.Instance)
 	if err != nil || rec.ContainerID != r.ContainerID {
 		return "" // the container is gone or new: so is the window

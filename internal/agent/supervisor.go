@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/unixpin"
@@ -194,9 +195,9 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 
 	stopping, waiting := "", ""
 	saveState := func() {
-		st := State{Windows: h.count(), Since: time.Now().UTC(), Stopping: stopping, Waiting: waiting}
-		if err := writeState(dir, st); err != nil {
-			lg.Printf("write %s: %v", StateFile, err)
+		st := agentstore.State{Windows: h.count(), Since: time.Now().UTC(), Stopping: stopping, Waiting: waiting}
+		if err := agentstore.WriteState(dir, st); err != nil {
+			lg.Printf("write %s: %v", agentstore.StateFile, err)
 		}
 	}
 	saveState()
@@ -301,31 +302,6 @@ wait:
 	lg.Printf("the agent ended: code %d signal %q (%s)", ex.Code, ex.Signal, stopping)
 	h.closeAll(ex)
 	return nil
-}
-
-// State is what a supervisor says about its running agent, for `agent
-// list` and `agent stop`: StateFile in the agent's directory, rewritten when
-// the number of connected windows changes and when the agent is stopped.
-type State struct {
-	// Windows is how many relays (tmux windows) are connected.
-	Windows int       `json:"windows"`
-	Since   time.Time `json:"since"`
-	// Stopping says why the supervisor is ending the agent.
-	Stopping string `json:"stopping,omitempty"`
-	// Waiting says what the CLI asks its user (a first-run dialog, a
-	// permission prompt), read from its window; "" when it does not.
-	Waiting string `json:"waiting,omitempty"`
-}
-
-// StateFile is the supervisor's state in the agent directory.
-const StateFile = "state.json"
-
-func writeState(dir string, st State) error {
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return sockets.WriteFileAtomic(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
 }
 
 // tmuxGone reports whether nothing can listen on the tmux socket any more:

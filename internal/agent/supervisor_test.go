@@ -17,6 +17,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
@@ -258,7 +259,7 @@ func TestGoneTmuxEndsTheAgentAtOnce(t *testing.T) {
 	p.waitFor("up", 10*time.Second)
 	// The pane shows the agent's output before the supervisor has written
 	// the window into its state file: wait for that, not for the pane.
-	if st := waitStateFile(t, s.dir, 10*time.Second, func(st State) bool { return st.Windows == 1 }); st.Stopping != "" {
+	if st := waitStateFile(t, s.dir, 10*time.Second, func(st agentstore.State) bool { return st.Windows == 1 }); st.Stopping != "" {
 		t.Fatalf("state with the window open: %+v", st)
 	}
 	tl.Close() // the server dies, its socket stays
@@ -282,14 +283,14 @@ func TestGoneTmuxEndsTheAgentAtOnce(t *testing.T) {
 
 // waitStateFile waits until the supervisor's state file satisfies ok and
 // returns it.
-func waitStateFile(t *testing.T, dir string, d time.Duration, ok func(State) bool) State {
+func waitStateFile(t *testing.T, dir string, d time.Duration, ok func(agentstore.State) bool) agentstore.State {
 	t.Helper()
-	var st State
+	var st agentstore.State
 	var err error
 	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
 		var data []byte
-		if data, err = os.ReadFile(filepath.Join(dir, StateFile)); err == nil {
-			st = State{}
+		if data, err = os.ReadFile(filepath.Join(dir, agentstore.StateFile)); err == nil {
+			st = agentstore.State{}
 			if err = json.Unmarshal(data, &st); err == nil && ok(st) {
 				return st
 			}
@@ -300,10 +301,10 @@ func waitStateFile(t *testing.T, dir string, d time.Duration, ok func(State) boo
 	}
 }
 
-func readStateFile(t *testing.T, dir string) State {
+func readStateFile(t *testing.T, dir string) agentstore.State {
 	t.Helper()
-	var st State
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	var st agentstore.State
+	data, err := os.ReadFile(filepath.Join(dir, agentstore.StateFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/registry"
@@ -181,7 +181,7 @@ func (s *session) addAgents(list []InstanceStatus) {
 	if err != nil {
 		return
 	}
-	all, err := agent.NewStore(sockets.Layout{Runtime: d.Runtime}, d.State).List(false)
+	all, err := agentstore.NewStore(sockets.Layout{Runtime: d.Runtime}, d.State).List(false)
 	if err != nil {
 		return
 	}

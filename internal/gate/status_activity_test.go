@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/procstat"
@@ -43,12 +43,12 @@ func TestStatusActivityAndAgents(t *testing.T) {
 	listen(t, filepath.Join(quiet, "t.sock"))
 	listen(t, filepath.Join(quiet, "n.sock"))
 
-	store := agent.NewStore(sockets.Layout{Runtime: f.runtime}, f.state)
+	store := agentstore.NewStore(sockets.Layout{Runtime: f.runtime}, f.state)
 	start, err := procstat.Start(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, rec := range []agent.Record{
+	for i, rec := range []agentstore.Record{
 		{Provider: "claude", Instance: "live-t1", Level: "assist", PID: os.Getpid(), PIDStart: start},
 		{Provider: "codex", Instance: "quiet-t2", Level: "observe", PID: os.Getpid(), PIDStart: start},
 		{Provider: "gemini", Instance: "live-t1", Level: "observe", PID: os.Getpid(), PIDStart: start + 1}, // gone

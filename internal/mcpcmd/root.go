@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/levels"
@@ -61,7 +61,7 @@ with the agent id given by --agent (stemctl agent start passes it).`,
 			if err != nil {
 				return cmdutil.FlagErrorf("--level: %v", err)
 			}
-			if agentID != "" && !agent.ValidID(agentID) {
+			if agentID != "" && !agentstore.ValidID(agentID) {
 				return cmdutil.FlagErrorf("--agent %q: want an agent id as `stemctl agent list` shows it (6 hex digits)", agentID)
 			}
 			tuneGC()

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
@@ -48,7 +49,7 @@ func NewEnv(f *cmdutil.Factory) (*agent.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &agent.Env{Dirs: d, Layout: l, Store: agent.NewStore(l, d.State), Environ: os.Environ(), Providers: ps,
+	return &agent.Env{Dirs: d, Layout: l, Store: agentstore.NewStore(l, d.State), Environ: os.Environ(), Providers: ps,
 		Progress: nil, RemoveSandbox: removeSandbox(f)}, nil
 }
 
@@ -99,9 +100,9 @@ func CheckProvider(f *cmdutil.Factory, name string, here bool) error {
 	if err != nil {
 		return err
 	}
-	mode := agent.ModeWindow
+	mode := agentstore.ModeWindow
 	if here {
-		mode = agent.ModeHere
+		mode = agentstore.ModeHere
 	}
 	if _, _, err := env.Check(name, mode); err != nil {
 		return err
@@ -193,9 +194,9 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 	if err != nil {
 		return err
 	}
-	mode := agent.ModeWindow
+	mode := agentstore.ModeWindow
 	if o.Here {
-		mode = agent.ModeHere
+		mode = agentstore.ModeHere
 	}
 	p, err := env.Prepare(agent.Request{Provider: o.Provider, Level: o.Level, Target: target, Resolved: o.Resolved, Extra: o.Extra}, mode)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 )
@@ -64,7 +64,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	sts := []agent.Status{}
+	sts := []agentstore.Status{}
 	for _, s := range all {
 		if inst == "" || s.Instance == inst {
 			sts = append(sts, s)
@@ -82,7 +82,7 @@ func Run(ctx context.Context, opts *Options) error {
 	fmt.Fprintln(tw, "ID\tINSTANCE\tPROVIDER\tLEVEL\tWHERE\tSINCE")
 	for _, s := range sts {
 		where := fmt.Sprintf("here (pid %d)", s.PID)
-		if s.Mode == agent.ModeWindow {
+		if s.Mode == agentstore.ModeWindow {
 			where = fmt.Sprintf("tmux window %s (%s)", s.Window, s.Pane)
 		}
 		if s.Problem != "" {

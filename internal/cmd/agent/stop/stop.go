@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
@@ -53,7 +53,7 @@ the agent was started in.`,
 				return cmdutil.FlagErrorf("--all stops every agent: give it alone")
 			}
 			for _, id := range args {
-				if !agent.ValidID(id) {
+				if !agentstore.ValidID(id) {
 					return cmdutil.FlagErrorf("%q is not an agent id (six hex digits, see stemctl agent list)", id)
 				}
 			}
@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	var pick []agent.Record
+	var pick []agentstore.Record
 	for _, id := range opts.IDs {
 		rec, err := env.Store.Read(id)
 		if err != nil {

@@ -1,4 +1,8 @@
-package agent
+// Package agentstore is the record of every running agent of an account
+// ($XDG_RUNTIME_DIR/stem/agents/ID) and its supervisor's state: what
+// `agent list`, `agent stop` and the gate's status read without linking the
+// launcher or the supervisor.
+package agentstore
 
 import (
 	"crypto/rand"
@@ -94,7 +98,7 @@ func (s Store) Dir(id string) string { return filepath.Join(s.Root, id) }
 
 // Create makes a new agent directory (0700) with a fresh id.
 func (s Store) Create() (string, string, error) {
-	if err := mkdirPrivateAll(s.Root); err != nil {
+	if err := MkdirPrivate(s.Root); err != nil {
 		return "", "", err
 	}
 	for range 16 {
@@ -114,7 +118,9 @@ func (s Store) Create() (string, string, error) {
 	return "", "", errors.New("could not pick a free agent id")
 }
 
-func mkdirPrivateAll(p string) error {
+// MkdirPrivate makes p (and its parents) a directory of this user's with
+// mode 0700, refusing one of another user's.
+func MkdirPrivate(p string) error {
 	if err := os.MkdirAll(p, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
@@ -183,9 +189,9 @@ func (s Store) ReadState(id string) (State, error) {
 	return st, nil
 }
 
-// removeSocket removes the agent's socket, which a killed supervisor leaves
+// RemoveSocket removes the agent's socket, which a killed supervisor leaves
 // behind (only a socket of that name: the directory is the container's too).
-func removeSocket(rec Record) {
+func RemoveSocket(rec Record) {
 	if rec.Socket != "" && filepath.Base(rec.Socket) == sockets.AgentSocket(rec.ID) {
 		sockets.Dir{Path: filepath.Dir(rec.Socket)}.RemoveSocket(filepath.Base(rec.Socket))
 	}
@@ -233,7 +239,7 @@ func (s Store) List(prune bool) ([]Status, error) {
 		st := Status{Record: rec, Running: Alive(rec.PID, rec.PIDStart)}
 		if !st.Running {
 			if prune {
-				removeSocket(rec)
+				RemoveSocket(rec)
 				s.Remove(rec.ID)
 				continue
 			}
@@ -297,4 +303,30 @@ func Alive(pid int, start uint64) bool {
 		return false
 	}
 	return start == 0 || got == start
+}
+
+// State is what a supervisor says about its running agent, for `agent
+// list` and `agent stop`: StateFile in the agent's directory, rewritten when
+// the number of connected windows changes and when the agent is stopped.
+type State struct {
+	// Windows is how many relays (tmux windows) are connected.
+	Windows int       `json:"windows"`
+	Since   time.Time `json:"since"`
+	// Stopping says why the supervisor is ending the agent.
+	Stopping string `json:"stopping,omitempty"`
+	// Waiting says what the CLI asks its user (a first-run dialog, a
+	// permission prompt), read from its window; "" when it does not.
+	Waiting string `json:"waiting,omitempty"`
+}
+
+// StateFile is the supervisor's state in the agent directory.
+const StateFile = "state.json"
+
+// WriteState replaces the supervisor's state in dir.
+func WriteState(dir string, st State) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return sockets.WriteFileAtomic(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
 }
