@@ -60,7 +60,7 @@ func gdbObserveTools() []toolDef {
 
 // endedSoon reports whether cl's connection has ended or ends within a
 // moment (a failed call can return just before Done is closed).
-func endedSoon(cl *gdbmi.Client) bool {
+func endedSoon(cl GDBClient) bool {
 	select {
 	case <-cl.Done():
 		return true
@@ -311,7 +311,7 @@ func eventJSON(ev gdbmi.Event) map[string]any {
 }
 
 // gdbClient returns the verified connection and its gdb channel.
-func (s *Server) gdbClient(ctx context.Context) (*conn, *gdbmi.Client, error) {
+func (s *Server) gdbClient(ctx context.Context) (*conn, GDBClient, error) {
 	c, err := s.target(ctx)
 	if err != nil {
 		return nil, nil, err
