@@ -70,6 +70,7 @@ func New(t testing.TB, opt Options) *Harness {
 		h.Instance, h.Engine, h.Tmux, h.Nvim, h.GDB = opt.Share.Instance, opt.Share.Engine, opt.Share.Tmux, opt.Share.Nvim, opt.Share.GDB
 	} else {
 		h.Instance, h.Engine = newInstance(t), enginetest.NewFake()
+		h.Engine.Seed = h.Instance.Dirs.Runtime // unique: every harness has its own container id
 		h.Tmux, h.Nvim, h.GDB = NewTmux(), NewNvim(), NewGDB()
 		h.startContainer(t)
 		h.Instance.Select(t)

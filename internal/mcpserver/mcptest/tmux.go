@@ -12,6 +12,8 @@ package mcptest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -31,7 +33,7 @@ type Tmux struct {
 	nextID  int
 	done    chan struct{}
 	closed  bool
-	serverY string
+	serverID string
 	// RunFunc answers pane_run and task_action (the command's output and
 	// exit code); nil: no output, exit 0.
 	RunFunc func(pane tmux.PaneID, command string) (tmux.RunResult, error)
@@ -48,7 +50,9 @@ type Sent struct {
 // NewTmux returns a server with the panes a task's session starts with:
 // %0 (window "edit", Neovim) and %1 (window "shell", bash).
 func NewTmux() *Tmux {
-	t := &Tmux{text: map[tmux.PaneID][]string{}, done: make(chan struct{}), serverY: "5e7e7a11"}
+	var id [4]byte
+	rand.Read(id[:])
+	t := &Tmux{text: map[tmux.PaneID][]string{}, done: make(chan struct{}), serverID: hex.EncodeToString(id[:])}
 	t.AddPane("edit", "nvim", "editor")
 	t.AddPane("shell", "bash", "shell", "student$ ")
 	return t
@@ -113,7 +117,7 @@ func (t *Tmux) Close() error {
 	return nil
 }
 
-func (t *Tmux) ServerID() string { return t.serverY }
+func (t *Tmux) ServerID() string { return t.serverID }
 
 // pane finds p; t.mu is held.
 func (t *Tmux) pane(p tmux.PaneID) (int, error) {
