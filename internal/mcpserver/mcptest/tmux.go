@@ -25,14 +25,14 @@ import (
 // Tmux is a fake tmux server: panes with text, and a record of the keys
 // and commands sent. Its methods are safe for concurrent use.
 type Tmux struct {
-	mu      sync.Mutex
-	panes   []tmux.Pane
-	text    map[tmux.PaneID][]string
-	sent    []Sent
-	runs    []Sent
-	nextID  int
-	done    chan struct{}
-	closed  bool
+	mu       sync.Mutex
+	panes    []tmux.Pane
+	text     map[tmux.PaneID][]string
+	sent     []Sent
+	runs     []Sent
+	nextID   int
+	done     chan struct{}
+	closed   bool
 	serverID string
 	// RunFunc answers pane_run and task_action (the command's output and
 	// exit code); nil: no output, exit 0.
