@@ -282,8 +282,9 @@ func (n *Nvim) Snapshot(_ context.Context, buf, maxBytes int) (*nvim.Snapshot, e
 	return &nvim.Snapshot{Buffer: buf, Tick: bf.Tick, Lines: append([]string(nil), bf.Lines...)}, nil
 }
 
-// SetLinesAt replaces lines [start, end) (0-based) if the buffer's tick is
-// still tick, as the real client does.
+// SetLinesAt replaces lines start..end (1-based, inclusive; end start-1
+// inserts before start) if the buffer's tick is still tick, as the real
+// client does.
 func (n *Nvim) SetLinesAt(_ context.Context, buf, tick, start, end int, lines []string) (*nvim.Edited, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -297,10 +298,10 @@ func (n *Nvim) SetLinesAt(_ context.Context, buf, tick, start, end int, lines []
 	if bf.Tick != tick {
 		return nil, nvim.ErrTickChanged
 	}
-	if start < 0 || end > len(bf.Lines) || start > end {
+	if start < 1 || end < start-1 || end > len(bf.Lines) {
 		return nil, fmt.Errorf("nvim: lines %d..%d out of range", start, end)
 	}
-	out := append(append(append([]string(nil), bf.Lines[:start]...), lines...), bf.Lines[end:]...)
+	out := append(append(append([]string(nil), bf.Lines[:start-1]...), lines...), bf.Lines[end:]...)
 	bf.Lines, bf.Modified = out, true
 	bf.Tick++
 	return &nvim.Edited{Total: len(out), Tick: bf.Tick}, nil
