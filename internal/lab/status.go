@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/stem-edu/stem/internal/doctor"
@@ -45,43 +46,60 @@ func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
 			names = append(names, r.Name)
 		}
 	}
-	var out []Status
-	for _, n := range names {
-		st := Status{Name: n, Host: hosts[n]}
-		a, err := Lookup(n)
-		if err == nil {
-			err = a.ordinary()
-		}
-		if err != nil {
-			st.Missing = []string{"account: " + err.Error()}
-			out = append(out, st)
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
-		cancel()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			st.Missing = []string{fmt.Sprintf("doctor: %v", err)}
-			out = append(out, st)
-			continue
-		}
-		var rep report
-		if jerr := json.Unmarshal(data, &rep); jerr != nil {
-			st.Missing = []string{fmt.Sprintf("doctor: %v (%v)", jerr, err)}
-			out = append(out, st)
-			continue
-		}
-		st.Ready, st.Checks = rep.OK, rep.Checks
-		for _, c := range rep.Checks {
-			switch {
-			case c.Status == doctor.Fail && c.Required:
-				st.Missing = append(st.Missing, c.Name)
-			case c.Status != doctor.OK:
-				st.Warnings = append(st.Warnings, c.Name)
-			}
-		}
-		out = append(out, st)
+	// Each doctor waits mostly on its account's Podman service: several
+	// at once finish a class in a fraction of the time, and a few bound
+	// the load on the machine.
+	out := make([]Status, len(names))
+	sem := make(chan struct{}, statusParallel)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = checkOne(ctx, o, n, hosts[n])
+		}()
 	}
+	wg.Wait()
 	return out, nil
+}
+
+// statusParallel is how many accounts' doctors run at once.
+const statusParallel = 4
+
+// checkOne runs stemctl doctor as account n.
+func checkOne(ctx context.Context, o *Options, n, host string) Status {
+	st := Status{Name: n, Host: host}
+	a, err := Lookup(n)
+	if err == nil {
+		err = a.ordinary()
+	}
+	if err != nil {
+		st.Missing = []string{"account: " + err.Error()}
+		return st
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
+	cancel()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		st.Missing = []string{fmt.Sprintf("doctor: %v", err)}
+		return st
+	}
+	var rep report
+	if jerr := json.Unmarshal(data, &rep); jerr != nil {
+		st.Missing = []string{fmt.Sprintf("doctor: %v (%v)", jerr, err)}
+		return st
+	}
+	st.Ready, st.Checks = rep.OK, rep.Checks
+	for _, c := range rep.Checks {
+		switch {
+		case c.Status == doctor.Fail && c.Required:
+			st.Missing = append(st.Missing, c.Name)
+		case c.Status != doctor.OK:
+			st.Warnings = append(st.Warnings, c.Name)
+		}
+	}
+	return st
 }

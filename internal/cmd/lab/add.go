@@ -48,6 +48,7 @@ It adds each account to the lab's roster, name,USER@HOST, which the teacher
 imports with stemctl class import.`,
 		Example: `  stemctl lab add anna ben
   stemctl lab add anna --cards /srv/course/cards --image localhost/stem-native-amd64:latest
+  stemctl lab add anna --cards https://git.example.edu/course/cards.git
   stemctl lab add anna --grant kowalski.pub --teacher kowalski --level observe`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,7 +70,7 @@ func (o *AddOptions) addFlags(cmd *cobra.Command) {
 	o.common.flags(cmd)
 	cmd.Flags().StringVar(&o.Host, "host", "", "this machine's name in the roster's USER@HOST (default its host name)")
 	cmd.Flags().StringArrayVar(&o.Images, "image", nil, "an image of root's Podman every account gets (repeat; default every stem image root has)")
-	cmd.Flags().StringVar(&o.Cards, "cards", "", "the course's cards: a directory of SERIES/CARD/stem.toml")
+	cmd.Flags().StringVar(&o.Cards, "cards", "", "the course's cards: a directory of SERIES/CARD/stem.toml, or a git repository holding one (URL, user@host:path or PATH.git; #REF for a branch or tag)")
 	cmd.Flags().StringVar(&o.KeyFile, "grant", "", "the teacher's automation public key file: grant it to every account")
 	cmd.Flags().StringVar(&o.Teacher, "teacher", "", "the teacher's name for --grant")
 	cmd.Flags().StringVar(&o.Level, "level", "", "observe, assist or full, for --grant")
@@ -115,6 +116,16 @@ func prepare(ctx context.Context, opts *AddOptions, verb string, do func(*lab.Op
 		o.Host = opts.Host
 	}
 	o.Cards = opts.Cards
+	if lab.IsGitSource(o.Cards) {
+		if !opts.JSON {
+			fmt.Fprintf(opts.F.IOStreams.ErrOut, "cards: cloning %s\n", o.Cards)
+		}
+		dir, err := lab.FetchCards(ctx, o.Dir, o.Cards)
+		if err != nil {
+			return fmt.Errorf("--cards: %w", err)
+		}
+		o.Cards = dir
+	}
 	o.Images = opts.Images
 	if len(o.Images) == 0 {
 		o.Images = presentImages(ctx)
