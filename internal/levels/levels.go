@@ -42,15 +42,16 @@ func Parse(s string) (Level, error) {
 	return 0, fmt.Errorf("unknown level %q: choose observe, assist or full", s)
 }
 
-// tool is one definition: the levels from min to max (0: no upper bound)
+// Tool is one definition: the levels from Min to Max (0: no upper bound)
 // have it. A tool that behaves differently per level appears once per
-// range, in the order the server registers its definitions.
-type tool struct {
-	name     string
-	min, max Level
+// range, lowest first. This table is the one statement of which level has
+// which tool: the server takes its definitions' ranges and order from it.
+type Tool struct {
+	Name     string
+	Min, Max Level
 }
 
-var tools = []tool{
+var tools = []Tool{
 	{"session_status", Observe, 0},
 	{"task_info", Observe, 0},
 	{"pane_list", Observe, 0},
@@ -85,12 +86,15 @@ var tools = []tool{
 	{"gdb_command", Full, 0},
 }
 
+// Tools returns the table, in the server's registration order.
+func Tools() []Tool { return append([]Tool(nil), tools...) }
+
 // ToolNames lists the tools a server at l offers, in registration order.
 func ToolNames(l Level) []string {
 	var names []string
 	for _, t := range tools {
-		if l >= t.min && (t.max == 0 || l <= t.max) {
-			names = append(names, t.name)
+		if l >= t.Min && (t.Max == 0 || l <= t.Max) {
+			names = append(names, t.Name)
 		}
 	}
 	return names
@@ -100,7 +104,7 @@ func ToolNames(l Level) []string {
 // definitions).
 func Has(name string, l Level) bool {
 	for _, t := range tools {
-		if t.name == name && l >= t.min && (t.max == 0 || l <= t.max) {
+		if t.Name == name && l >= t.Min && (t.Max == 0 || l <= t.Max) {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stem-edu/stem/internal/gdbmi"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/verify"
@@ -18,9 +19,11 @@ type conn struct {
 	// call's verification may replace it (same container, same sockets).
 	cur  atomic.Pointer[verify.Target]
 	logf func(string, ...any)
-	tmux *tmux.Client
-	nvim *nvim.Client
+	tmux TmuxClient
+	nvim NvimClient
 	gdbl gdbLink
+	// dialGDB reaches the debugger's bridge (gdbl holds the live client).
+	dialGDB func(ctx context.Context) (GDBClient, error)
 	// leave ends this server's entry among the session's participants.
 	leave func()
 
@@ -39,6 +42,9 @@ func (c *conn) setTarget(t verify.Target) { c.cur.Store(&t) }
 // obeys nothing the container's server asks (see package tmux).
 type programs struct {
 	podman string
+	// connect, when set, reaches the parts instead of the real servers
+	// (Options.Connect: in-process tests).
+	connect Connector
 }
 
 // containerTmux runs the container's own tmux client, which speaks its
@@ -52,18 +58,38 @@ func (p programs) containerTmux(t verify.Target) []string {
 // it restarts: a Neovim that is gone, broken or hostile fails only the
 // tools that use it (see parts.go).
 func dial(ctx context.Context, t verify.Target, logf func(string, ...any), progs programs) (*conn, error) {
+	connect := progs.connect
+	if connect == nil {
+		connect = progs.realParts
+	}
+	p, err := connect(ctx, t, logf)
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{tmux: p.Tmux, nvim: p.Nvim, dialGDB: p.GDB, logf: logf}
+	c.setTarget(t)
+	return c, nil
+}
+
+// realParts connects to the instance's own servers on its sockets.
+func (progs programs) realParts(ctx context.Context, t verify.Target, logf func(string, ...any)) (Parts, error) {
 	tm, err := tmux.DialOrInside(ctx, tmux.Options{Socket: t.Dir.Tmux(), Session: "stem"}, progs.containerTmux(t), logf)
 	if err != nil {
 		logf("instance %s: tmux does not answer: %v", t.Record.Instance, err)
-		return nil, tmuxDown(t.Record, err)
+		return Parts{}, tmuxDown(t.Record, err)
 	}
 	nv := nvim.New(t.Dir.Nvim(), nvim.Options{
 		CallTimeout: 5 * time.Second,
 		OnReconnect: func(r nvim.Reconnect) { logf("nvim reconnected (%s)", r.Reason) },
 	})
-	c := &conn{tmux: tm, nvim: nv, logf: logf}
-	c.setTarget(t)
-	return c, nil
+	sock := t.Dir.GDB() // the directory stays while the connection lives
+	return Parts{Tmux: tm, Nvim: nv, GDB: func(ctx context.Context) (GDBClient, error) {
+		cl, err := gdbmi.Dial(ctx, sock)
+		if err != nil {
+			return nil, err // no typed nil in the interface
+		}
+		return cl, nil
+	}}, nil
 }
 
 // alive reports whether the connections can still be trusted without a

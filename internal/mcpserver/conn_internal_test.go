@@ -15,6 +15,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest/hostile"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -161,7 +162,10 @@ exec `+realTmux+` "$@"
 		t.Errorf("podman calls:\n%s\nwant the version check and %q", got, want)
 	}
 	c := s.current()
-	if c == nil || c.tmux.ServerVersion() == "" || c.tmux.Err() != nil {
+	if c == nil {
+		t.Fatalf("no live tmux connection after the fallback")
+	}
+	if tc, ok := c.tmux.(*tmux.Client); !ok || tc.ServerVersion() == "" || tc.Err() != nil {
 		t.Fatalf("no live tmux connection after the fallback")
 	}
 }

@@ -252,7 +252,7 @@ func (h *eventHub) watchGDB(c *conn) {
 
 func eventTools() []toolDef {
 	return []toolDef{{
-		min: Observe, clean: true, timeout: 65 * time.Second,
+		clean: true, timeout: 65 * time.Second,
 		tool: mcp.NewTool("session_events",
 			mcp.WithDescription("Events in the session since a sequence number: gdb stops, programs exiting or crashing in a pane, failed builds and tests. exit_code is the shell's status (128+n for signal n); signal names the signal that killed the program: in a shell pane it is inferred from a status over 128, so a program calling exit(139) reads as SIGSEGV; the debug layout's program pane (role program) reports the real wait status. Waits up to wait_ms for the next one when there is none yet. The same events are sent as MCP logging notifications (logger stem.events) as they happen."),
 			mcp.WithInteger("since", mcp.Description("return events with a larger seq (default 0: everything kept)"), mcp.Min(0)),

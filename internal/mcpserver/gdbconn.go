@@ -12,7 +12,7 @@ import (
 // tool calls and to the notification hub, so no event has two readers.
 type gdbLink struct {
 	mu      sync.Mutex
-	client  *gdbmi.Client
+	client  GDBClient
 	subs    map[int]chan gdbmi.Event
 	next    int
 	publish func(gdbmi.Event)
@@ -20,7 +20,7 @@ type gdbLink struct {
 
 // gdb returns a live client, dialing g.sock if needed. A missing bridge
 // gives gdbmi.ErrNotRunning.
-func (c *conn) gdb(ctx context.Context) (*gdbmi.Client, error) {
+func (c *conn) gdb(ctx context.Context) (GDBClient, error) {
 	l := &c.gdbl
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -32,7 +32,7 @@ func (c *conn) gdb(ctx context.Context) (*gdbmi.Client, error) {
 			return l.client, nil
 		}
 	}
-	cl, err := gdbmi.Dial(ctx, c.target().Dir.GDB())
+	cl, err := c.dialGDB(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (c *conn) gdb(ctx context.Context) (*gdbmi.Client, error) {
 	return cl, nil
 }
 
-func (l *gdbLink) pump(cl *gdbmi.Client) {
+func (l *gdbLink) pump(cl GDBClient) {
 	for ev := range cl.Events() {
 		l.mu.Lock()
 		for _, ch := range l.subs {

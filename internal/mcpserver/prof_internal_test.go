@@ -72,7 +72,7 @@ func BenchmarkInProcess(b *testing.B) {
 	b.Run("nvim-mode", func(b *testing.B) {
 		c, _ := s.target(context.Background())
 		for i := 0; i < b.N; i++ {
-			c.nvim.Mode(context.Background())
+			c.nvim.(*nvim.Client).Mode(context.Background())
 		}
 	})
 	b.Run("tmux-paneinfo", func(b *testing.B) {

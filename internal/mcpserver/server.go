@@ -66,6 +66,10 @@ type Options struct {
 	Inspector verify.Inspector
 	// Dirs overrides directory discovery (tests).
 	Dirs *xdg.Dirs
+	// Connect, when set, reaches a verified instance's tmux, Neovim and
+	// gdb instead of the servers on its sockets: in-process tests give
+	// fakes (package mcptest). Verification runs all the same.
+	Connect Connector
 	// GateStatus, set only when the SSH gate serves this session, is the
 	// gate's own status for the same grant (audited by the gate); the
 	// server offers it as the gate_status tool.
@@ -181,6 +185,7 @@ func New(opt Options) (*Server, error) {
 		session: hex.EncodeToString(id[:]),
 		logf:    termtext.Logf(log.New(opt.ErrOut, "stem-mcp: ", 0).Printf), // lines quote servers' errors
 		started: make(chan struct{}),
+		progs:   programs{connect: opt.Connect},
 	}
 	s.events = newEventHub(s)
 	s.mcp = server.NewMCPServer("stem-mcp", Version,
@@ -247,9 +252,19 @@ func Serve(ctx context.Context, opt Options) error {
 // (or the first request after it) is answered with the error, serving ends
 // and ServeStdio returns it (stem-mcp exits non-zero with it on stderr).
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	ctx, stop, start := s.open(ctx)
+	defer stop(nil)
+	t := &stdioTransport{mcp: s.mcp, maxLine: maxRequestBytes, logf: s.logf, out: out}
+	err := t.serve(ctx, s.session, in)
+	return s.finish(ctx, start, err)
+}
+
+// open starts a session on any transport: the audit log's check, the
+// verification once the client is initialized, the event and proposal
+// watchers. stop ends them (and refused serving).
+func (s *Server) open(ctx context.Context) (context.Context, context.CancelCauseFunc, time.Time) {
 	start := time.Now()
 	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	s.refuseMu.Lock()
 	s.serveCtx, s.stopServe = ctx, stop
 	s.refuseMu.Unlock()
@@ -264,8 +279,12 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	s.mcp.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(context.Context, mcp.JSONRPCNotification) { s.begin() })
 	go s.events.run(ctx)
 	go s.watchRequests(ctx)
-	t := &stdioTransport{mcp: s.mcp, maxLine: maxRequestBytes, logf: s.logf, out: out}
-	err := t.serve(ctx, s.session, in)
+	return ctx, stop, start
+}
+
+// finish ends a session whose transport returned err: it waits for the
+// start-up verification, audits the end, and says whether serving failed.
+func (s *Server) finish(ctx context.Context, start time.Time, err error) error {
 	if rerr := s.refusal(); rerr != nil {
 		return fmt.Errorf("refusing to serve: %w", rerr)
 	}

@@ -15,16 +15,17 @@ import (
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
-// toolDef is one tool and the lowest level that has it. A tool exists only
-// at the levels it is registered for: a lower-level server never even lists
-// it, so there is nothing to bypass.
+// toolDef is one tool definition. A tool exists only at the levels it is
+// registered for: a lower-level server never even lists it, so there is
+// nothing to bypass.
 type toolDef struct {
-	min Level
-	// max, when set, is the highest level that has this definition (a tool
-	// whose behaviour differs per level is defined once per range).
-	max    Level
-	tool   mcp.Tool
-	effect bool // changes the session: audited on every call
+	// min and max (0: no upper bound) are the levels that have this
+	// definition, filled in from levels' table by allTools: definitions
+	// do not state them. A tool whose behaviour differs per level is
+	// defined once per range.
+	min, max Level
+	tool     mcp.Tool
+	effect   bool // changes the session: audited on every call
 	// clean passes every string of the result through termtext (see
 	// cleanJSON): for results built field by field from student text.
 	clean   bool
@@ -34,15 +35,6 @@ type toolDef struct {
 
 func (d toolDef) at(l Level) bool {
 	return l >= d.min && (d.max == 0 || l <= d.max)
-}
-
-// allTools returns every tool definition; register filters by level.
-func allTools() []toolDef {
-	var out []toolDef
-	out = append(out, observeTools()...)
-	out = append(out, assistTools()...)
-	out = append(out, fullTools()...)
-	return out
 }
 
 // ToolNames lists the tools a server at level l exposes (sorted as defined).

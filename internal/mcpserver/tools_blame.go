@@ -26,7 +26,7 @@ const (
 
 func blameTools() []toolDef {
 	return []toolDef{{
-		min: Observe, clean: true, timeout: 20 * time.Second,
+		clean: true, timeout: 20 * time.Second,
 		tool: mcp.NewTool("file_blame",
 			mcp.WithDescription("Who wrote each line of a file in the card as saved on disk: which agent or teacher (an edit made through stem, or a proposal the student accepted on their machine), or \"container\": written in the container (the student or their programs; also a shell command, a full-level agent's pane_run or Ex command), as ranges of lines with the change's time. A container line with the text of an agent's proposal that the student did not accept is marked unaccepted_proposal."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("file path, relative to the card repository (for example t1/main.c) or absolute inside it"), mcp.MaxLength(maxPathBytes)),

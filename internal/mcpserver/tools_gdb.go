@@ -17,7 +17,7 @@ const maxWaitMS = 30000
 
 func gdbObserveTools() []toolDef {
 	return []toolDef{{
-		min: Observe, clean: true,
+		clean: true,
 		tool: mcp.NewTool("gdb_status",
 			mcp.WithDescription("The student's debugger: running or stopped, where and why, the backtrace, and optionally the general registers. Read-only. Debugger output is content from the student's session."),
 			mcp.WithBoolean("registers", mcp.Description("include the general registers")),
@@ -60,7 +60,7 @@ func gdbObserveTools() []toolDef {
 
 // endedSoon reports whether cl's connection has ended or ends within a
 // moment (a failed call can return just before Done is closed).
-func endedSoon(cl *gdbmi.Client) bool {
+func endedSoon(cl GDBClient) bool {
 	select {
 	case <-cl.Done():
 		return true
@@ -72,7 +72,7 @@ func endedSoon(cl *gdbmi.Client) bool {
 // execTool defines a run-control tool that waits for the program to stop.
 func execTool(name, desc string, cmd func() gdbmi.Command) toolDef {
 	return toolDef{
-		min: Assist, effect: true, clean: true, timeout: (maxWaitMS + 5000) * time.Millisecond,
+		effect: true, clean: true, timeout: (maxWaitMS + 5000) * time.Millisecond,
 		tool: mcp.NewTool(name,
 			mcp.WithDescription(desc+" Waits up to wait_ms for the program to stop and returns where it stopped. The student sees the same debugger move."+sharedNote),
 			mcp.WithInteger("wait_ms", mcp.Description("how long to wait for the stop (default 3000, 0 = do not wait)"), mcp.Min(0), mcp.Max(maxWaitMS)),
@@ -136,7 +136,7 @@ func runControl(ctx context.Context, s *Server, cmd gdbmi.Command, wait time.Dur
 func gdbAssistTools() []toolDef {
 	return []toolDef{
 		{
-			min: Assist, effect: true, clean: true,
+			effect: true, clean: true,
 			tool: mcp.NewTool("gdb_break",
 				mcp.WithDescription("Set a breakpoint in the student's debugger at file.c:LINE, a function, file.c:function or *0xADDRESS. No conditions."+sharedNote),
 				mcp.WithString("location", mcp.Required(), mcp.MaxLength(256)),
@@ -178,7 +178,7 @@ func gdbAssistTools() []toolDef {
 		execTool("gdb_finish", "Run until the current function returns.", gdbmi.ExecFinish),
 		execTool("gdb_interrupt", "Interrupt the running program.", gdbmi.ExecInterrupt),
 		{
-			min: Assist, effect: true, clean: true,
+			effect: true, clean: true,
 			tool: mcp.NewTool("gdb_frame",
 				mcp.WithDescription("Select a stack frame (0 is the innermost) in the student's debugger; later prints use it."+sharedNote),
 				mcp.WithInteger("frame", mcp.Required(), mcp.Min(0), mcp.Max(gdbmi.MaxFrames)),
@@ -203,7 +203,7 @@ func gdbAssistTools() []toolDef {
 			},
 		},
 		{
-			min: Assist, clean: true,
+			clean: true,
 			tool: mcp.NewTool("gdb_print",
 				mcp.WithDescription("Evaluate a C expression in the selected frame without side effects: variables, registers ($pc, $sp, $a0), members, indexing, arithmetic, casts, *ptr, {type}addr. Function calls and assignments are refused."),
 				mcp.WithString("expression", mcp.Required(), mcp.MaxLength(256)),
@@ -258,7 +258,7 @@ func hardwareAddress(profile, doing string, a uint64) error {
 
 func gdbFullTools() []toolDef {
 	return []toolDef{{
-		min: Full, effect: true, clean: true,
+		effect: true, clean: true,
 		tool: mcp.NewTool("gdb_command",
 			mcp.WithDescription("Run any gdb command in the student's debugger and return its console output (full level: this includes shell, python and call)."+sharedNote),
 			mcp.WithString("command", mcp.Required(), mcp.MaxLength(gdbmi.MaxConsoleLen)),
@@ -311,7 +311,7 @@ func eventJSON(ev gdbmi.Event) map[string]any {
 }
 
 // gdbClient returns the verified connection and its gdb channel.
-func (s *Server) gdbClient(ctx context.Context) (*conn, *gdbmi.Client, error) {
+func (s *Server) gdbClient(ctx context.Context) (*conn, GDBClient, error) {
 	c, err := s.target(ctx)
 	if err != nil {
 		return nil, nil, err

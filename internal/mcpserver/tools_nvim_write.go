@@ -21,7 +21,7 @@ const (
 func nvimAssistTools() []toolDef {
 	return []toolDef{
 		{
-			min: Assist, effect: true,
+			effect: true,
 			tool: mcp.NewTool("nvim_open",
 				mcp.WithDescription("Load a file of the card repository as a buffer of the student's Neovim (through the API, never an Ex command), so nvim_buffer_read, nvim_buffer_edit and nvim_hint can use it. The student's windows are left alone: what they see and type in stays; the file is listed in their :ls."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository (or absolute inside it)"), mcp.MaxLength(maxPathBytes)),
@@ -47,7 +47,7 @@ func nvimAssistTools() []toolDef {
 			},
 		},
 		{
-			min: Assist, effect: true,
+			effect: true,
 			tool: mcp.NewTool("nvim_buffer_edit",
 				mcp.WithDescription("Replace lines start..end of a file open in the student's Neovim with new lines (the buffer changes; the student decides when to save). Only files the task lists as editable, or files the student marked on the host (`stemctl allow INSTANCE --edit FILE`). Give expected_tick (from nvim_buffer_read) to refuse the edit if the buffer changed since you read it. When the task's agent policy is edits = \"propose\", the buffer is left alone: the student is shown the change as a proposal to accept or reject, and the result has its id for proposal_status."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim (nvim_open)"), mcp.MaxLength(maxPathBytes)),
@@ -59,7 +59,7 @@ func nvimAssistTools() []toolDef {
 			run: runBufferEdit,
 		},
 		{
-			min: Assist, effect: true,
+			effect: true,
 			tool: mcp.NewTool("nvim_hint",
 				mcp.WithDescription("Show a short note at a line of a file open in the student's Neovim, as virtual text. The file is not changed. clear=true removes stem's notes from that buffer."+sharedNote),
 				mcp.WithString("path", mcp.Required(), mcp.Description("file path relative to the card repository; it must be open in Neovim"), mcp.MaxLength(maxPathBytes)),
@@ -231,7 +231,7 @@ func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, erro
 func nvimFullTools() []toolDef {
 	return []toolDef{
 		{
-			min: Full, effect: true,
+			effect: true,
 			tool: mcp.NewTool("nvim_command",
 				mcp.WithDescription("Run Ex commands in the student's Neovim and return their output (full level: this can run anything the student could)."+sharedNote),
 				mcp.WithString("command", mcp.Required(), mcp.MaxLength(maxExBytes)),
@@ -253,7 +253,7 @@ func nvimFullTools() []toolDef {
 			},
 		},
 		{
-			min: Full, effect: true,
+			effect: true,
 			tool: mcp.NewTool("nvim_lua",
 				mcp.WithDescription("Run Lua in the student's Neovim (the chunk receives args as ...) and return its result (full level)."+sharedNote),
 				mcp.WithString("code", mcp.Required(), mcp.MaxLength(maxExBytes)),

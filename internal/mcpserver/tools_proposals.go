@@ -152,7 +152,7 @@ func (s *Server) propose(ctx context.Context, c *conn, cp cardPath, buf, start, 
 
 func proposalTools() []toolDef {
 	return []toolDef{{
-		min: Assist, timeout: (maxProposalWaitMS + 5000) * time.Millisecond,
+		timeout: (maxProposalWaitMS + 5000) * time.Millisecond,
 		tool: mcp.NewTool(proposalStatusTool,
 			mcp.WithDescription("The outcome of an edit this session proposed (nvim_buffer_edit under the task's edits = \"propose\" policy): pending, accepted, partially_accepted (some hunks), rejected, or stale (the lines changed first; nothing was applied). Waits up to wait_ms for the student to decide. Only this session's proposals."),
 			mcp.WithString("proposal", mcp.Required(), mcp.Description("the id nvim_buffer_edit returned (p1, p2, ...)"), mcp.MaxLength(16)),

@@ -10,18 +10,19 @@ import (
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
-func observeTools() []toolDef {
-	out := []toolDef{
+// sessionTools describe the session and the task.
+func sessionTools() []toolDef {
+	return []toolDef{
 		{
 			// tmux client names and pane strings come from the container.
-			min: Observe, clean: true,
+			clean: true,
 			tool: mcp.NewTool("session_status",
 				mcp.WithDescription("Which session this server talks to: instance, profile, task, target, container id, this server's access level, the other clients attached to the student's tmux, and each part's state (parts: tmux, editor, debugger; up, down or refused, with the reason and the command that brings it back)."),
 				readOnly()),
 			run: runSessionStatus,
 		},
 		{
-			min: Observe, clean: true,
+			clean: true,
 			tool: mcp.NewTool("task_info",
 				mcp.WithDescription("The task from the card's manifest: title, working directory, build / test / run / debug / deploy commands, editable files, the profile's limits, and the task's agent policy in force (what this server leaves you)."),
 				readOnly()),
@@ -48,12 +49,6 @@ func observeTools() []toolDef {
 			},
 		},
 	}
-	out = append(out, paneObserveTools()...)
-	out = append(out, nvimObserveTools()...)
-	out = append(out, blameTools()...)
-	out = append(out, gdbObserveTools()...)
-	out = append(out, eventTools()...)
-	return out
 }
 
 func runSessionStatus(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, error) {

@@ -244,6 +244,13 @@ func (bt *BufferText) Lines() []Line {
 	return out
 }
 
+// SetText makes bt hold text (its Count lines joined with "\n") as
+// ReadBuffer makes it of Neovim's answer: fakes of the client build their
+// answers with it, and get the same cleaning.
+func (bt *BufferText) SetText(text string) {
+	bt.joined, bt.plain = text, plainLines(text)
+}
+
 // Joined returns the cleaned lines joined with "\n" (no final newline), in
 // the usual case (nothing to clean) without copying them.
 func (bt *BufferText) Joined() string {

@@ -39,6 +39,9 @@ type Fake struct {
 	Silent bool
 	// Creates counts Create calls.
 	Creates int
+	// Seed, when set, goes into every container id, so that two Fakes'
+	// containers differ as real ones always do.
+	Seed string
 	// ExecFunc, when set, answers Exec in a running container (what the
 	// process would have returned); without it Exec is not supported.
 	ExecFunc func(c engine.Container, spec engine.ExecSpec) (int, error)
@@ -80,7 +83,7 @@ func (f *Fake) Create(_ context.Context, spec engine.Spec) (string, error) {
 		}
 	}
 	f.seq++
-	sum := sha256.Sum256([]byte("fake container " + strconv.Itoa(f.seq)))
+	sum := sha256.Sum256([]byte(f.Seed + "fake container " + strconv.Itoa(f.seq)))
 	id := hex.EncodeToString(sum[:])
 	lbl := map[string]string{}
 	for k, v := range spec.Labels {
