@@ -56,7 +56,7 @@ func (s *Server) approveFor(d time.Duration) time.Time {
 // student could not be asked).
 func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolRequest, digest string) (asked bool, err error) {
 	c := s.current()
-	if c == nil || !s.policyFor(c).NeedsApproval(d.tool.Name) {
+	if c == nil || !s.callPolicy(ctx, c).NeedsApproval(d.tool.Name) {
 		return false, nil
 	}
 	if until := s.approvedUntil(); time.Now().Before(until) {

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/tmux"
 )
 
 // report adds p50 and p99 of samples as benchmark metrics (in ms).
@@ -203,6 +204,60 @@ func BenchmarkRawPaneCapture(b *testing.B) {
 	in.Select(b)
 	pane := strings.TrimSpace(in.Tmux(b, "display-message", "-p", "-t", "stem:shell", "#{pane_id}"))
 	benchRaw(b, newRawClient(b, in, "observe"), "pane_capture", `{"pane":"`+pane+`"}`)
+}
+
+// BenchmarkRawPing is a JSON-RPC ping through stem-mcp with the same
+// client: the pipes, the transport and mcp-go, no tool. Beside
+// BenchmarkRawPaneCapture and BenchmarkTmuxCapture it splits a capture
+// into the transport's share, tmux's and the rest (verification, policy,
+// the tool and its result).
+func BenchmarkRawPing(b *testing.B) {
+	in := testenv.New(b, testenv.Options{})
+	in.Select(b)
+	c := newRawClient(b, in, "observe")
+	for range 50 {
+		c.roundTrip(b, `"method":"ping"`)
+	}
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		c.roundTrip(b, `"method":"ping"`)
+		samples = append(samples, time.Since(start))
+	}
+	report(b, samples)
+}
+
+// BenchmarkTmuxCapture is the tmux round trip of pane_capture alone: the
+// same capture (joined lines, with the cursor position) over a control
+// client of the instance's tmux, from this process.
+func BenchmarkTmuxCapture(b *testing.B) {
+	in := testenv.New(b, testenv.Options{})
+	in.Select(b)
+	pane := tmux.PaneID(strings.TrimSpace(in.Tmux(b, "display-message", "-p", "-t", "stem:shell", "#{pane_id}")))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := tmux.Dial(ctx, tmux.Options{Socket: in.Dir.Tmux(), Session: "stem"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	opt := tmux.CaptureOptions{Join: true, Position: true, MaxBytes: 64 << 10}
+	for range 50 {
+		if _, err := c.Capture(ctx, pane, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := c.Capture(ctx, pane, opt); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	report(b, samples)
 }
 
 // BenchmarkRawBufferRead1000 is nvim_buffer_read of 1,000 lines over stdio

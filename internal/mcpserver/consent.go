@@ -7,6 +7,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/consent"
+	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -52,11 +53,14 @@ func (s *Server) hostView(ctx context.Context, c *conn, panes []tmux.Pane) ([]tm
 }
 
 // floorCache holds the policy floor of one instance, read again when the
-// consent file changes (it is replaced by rename: a new inode).
+// consent file changes. The file is the host's (other stem processes
+// replace it by rename); the stamp is taken before the read, so what was
+// read is at least as new as the stamp, and kept only once settled
+// (internal/filestamp).
 type floorCache struct {
 	mu       sync.Mutex
 	instance string
-	stamp    stamp
+	stamp    filestamp.Stamp
 	floor    *agentpolicy.Policy
 	err      error
 }
@@ -71,13 +75,17 @@ func (s *Server) floorFor(instance string) (*agentpolicy.Policy, error) {
 	fc := &s.floor
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	now := statStamp(st.Path())
-	if fc.instance == instance && fc.stamp == now && now != (stamp{}) {
+	start := time.Now()
+	now, ok := filestamp.Lstat(st.Path())
+	if ok && fc.instance == instance && fc.stamp == now {
 		return fc.floor, fc.err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	e, err := st.Get(ctx, instance)
+	if !now.Settled(start) {
+		now = filestamp.Stamp{}
+	}
 	fc.instance, fc.stamp, fc.floor, fc.err = instance, now, e.Floor, err
 	return e.Floor, err
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/errcode"
+	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/workspace"
 )
@@ -23,10 +26,13 @@ import (
 // again, should the instance have changed between the two.
 
 // policyCache holds the card's policy, read again when stem.toml changes.
+// The container writes stem.toml: the stamp is of the file that was read
+// (its open descriptor), checked against the file now at the path, and a
+// stamp that is not yet settled is not kept (internal/filestamp).
 type policyCache struct {
 	mu    sync.Mutex
 	key   string // manifest path and task
-	stamp stamp
+	stamp filestamp.Stamp
 	pol   agentpolicy.Policy
 	err   error
 }
@@ -38,16 +44,7 @@ type policyCache struct {
 // or, for an instance recorded without one, observe.
 func (s *Server) policyFor(c *conn) agentpolicy.Policy {
 	r := c.target().Record
-	path := filepath.Join(r.CardPath, workspace.ManifestName)
-	key, st := path+"\x00"+r.Task, statStamp(path)
-	pc := &s.pol
-	pc.mu.Lock()
-	if pc.key != key || pc.stamp != st || st == (stamp{}) {
-		pc.key, pc.stamp = key, st
-		pc.pol, pc.err = cardPolicy(r.CardPath, r.Task)
-	}
-	live, err := pc.pol, pc.err
-	pc.mu.Unlock()
+	live, err := s.pol.get(r.CardPath, r.Task)
 	var p agentpolicy.Policy
 	switch {
 	case err != nil && r.Policy != nil:
@@ -84,16 +81,40 @@ func (s *Server) levelFor(c *conn) Level {
 	return Observe
 }
 
-func cardPolicy(cardPath, task string) (agentpolicy.Policy, error) {
-	m, err := workspace.LoadManifest(cardPath)
+// get is the policy of task in the card's stem.toml as it is now.
+func (pc *policyCache) get(cardPath, task string) (agentpolicy.Policy, error) {
+	key := cardPath + "\x00" + task
+	now := time.Now()
+	// The card's root is the registry's (trusted); only stem.toml itself
+	// is the container's, and Lstat does not follow it.
+	st, ok := filestamp.Lstat(filepath.Join(cardPath, workspace.ManifestName))
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if ok && pc.key == key && pc.stamp == st {
+		return pc.pol, pc.err
+	}
+	p, fi, err := cardPolicy(cardPath, task)
+	pc.key, pc.stamp, pc.pol, pc.err = key, filestamp.Stamp{}, p, err
+	if fi != nil {
+		if read, ok := filestamp.Of(fi); ok && read.Settled(now) {
+			pc.stamp = read
+		}
+	}
+	return p, err
+}
+
+// cardPolicy reads the policy of task from the card's stem.toml, with the
+// status of the file it read (nil if none was opened).
+func cardPolicy(cardPath, task string) (agentpolicy.Policy, os.FileInfo, error) {
+	m, fi, err := workspace.LoadManifestInfo(cardPath)
 	if err != nil {
-		return agentpolicy.Policy{}, err
+		return agentpolicy.Policy{}, fi, err
 	}
 	t, ok := m.Task(task)
 	if !ok {
-		return agentpolicy.Policy{}, fmt.Errorf("task %s is no longer in the card's manifest", task)
+		return agentpolicy.Policy{}, fi, fmt.Errorf("task %s is no longer in the card's manifest", task)
 	}
-	return m.AgentPolicy(t), nil
+	return m.AgentPolicy(t), fi, nil
 }
 
 // pick returns the definition of a call under the policy of the instance
@@ -108,7 +129,7 @@ func (s *Server) pick(ctx context.Context, defs []toolDef) (toolDef, error) {
 	if err != nil {
 		return top, err
 	}
-	p := s.policyFor(c)
+	p := s.callPolicy(ctx, c)
 	name := top.tool.Name
 	if r := p.Refusal(name, s.opt.Level); r != "" {
 		return top, policyRefusal(r)
@@ -146,7 +167,7 @@ func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if err != nil {
 		return tools
 	}
-	p := s.policyFor(c)
+	p := s.callPolicy(ctx, c)
 	eff, ok := p.Effective(s.opt.Level)
 	if !ok {
 		eff = Observe

@@ -32,6 +32,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/engine/inspect"
+	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/termtext"
@@ -108,7 +109,7 @@ type Server struct {
 	mu         sync.Mutex
 	conn       *conn
 	linkTarget string
-	regStamp   stamp
+	regStamp   filestamp.Stamp
 	verifiedAt time.Time
 
 	progs  programs // the tmux and podman dial runs (tests replace them)

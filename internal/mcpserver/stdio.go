@@ -251,7 +251,7 @@ func (t *stdioTransport) handle(ctx context.Context, id any, line []byte) (resp 
 			}
 		}
 	}()
-	return t.mcp.HandleMessage(ctx, json.RawMessage(line))
+	return t.mcp.HandleMessage(withCallFacts(ctx), json.RawMessage(line))
 }
 
 // requestID decodes a JSON-RPC id: nil when absent or null, a string, or a

@@ -7,29 +7,15 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/errcode"
+	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/verify"
 )
-
-// stamp identifies a file version cheaply.
-type stamp struct {
-	ino, size int64
-	mtime     int64
-}
-
-func statStamp(p string) stamp {
-	var st syscall.Stat_t
-	if err := syscall.Stat(p, &st); err != nil {
-		return stamp{}
-	}
-	return stamp{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano()}
-}
 
 func (s *Server) current() *conn {
 	s.mu.Lock()
@@ -38,20 +24,36 @@ func (s *Server) current() *conn {
 }
 
 // target returns a verified connection set, re-verifying when anything it
-// depends on changed.
+// depends on changed. Within one request (see callFacts) the first answer
+// stands: the filter, the pick and the tool act on the same instance.
 func (s *Server) target(ctx context.Context) (*conn, error) {
+	f := factsOf(ctx)
+	if c := f.conn(); c != nil {
+		return c, nil
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.targetLocked(ctx)
+	c, err := s.targetLocked(ctx)
+	s.mu.Unlock()
+	if err == nil {
+		f.setConn(c)
+	}
+	return c, err
 }
 
 // verifyNow is target with the full verification done now, whatever the
 // cheap checks say: what effectful calls use.
 func (s *Server) verifyNow(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.verifiedAt = time.Time{}
-	return s.targetLocked(ctx)
+	c, err := s.targetLocked(ctx)
+	s.mu.Unlock()
+	f := factsOf(ctx)
+	if err != nil {
+		f.setConn(nil)
+		return nil, err
+	}
+	f.setConn(c)
+	return c, nil
 }
 
 func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
@@ -64,10 +66,16 @@ func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 		}
 		link = l
 	}
-	st := statStamp(s.reg.Path())
+	now := time.Now()
+	st, stOK := filestamp.Lstat(s.reg.Path())
 	c := s.conn
-	if c != nil && link == s.linkTarget && st == s.regStamp && c.alive() && time.Since(s.verifiedAt) < reverifyEvery {
+	if c != nil && link == s.linkTarget && stOK && st == s.regStamp && c.alive() && now.Sub(s.verifiedAt) < reverifyEvery {
 		return c, nil
+	}
+	if !st.Settled(now) {
+		// Written within a tick of now: a rewrite to come could leave the
+		// same stamp, so the next call verifies again.
+		st = filestamp.Stamp{}
 	}
 	var t verify.Target
 	var err error
@@ -102,7 +110,7 @@ func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 		s.conn = nc
 		s.events.attach(nc)
 	}
-	s.linkTarget, s.regStamp, s.verifiedAt = link, st, time.Now()
+	s.linkTarget, s.regStamp, s.verifiedAt = link, st, now
 	return s.conn, nil
 }
 

@@ -123,6 +123,7 @@ const defaultToolTimeout = 15 * time.Second
 // under a context of its own, so a cancelled call is still recorded.
 // Read-only tools are not audited unless they are refused.
 func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx = withCallFacts(ctx) // the transport's, or one for this call
 	d := defs[len(defs)-1]
 	timeout := slices.MaxFunc(defs, func(a, b toolDef) int { return cmp.Compare(a.timeout, b.timeout) }).timeout
 	if timeout == 0 {

@@ -109,6 +109,15 @@ func ValidTaskID(s string) bool { return len(s) <= 12 && taskRE.MatchString(s) }
 
 // LoadManifest reads and validates the manifest of the card at dir.
 func LoadManifest(dir string) (*Manifest, error) {
+	m, _, err := LoadManifestInfo(dir)
+	return m, err
+}
+
+// LoadManifestInfo is LoadManifest that also gives the status of the file
+// it read, taken from the open descriptor before reading (nil when the
+// file could not be opened): a cache keyed on it is keyed on the very file
+// whose content it holds (see internal/filestamp).
+func LoadManifestInfo(dir string) (*Manifest, os.FileInfo, error) {
 	path := filepath.Join(dir, ManifestName)
 	// Opened without following a symlink and non-blocking: the card is
 	// writable from the container, where a stem.toml linked to a host file
@@ -118,25 +127,30 @@ func LoadManifest(dir string) (*Manifest, error) {
 	f, err := beneath.Open(dir, ManifestName)
 	switch {
 	case errors.Is(err, beneath.ErrSymlink):
-		return nil, fmt.Errorf("card manifest %s is a symlink: stem reads only a plain file there (the card is writable from its container, so a link could lead anywhere): replace it with the file itself", path)
+		return nil, nil, fmt.Errorf("card manifest %s is a symlink: stem reads only a plain file there (the card is writable from its container, so a link could lead anywhere): replace it with the file itself", path)
 	case errors.Is(err, beneath.ErrNotRegular):
 		kind := "not a regular file"
 		if fi, lerr := os.Lstat(path); lerr == nil {
 			kind = beneath.Kind(fi.Mode())
 		}
-		return nil, fmt.Errorf("card manifest %s is not a regular file (%s): make it a plain TOML file (see docs/manifest.md)", path, kind)
+		return nil, nil, fmt.Errorf("card manifest %s is not a regular file (%s): make it a plain TOML file (see docs/manifest.md)", path, kind)
 	case err != nil:
-		return nil, fmt.Errorf("read card manifest: %w", &os.PathError{Op: "open", Path: path, Err: errors.Unwrap(err)})
+		return nil, nil, fmt.Errorf("read card manifest: %w", &os.PathError{Op: "open", Path: path, Err: errors.Unwrap(err)})
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read card manifest %s: %w", path, err)
+	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(ioLimit(f, maxManifestBytes+1)); err != nil {
-		return nil, fmt.Errorf("read card manifest %s: %w", path, err)
+		return nil, fi, fmt.Errorf("read card manifest %s: %w", path, err)
 	}
 	if buf.Len() > maxManifestBytes {
-		return nil, fmt.Errorf("card manifest %s is larger than %d bytes", path, maxManifestBytes)
+		return nil, fi, fmt.Errorf("card manifest %s is larger than %d bytes", path, maxManifestBytes)
 	}
-	return ParseManifest(path, buf.Bytes())
+	m, err := ParseManifest(path, buf.Bytes())
+	return m, fi, err
 }
 
 // ParseManifest parses manifest bytes; name is used in error messages.
