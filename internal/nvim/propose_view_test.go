@@ -147,3 +147,47 @@ func TestProposalHeaderFits(t *testing.T) {
 		f.n.Exec(t, "only")
 	}
 }
+
+type placed struct {
+	Name string `msgpack:"name"`
+	Line int    `msgpack:"lnum"`
+}
+
+// signs are the debugger view's signs in buf.
+func (f *proposalFixture) signs() []placed {
+	f.t.Helper()
+	var out []placed
+	f.n.Lua(f.t, &out, `return vim.fn.sign_getplaced(..., {group = 'stem'})[1].signs`, f.buf)
+	return out
+}
+
+// TestAcceptKeepsSigns: gdb keeps a breakpoint on a line whose text an
+// accepted proposal changes; the editor keeps its sign there too.
+func TestAcceptKeepsSigns(t *testing.T) {
+	f := proposeFixture(t)
+	// The debugger view as stem.debug feeds it: a breakpoint on line 3,
+	// stopped there; and one on line 5.
+	f.n.Lua(t, nil, `local path, buf = ...
+local view = require('stem.view')
+view.define()
+view.attach({running = false, frame = {fullname = path, line = 3},
+  bkpts = {[1] = {enabled = true, locs = {{file = path, line = 3}}}, [2] = {enabled = true, locs = {{file = path, line = 5}}}}})
+view.refresh(buf)`, f.path, f.buf)
+	want := fmt.Sprint([]placed{{"StemPCBreak", 3}, {"StemBreak", 5}})
+	if got := fmt.Sprint(f.signs()); got != want {
+		t.Fatalf("signs before %s, want %s", got, want)
+	}
+	f.propose(3, 5, []string{"    int a = 10;", "    int b = 2;", "    return a * b;"}, "agent codex", "t1")
+	f.host("t1")
+	if got := f.lines(); got[2] != "    int a = 10;" || got[4] != "    return a * b;" {
+		t.Fatalf("not applied: %q", got)
+	}
+	if got := fmt.Sprint(f.signs()); got != want {
+		t.Errorf("signs after accept %s, want %s", got, want)
+	}
+	// Control: the same change made with nvim_buf_set_lines drops them.
+	f.n.Lua(t, nil, `vim.api.nvim_buf_set_lines(..., 2, 5, true, {'x', 'y', 'z'})`, f.buf)
+	if got := f.signs(); len(got) != 0 {
+		t.Errorf("control: signs %v survived nvim_buf_set_lines; the check above proves nothing", got)
+	}
+}
