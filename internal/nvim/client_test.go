@@ -42,7 +42,7 @@ func opsUnderTest(c *Client, buf int, path string) map[string]func(context.Conte
 			_, err := c.SetLines(ctx, buf, 1, 1, []string{"CHANGED"})
 			return err
 		},
-		"Hint":       func(ctx context.Context) error { _, err := c.Hint(ctx, buf, 1, "hint"); return err },
+		"Hint":       func(ctx context.Context) error { _, err := c.Hint(ctx, buf, 1, "agent a", "hint"); return err },
 		"ClearHints": func(ctx context.Context) error { _, err := c.ClearHints(ctx, 0); return err },
 		"Command":    func(ctx context.Context) error { _, err := c.Command(ctx, "let g:stem_ran = 1"); return err },
 		"Lua":        func(ctx context.Context) error { _, err := c.Lua(ctx, "vim.g.stem_ran = 1", nil); return err },

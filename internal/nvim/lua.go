@@ -267,21 +267,71 @@ api.nvim_buf_set_lines(buf, first - 1, last, true, lines)
 return {total = api.nvim_buf_line_count(buf), tick = api.nvim_buf_get_changedtick(buf)}
 `
 
-// luaHint(bufnr, line, text, hl): virtual text at the end of a line, in the
-// stem-hint namespace. Extmarks do not change the buffer's text,
-// 'modified' or changedtick.
+// luaHint(bufnr, line, text, hl, label): a labelled note at a line, in
+// the stem-hint namespace: at the end of the line when it fits the
+// narrowest window showing the buffer, else as virtual lines below it,
+// wrapped to that width (Neovim cuts virtual text at the window's edge,
+// never wraps it). Two cells are kept for a sign column that may appear.
+// Extmarks do not change the buffer's text, 'modified' or changedtick.
 const luaHint = `
-local buf, line, text, hl = ...
-local api = vim.api
+local buf, line, text, hl, label = ...
+local api, fn = vim.api, vim.fn
 if not api.nvim_buf_is_valid(buf) then return {err = 'nobuffer'} end
 if not api.nvim_buf_is_loaded(buf) then return {err = 'notloaded'} end
 local n = api.nvim_buf_line_count(buf)
 if line < 1 or line > n then return {err = 'range', total = n} end
+local w
+for _, win in ipairs(api.nvim_list_wins()) do
+  if api.nvim_win_get_buf(win) == buf then
+    local i = fn.getwininfo(win)[1]
+    local ww = i and (i.width - (i.textoff or 0) - 2)
+    if ww and (not w or ww < w) then w = ww end
+  end
+end
+w = math.max(w or (vim.o.columns - 4), 20)
+local dw = fn.strdisplaywidth
+local full = label .. text
+local here = dw(api.nvim_buf_get_lines(buf, line - 1, line, true)[1])
 local ns = api.nvim_create_namespace('stem-hint')
-local id = api.nvim_buf_set_extmark(buf, ns, line - 1, 0, {
-  virt_text = {{text, hl}}, virt_text_pos = 'eol', hl_mode = 'combine',
-})
-return {id = id}
+if here + 1 + dw(full) <= w then
+  return {id = api.nvim_buf_set_extmark(buf, ns, line - 1, 0, {
+    virt_text = {{full, hl}}, virt_text_pos = 'eol', hl_mode = 'combine',
+  })}
+end
+local MAX = 6
+local rows, cur = {}, ''
+local function cut(s, width)
+  local out = ''
+  for k = 0, fn.strchars(s) - 1 do
+    local c = fn.strcharpart(s, k, 1)
+    if dw(out .. c) > width then break end
+    out = out .. c
+  end
+  return out
+end
+for word in full:gmatch('%S+') do
+  local try = cur == '' and word or (cur .. ' ' .. word)
+  if dw(try) <= w then
+    cur = try
+  else
+    if cur ~= '' then rows[#rows + 1] = cur end
+    cur = word
+    while dw(cur) > w and #rows <= MAX do
+      local head = cut(cur, w)
+      rows[#rows + 1] = head
+      cur = cur:sub(#head + 1)
+    end
+  end
+  if #rows > MAX then break end
+end
+if cur ~= '' then rows[#rows + 1] = cur end
+if #rows > MAX then
+  for k = #rows, MAX + 1, -1 do rows[k] = nil end
+  rows[MAX] = cut(rows[MAX], w - 1) .. '…'
+end
+local virt = {}
+for k, r in ipairs(rows) do virt[k] = {{r, hl}} end
+return {id = api.nvim_buf_set_extmark(buf, ns, line - 1, 0, {virt_lines = virt})}
 `
 
 // luaClearHints(bufnr): drop our hints in one buffer, or everywhere (0).

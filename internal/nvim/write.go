@@ -156,10 +156,14 @@ func cleanHint(s string) string {
 	}, s)
 }
 
-// Hint shows text as virtual text at the end of line (1-based) of buffer
-// buf, in the "stem-hint" namespace, and returns the extmark id. The
-// buffer's text, 'modified' and changedtick are untouched.
-func (c *Client) Hint(ctx context.Context, buf, line int, text string) (int, error) {
+// maxHintWho bounds the author's name in a hint's label.
+const maxHintWho = 60
+
+// Hint shows text, labelled "hint from WHO: ", at line (1-based) of buffer
+// buf, in the "stem-hint" namespace, and returns the extmark id: at the
+// end of the line when it fits the window, else wrapped below the line.
+// The buffer's text, 'modified' and changedtick are untouched.
+func (c *Client) Hint(ctx context.Context, buf, line int, who, text string) (int, error) {
 	if buf < 1 {
 		return 0, fmt.Errorf("nvim hint: buffer number %d: must be 1 or more", buf)
 	}
@@ -176,7 +180,7 @@ func (c *Client) Hint(ctx context.Context, buf, line int, text string) (int, err
 		ID    int    `msgpack:"id"`
 	}
 	err := c.call(ctx, "hint", guardHang, false, func(v *gonvim.Nvim) error {
-		return execLua(v, fnHint, &res, buf, line, text, HintHighlight)
+		return execLua(v, fnHint, &res, buf, line, text, HintHighlight, hintLabel(who))
 	})
 	if err != nil {
 		return 0, err
@@ -190,6 +194,18 @@ func (c *Client) Hint(ctx context.Context, buf, line int, text string) (int, err
 		return 0, fmt.Errorf("nvim hint: %w", mapErr(res.Err, ref))
 	}
 	return res.ID, nil
+}
+
+// hintLabel names who gave a hint, as one clipped line.
+func hintLabel(who string) string {
+	who = strings.TrimSpace(cleanHint(who))
+	if who == "" {
+		return "hint: "
+	}
+	if len(who) > maxHintWho {
+		who = strings.ToValidUTF8(who[:maxHintWho], "") + "…"
+	}
+	return "hint from " + who + ": "
 }
 
 // ClearHints removes every stem hint from buffer buf, or from all buffers

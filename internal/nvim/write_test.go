@@ -395,11 +395,11 @@ func TestHints(t *testing.T) {
 	}
 	tick0, mod0, lines0 := state()
 
-	id, err := c.Hint(ctx, buf, 2, "check the\nloop bound\x1b[31m")
+	id, err := c.Hint(ctx, buf, 2, "agent a", "check the\nloop bound\x1b[31m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Hint(ctx, other, 1, "elsewhere"); err != nil {
+	if _, err := c.Hint(ctx, other, 1, "agent a", "elsewhere"); err != nil {
 		t.Fatal(err)
 	}
 	tick1, mod1, lines1 := state()
@@ -421,13 +421,13 @@ return vim.api.nvim_buf_get_extmarks(b, ns, 0, -1, {details = true})`, buf)
 		t.Errorf("virt_text %s", details)
 	}
 
-	if _, err := c.Hint(ctx, buf, 4, "x"); err == nil {
+	if _, err := c.Hint(ctx, buf, 4, "agent a", "x"); err == nil {
 		t.Error("hint past the end accepted")
 	}
-	if _, err := c.Hint(ctx, buf, 1, strings.Repeat("x", MaxHintBytes+1)); err == nil {
+	if _, err := c.Hint(ctx, buf, 1, "agent a", strings.Repeat("x", MaxHintBytes+1)); err == nil {
 		t.Error("over-long hint accepted")
 	}
-	if _, err := c.Hint(ctx, 9999, 1, "x"); !errors.Is(err, ErrNoBuffer) {
+	if _, err := c.Hint(ctx, 9999, 1, "agent a", "x"); !errors.Is(err, ErrNoBuffer) {
 		t.Errorf("buffer 9999: %v", err)
 	}
 

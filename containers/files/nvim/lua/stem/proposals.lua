@@ -27,6 +27,7 @@
 -- lines itself. Proposal text is data: it is shown with control
 -- characters made visible and with bounded size.
 local api = vim.api
+local fit = require('stem.fit')
 local M = {}
 
 local NS = api.nvim_create_namespace('stem-proposal')      -- anchors
@@ -124,6 +125,7 @@ end
 local function draw(buf)
   if not api.nvim_buf_is_valid(buf) then return end
   api.nvim_buf_clear_namespace(buf, VIEW, 0, -1)
+  local w = fit.width(buf)
   for _, id in ipairs(S.order) do
     local p = S.list[id]
     if p and p.buf == buf then
@@ -132,7 +134,8 @@ local function draw(buf)
         local row = h.state == 'pending' and where(p, h)
         if row then
           local head = string.format('stem: proposal %s.%d of %d by %s  %s', p.id, k, n, p.who, keys_hint())
-          local virt = { { { head, 'StemProposalHead' } } }
+          local virt = {}
+          for _, l in ipairs(fit.lines(head, w, 3)) do virt[#virt + 1] = { { l, 'StemProposalHead' } } end
           for i, l in ipairs(h.new) do
             if i > SHOW_LINES then
               virt[#virt + 1] = { { string.format('+ … %d more lines (%d bytes)', #h.new - SHOW_LINES, h.bytes), 'StemProposalHead' } }
@@ -156,6 +159,53 @@ local function draw(buf)
       end
     end
   end
+end
+
+-- announce tells the student a proposal arrived: who, where (it may be
+-- off-screen, or in a buffer no window shows) and where to answer. It
+-- only shows a message: the cursor and the windows stay as they are.
+-- The message fits the command line, or Neovim would stop at a Press
+-- ENTER prompt and the student's next key would go to it.
+local function announce(p)
+  local row = p.hunks[1] and where(p, p.hunks[1])
+  if not row then return end
+  local line = row + 1
+  local place, short = '', ''
+  local win = vim.fn.bufwinid(p.buf)
+  if win == -1 then
+    place, short = ' (hidden: :buffer ' .. p.buf .. ')', ' (:b ' .. p.buf .. ')'
+  else
+    local top = vim.fn.line('w0', win)
+    local bot = vim.fn.line('w$', win)
+    if line < top then place = ' (above)' elseif line > bot then place = ' (below)' end
+    short = place
+  end
+  local room = math.max((vim.v.echospace or (vim.o.columns - 12)) - 1, 20)
+  local name = p.name == '' and '[No Name]' or shown(vim.fn.fnamemodify(p.name, ':~:.'), 120)
+  local base = fit.clip(p.name == '' and '[No Name]' or shown(vim.fn.fnamemodify(p.name, ':t'), 60), 16)
+  local forms = {
+    string.format('stem: %s proposes a change to %s:%d%s · answer on the host: stemctl proposals', p.who, name, line, place),
+    string.format('stem: proposal %s by %s at %s:%d%s · stemctl proposals', p.id, p.who, base, line, place),
+    string.format('stem: %s by %s at %s:%d%s: stemctl proposals', p.id, fit.clip(p.who, 16), base, line, short),
+    string.format('stem: %s at %s:%d%s: stemctl proposals', p.id, base, line, short),
+  }
+  local text
+  for _, f in ipairs(forms) do
+    text = f
+    if vim.fn.strdisplaywidth(f) <= room then break end
+  end
+  api.nvim_echo({ { fit.clip(text, room), 'StemProposalHead' } }, true, {})
+end
+
+-- redraw shows again every buffer with a pending proposal (the windows'
+-- widths changed).
+local function redraw()
+  local bufs = {}
+  for _, id in ipairs(S.order) do
+    local p = S.list[id]
+    if p and p.state == 'pending' and valid(p) then bufs[p.buf] = true end
+  end
+  for b in pairs(bufs) do draw(b) end
 end
 
 local function define()
@@ -240,6 +290,7 @@ function M.create(buf, first, last, lines, who, token)
     S.list[table.remove(S.order, drop)] = nil
   end
   draw(buf)
+  announce(p)
   local hs = {}
   for k, h in ipairs(p.hunks) do hs[k] = { sb = h.sb, cb = h.cb, old = #h.old, sa = h.sa } end
   return { id = p.id, hunks = hs, tick = api.nvim_buf_get_changedtick(buf) }
@@ -443,6 +494,7 @@ function M.setup()
       if touched then draw(ev.buf) end
     end,
   })
+  api.nvim_create_autocmd({ 'VimResized', 'WinEnter', 'BufWinEnter' }, { group = group, callback = redraw })
 end
 
 -- info is for tests: the proposals' state without the text.
