@@ -31,7 +31,18 @@ bench ./internal/gdbmi/ 'StopEventLatency' 50
 bench ./internal/instance/ 'UpCreate' 10
 bench ./internal/instance/ 'UpReuse' 50
 bench ./internal/instance/ 'IdleMemory' 1
-bench ./internal/cmd/e2e/ 'Attach' 20
+bench ./internal/cmd/e2e/ 'Attach$' 20
+# stemctl attach's guarded relay beside the plain one it replaced (stemctl
+# built from the commit before the host relay), on the same instance.
+base=$OUT/baseline
+if git worktree add -q --detach "$base" 6870b26 2>/dev/null &&
+  (cd "$base" && go build -o "$OUT/stemctl-baseline" ./cmd/stemctl); then
+  STEM_ATTACH_BASELINE=$OUT/stemctl-baseline bench ./internal/cmd/e2e/ 'AttachRelay' 5
+else
+  say "no baseline stemctl (not a git checkout?): the relay alone"
+  bench ./internal/cmd/e2e/ 'AttachRelay' 5
+fi
+git worktree remove --force "$base" 2>/dev/null
 # stemctl up of a new instance as root and as a non-root student with
 # rootless Podman (the benchmark makes the account: needs root).
 bench ./internal/cmd/e2e/ 'UpNew' 10
@@ -52,6 +63,7 @@ bench ./internal/cmd/audit/blame/ 'BlameCommand' 50
 # The student in charge: proposals and approvals, through the server.
 bench ./internal/nvim/ 'Propose$' 200
 bench ./internal/mcpserver/ 'ProposalCreate|ApprovalRoundTrip' 200
+bench ./internal/cmd/attach/ 'DecisionRoundTrip' 200
 # An event reaching an idle real CLI's model (sandboxed, scripted model).
 bench ./internal/agent/ 'EventToModel' 5
 # The dashboard's server: 30 students busy and idle, one student's page.
@@ -129,6 +141,10 @@ row "card ACL walk, nothing to change" BenchmarkCardUnchanged ns/op ms "" "what 
 row "\`up\` of a healthy instance (in stemctl)" BenchmarkUpReuse p50-ms ms "< 150 ms" "instance.Manager.Up that reuses: resolve, inspect, probe both servers"
 row "\`stemctl up\`, healthy instance (wall clock)" CLI:up-reuse-wall "" ms "< 150 ms" "bin/stemctl process start to exit"
 row "\`stemctl attach\`" BenchmarkAttach p50-ms ms "< 150 ms" "process start on a real pty to tmux listing its terminal client (the client runs in the container)"
+row "\`stemctl attach\`, \`cat\` of 10 MB" BenchmarkAttachRelay/relay cat10MB-ms ms "within 10 % of the plain relay" "a pane's \`cat\` of 10 MB (base64 lines) to its last line on the student's pty, through the guarded host relay"
+row "\`stemctl attach\`, \`cat\` of 10 MB, plain relay" BenchmarkAttachRelay/baseline cat10MB-ms ms "" "as above, stemctl built from the commit before the guarded relay (bytes copied as they come)"
+row "\`stemctl attach\`, keystroke echo" BenchmarkAttachRelay/relay echo-ms ms "within 10 % of the plain relay" "a key written to the student's pty to the shell's echo back on it, through the guarded relay"
+row "\`stemctl attach\`, keystroke echo, plain relay" BenchmarkAttachRelay/baseline echo-ms ms "" "as above, the plain relay"
 row "idle instance memory, native-amd64" BenchmarkIdleMemory native-amd64-total-MiB MiB "< 40 MB" "container cgroup plus conmon, settled"
 row "idle instance memory, hazard3-sim" BenchmarkIdleMemory hazard3-sim-total-MiB MiB "< 40 MB" "as above"
 row "gdb stop → sign moved in Neovim" BenchmarkStopToSign keys-to-sign-p50-ms ms "< 100 ms" "stepi typed in the gdb pane to the editor's sign on the new line (hazard3-sim)"
@@ -153,6 +169,7 @@ row "proposal created, in Neovim" BenchmarkPropose p50-ms ms "< 5 ms" "internal/
 row "proposal created, through the server" BenchmarkProposalCreate p50-ms ms "< 5 ms" "nvim_buffer_edit under edits = \"propose\" over stdio, audited"
 row "an effectful call (nvim_hint), same run" BenchmarkProposalCreate hint-p50-ms ms "" "the fixed cost every effectful call pays: full verification, fsync'd audit intent and outcome"
 row "approval round trip, stem's share" BenchmarkApprovalRoundTrip approval-p50-ms ms "< 20 ms" "a call needing approval minus the same call without, the student's answer typed at once"
+row "decision round trip, on the host" BenchmarkDecisionRoundTrip roundtrip-ms ms "< 20 ms" "a question shown on the host line of stemctl attach to the asker holding the answer, the student's chord (Ctrl-] y) typed at once"
 row "event → the idle CLI's next model request, Claude Code" BenchmarkEventToModel/claude median-ms ms "< 1 s" "a crash in the student's shell to the marked line in the real CLI's next request to the scripted model"
 row "event → model, Codex" BenchmarkEventToModel/codex median-ms ms "< 1 s" "as above"
 row "event → model, Gemini CLI" BenchmarkEventToModel/gemini median-ms ms "< 1 s" "as above"

@@ -1,8 +1,8 @@
 // Package access manages teacher access over SSH on the student's account:
 // grants (which automation key may do what), the restricted lines in
 // ~/.ssh/authorized_keys that force every such key through `stem-mcp gate`,
-// and the consistency check between the two. It also makes the teacher's
-// automation key pair and the ssh command line a teacher's agent runs.
+// and the consistency check between the two. It is the student's side
+// only: the teacher's keys and ssh command line are internal/teacherkey's.
 //
 // The level and the allowed instances of a key live only in the grants
 // store under stem's config directory. The authorized_keys line names a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
@@ -21,8 +22,12 @@ func ForwardNotice(student string) string {
 }
 
 // RefusedError is a forwarded call the teacher's side turns down before it
-// reaches the student: the message names the student and why.
-type RefusedError struct{ Msg string }
+// reaches the student: the message names the student and why, the code
+// says it to a program.
+type RefusedError struct {
+	Code errcode.Code
+	Msg  string
+}
 
 func (e *RefusedError) Error() string { return e.Msg }
 
@@ -39,7 +44,7 @@ func (h *Hub) Call(ctx context.Context, student, tool string, args map[string]an
 		for _, s := range h.students {
 			names = append(names, s.Name)
 		}
-		return nil, &RefusedError{fmt.Sprintf("%s refused: no student %q in this class (students: %s)", tool, clean(student), strings.Join(names, ", "))}
+		return nil, &RefusedError{errcode.BadInput, fmt.Sprintf("%s refused: no student %q in this class (students: %s)", tool, clean(student), strings.Join(names, ", "))}
 	}
 	op := h.session(student)
 	if op == nil {
@@ -49,10 +54,10 @@ func (h *Hub) Call(ctx context.Context, student, tool string, args map[string]an
 				why = l.Error
 			}
 		}
-		return nil, &RefusedError{fmt.Sprintf("%s refused: no open session with student %s (%s); class_overview shows every session", tool, student, why)}
+		return nil, &RefusedError{errcode.Unreachable, fmt.Sprintf("%s refused: no open session with student %s (%s); class_overview shows every session", tool, student, why)}
 	}
 	if !op.tools[tool] {
-		return nil, &RefusedError{fmt.Sprintf("%s refused: student %s's grant %s is at level %s, which does not include %s (it has: %s)",
+		return nil, &RefusedError{errcode.NotGranted, fmt.Sprintf("%s refused: student %s's grant %s is at level %s, which does not include %s (it has: %s)",
 			tool, student, clean(op.grant), op.level, tool, strings.Join(op.toolNames(), ", "))}
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -120,5 +125,28 @@ func mark(student string, res *mcp.CallToolResult) *mcp.CallToolResult {
 		data = []byte(`{"student":` + fmt.Sprintf("%q", student) + `}`)
 	}
 	out.Content = append([]mcp.Content{mcp.NewTextContent(string(data))}, rest...)
+	if c := studentCode(res); res.IsError && c != "" {
+		out.StructuredContent = ForwardedError{Error: errcode.WireError{Code: c, Message: string(data)}, Student: student}
+	}
 	return out
+}
+
+// ForwardedError is a forwarded tool error's structured content: the
+// student's code, the marked text again, and whose it is.
+type ForwardedError struct {
+	Error   errcode.WireError `json:"error"`
+	Student string            `json:"student"`
+}
+
+// studentCode is the code of a student's tool error when it is one of
+// stem's: the student's side can send anything, so an unknown or
+// malformed code is dropped, and no other structured content is passed on.
+func studentCode(res *mcp.CallToolResult) errcode.Code {
+	m, _ := res.StructuredContent.(map[string]any)
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	if _, ok := errcode.Lookup(errcode.Code(c)); !ok {
+		return ""
+	}
+	return errcode.Code(c)
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // standinClass starts the stand-in gates and returns n students of it and
@@ -28,7 +28,7 @@ func standinClass(tb testing.TB, n int) (*standin.Server, []class.Student, class
 		tb.Skip("needs OpenSSH's ssh")
 	}
 	dir := tb.TempDir()
-	kp, err := access.Keygen(filepath.Join(dir, "key"), "kowalski")
+	kp, err := teacherkey.Keygen(filepath.Join(dir, "key"), "kowalski")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,8 +45,8 @@ func standinClass(tb testing.TB, n int) (*standin.Server, []class.Student, class
 	for i := range students {
 		students[i] = class.Student{Name: fmt.Sprintf("s%03d", i), Host: fmt.Sprintf("u%03d@127.0.0.1", i), Port: srv.Port}
 	}
-	opt := class.Options{Timeout: 30 * time.Second, Resolve: func(ctx context.Context, s class.Student) (access.Target, []string, error) {
-		return access.Target{Host: s.Host, Port: s.Port, Key: kp.PrivatePath, SSHOptions: []string{
+	opt := class.Options{Timeout: 30 * time.Second, Resolve: func(ctx context.Context, s class.Student) (teacherkey.Target, []string, error) {
+		return teacherkey.Target{Host: s.Host, Port: s.Port, Key: kp.PrivatePath, SSHOptions: []string{
 			"UserKnownHostsFile=" + known, "GlobalKnownHostsFile=/dev/null", "StrictHostKeyChecking=yes", "LogLevel=ERROR"}}, nil, nil
 	}}
 	return srv, students, opt

@@ -13,7 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
@@ -78,7 +78,7 @@ func (e *FileError) Error() string {
 var (
 	classNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
 	studentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	// USER@HOST; access.Target checks the host again when it builds ssh's
+	// USER@HOST; teacherkey.Target checks the host again when it builds ssh's
 	// command line.
 	studentHostRE = regexp.MustCompile(`^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}@[A-Za-z0-9_:\[][A-Za-z0-9._:%\[\]-]{0,254}$`)
 )
@@ -113,7 +113,7 @@ func checkStudent(s Student) error {
 
 // checkSSHOptions vets options the way stemctl teacher does.
 func checkSSHOptions(opts []string) error {
-	_, err := access.Target{Host: "student@host", Key: "/key", SSHOptions: opts}.Command()
+	_, err := teacherkey.Target{Host: "student@host", Key: "/key", SSHOptions: opts}.Command()
 	return err
 }
 

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
@@ -35,7 +35,7 @@ type Options struct {
 	// Resolve turns a student into the ssh target that reaches their gate
 	// (checks the key, chooses the dialer); notes are advice for the
 	// teacher. Required.
-	Resolve func(ctx context.Context, s Student) (access.Target, []string, error)
+	Resolve func(ctx context.Context, s Student) (teacherkey.Target, []string, error)
 	SSH     string        // the ssh program; "" is "ssh"
 	Timeout time.Duration // per student, from its start to its row
 	// Parallel bounds the students asked at once (each is an ssh process).

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // fakeSSH, set in the environment, makes the test binary stand in for ssh:
@@ -110,11 +110,11 @@ func fakeOptions(t *testing.T, timeout time.Duration) Options {
 	return Options{
 		SSH:     os.Args[0],
 		Timeout: timeout,
-		Resolve: func(ctx context.Context, s Student) (access.Target, []string, error) {
+		Resolve: func(ctx context.Context, s Student) (teacherkey.Target, []string, error) {
 			if s.Name == "nokeyfile" {
-				return access.Target{}, nil, fmt.Errorf("automation key /nope: no such file")
+				return teacherkey.Target{}, nil, fmt.Errorf("automation key /nope: no such file")
 			}
-			return access.Target{Host: s.Host, Key: "/k"}, nil, nil
+			return teacherkey.Target{Host: s.Host, Key: "/k"}, nil, nil
 		},
 	}
 }

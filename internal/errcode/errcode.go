@@ -43,6 +43,7 @@ const (
 	Expired         Code = "expired"
 	GrantChanged    Code = "grant_changed"
 	BadSetup        Code = "bad_setup"
+	Unreachable     Code = "unreachable"
 	Internal        Code = "internal"
 )
 
@@ -80,6 +81,7 @@ var table = []Info{
 	{Expired, true, "the grant of this key expired"},
 	{GrantChanged, true, "the grant changed during the session, which ended"},
 	{BadSetup, false, "the student's side is set up wrong (forced command, grants file, environment)"},
+	{Unreachable, false, "the teacher's side has no working session with that student: not connected, or the connection failed or ended"},
 	{Internal, false, "anything else: a fault, not something the client can fix"},
 }
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -127,8 +127,8 @@ func clientOptions(b *testing.B, client []string, dial bool) []string {
 	}
 	// The installed layout's dialer: stem-dial (what `teacher config` names
 	// when it sits beside stemctl).
-	dialer := filepath.Join(testenv.Binary(b, access.DialBinary, "./cmd/stem-dial"), access.DialBinary)
-	pc, err := access.DialCommand(dialer)
+	dialer := filepath.Join(testenv.Binary(b, teacherkey.DialBinary, "./cmd/stem-dial"), teacherkey.DialBinary)
+	pc, err := teacherkey.DialCommand(dialer)
 	if err != nil {
 		b.Fatal(err)
 	}

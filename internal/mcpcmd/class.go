@@ -12,12 +12,11 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
-	"github.com/stem-edu/stem/internal/cmd/teacher"
-	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpserver"
+	"github.com/stem-edu/stem/internal/sshtarget"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -61,15 +60,11 @@ func serveClass(ctx context.Context, ios *iostreams.IOStreams, getenv func(strin
 	if err != nil {
 		return err
 	}
-	f := &cmdutil.Factory{IOStreams: ios, Getenv: getenv,
-		Dirs: func() (xdg.Dirs, error) { return dirs, nil },
-		Self: os.Executable,
-	}
-	opt := class.Options{Timeout: timeout, Resolve: func(ctx context.Context, s class.Student) (access.Target, []string, error) {
-		tg, notes, err := teacher.ResolveTarget(ctx, f, s.Host, r.KeyFor(s, dirs.Home), s.Port, r.SSHOptions)
+	opt := class.Options{Timeout: timeout, Resolve: func(ctx context.Context, s class.Student) (teacherkey.Target, []string, error) {
+		tg, notes, err := sshtarget.Resolve(ctx, sshtarget.Request{Host: s.Host, Key: r.KeyFor(s, dirs.Home), Port: s.Port, SSHOptions: r.SSHOptions, Home: dirs.Home, Self: os.Executable})
 		// stem-mcp has no `teacher dial`: without stem-dial beside it, ssh
 		// connects by itself.
-		if filepath.Base(tg.Dial) != access.DialBinary {
+		if filepath.Base(tg.Dial) != teacherkey.DialBinary {
 			tg.Dial = ""
 		}
 		return tg, notes, err

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stem-edu/stem/internal/class"
+	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/mcpserver"
 )
 
@@ -34,7 +35,7 @@ func addStudentTools(srv *server.MCPServer, hub *class.Hub, timeout time.Duratio
 			args := maps.Clone(req.GetArguments())
 			student, _ := args["student"].(string)
 			if student == "" {
-				return mcp.NewToolResultError(t.Name + " refused: the student argument names whose session (class_overview lists them)"), nil
+				return mcpserver.ErrorResult(errcode.BadInput, t.Name+" refused: the student argument names whose session (class_overview lists them)"), nil
 			}
 			delete(args, "student")
 			// As long as the gate's server lets the tool run, plus the
@@ -45,7 +46,7 @@ func addStudentTools(srv *server.MCPServer, hub *class.Hub, timeout time.Duratio
 			if err != nil {
 				var re *class.RefusedError
 				if errors.As(err, &re) {
-					return mcp.NewToolResultError(re.Msg), nil
+					return mcpserver.ErrorResult(re.Code, re.Msg), nil
 				}
 				return failedResult(student, t.Name, err), nil
 			}
@@ -80,9 +81,15 @@ func failedResult(student, tool string, err error) *mcp.CallToolResult {
 	} else {
 		obj["error"] = tool + " failed: " + err.Error()
 	}
+	// The way to the student failed (or timed out): nothing the student
+	// said is taken as the code.
+	code := errcode.Unreachable
+	if errcode.Of(err) == errcode.Timeout {
+		code = errcode.Timeout
+	}
 	data, jerr := json.Marshal(obj)
 	if jerr != nil {
-		return mcp.NewToolResultError(tool + " failed")
+		return mcpserver.ErrorResult(code, tool+" failed")
 	}
-	return mcp.NewToolResultError(string(data))
+	return mcpserver.ErrorResult(code, string(data))
 }

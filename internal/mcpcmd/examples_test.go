@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/cmd/examplecheck"
 	"github.com/stem-edu/stem/internal/cmd/root"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/examplecheck"
 	"github.com/stem-edu/stem/internal/iostreams"
 )
 

@@ -44,7 +44,7 @@ func (s *Server) refusalHooks() *server.Hooks {
 				text = words
 			}
 			// The response is built from res after this hook.
-			*res = *errorResult(errcode.BadInput, text)
+			*res = *ErrorResult(errcode.BadInput, text)
 			s.auditRefused(ctx, req, text)
 		}
 	})

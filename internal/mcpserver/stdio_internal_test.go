@@ -20,7 +20,7 @@ func TestAppendMessageMatchesMCPGo(t *testing.T) {
 	typed.ResultType = "complete"
 	structured := mcp.NewToolResultText("s")
 	structured.StructuredContent = map[string]any{"k": 1}
-	coded := errorResult(errcode.NotEditable, "nvim_buffer_edit refused: \"t1/a\tb.c\" \xff <&> \u2028 \x1b]0;x\x07 is not editable")
+	coded := ErrorResult(errcode.NotEditable, "nvim_buffer_edit refused: \"t1/a\tb.c\" \xff <&> \u2028 \x1b]0;x\x07 is not editable")
 	if !plainToolResult(coded) || plainToolResult(structured) {
 		t.Fatal("a coded tool error must take the fast path, other structured content must not")
 	}

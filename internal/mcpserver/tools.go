@@ -147,7 +147,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 	if err := s.refusal(); err != nil {
 		// The session's start could not be audited: nothing is served.
 		s.endServe()
-		return errorResult(errcode.NotAudited, fmt.Sprintf("%s refused: %v", d.tool.Name, err)), nil
+		return ErrorResult(errcode.NotAudited, fmt.Sprintf("%s refused: %v", d.tool.Name, err)), nil
 	}
 	if ctx.Err() != nil {
 		return toolError(d.tool.Name, ctx.Err()), nil
@@ -196,7 +196,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 				return toolError(d.tool.Name, ctx.Err()), nil
 			}
 			s.logf("%s refused: %v", d.tool.Name, err)
-			return errorResult(errcode.NotAudited, fmt.Sprintf("%s refused: nothing was done, because %v", d.tool.Name, err)), nil
+			return ErrorResult(errcode.NotAudited, fmt.Sprintf("%s refused: nothing was done, because %v", d.tool.Name, err)), nil
 		}
 		intent = written
 	}
@@ -242,16 +242,16 @@ func (s *Server) callEntry(event, tool, digest string) audit.Entry {
 }
 
 // toolError is the result of a call that failed with err: its text, and
-// its code as structured content (see errorResult).
+// its code as structured content (see ErrorResult).
 func toolError(tool string, err error) *mcp.CallToolResult {
 	// gdb, Neovim and tmux quote the session's text in their errors.
-	return errorResult(errcode.Of(err), termtext.String(toolErrorText(tool, err)))
+	return ErrorResult(errcode.Of(err), termtext.String(toolErrorText(tool, err)))
 }
 
-// errorResult is a tool error: text for whoever reads it, and the same
+// ErrorResult is a tool error: text for whoever reads it, and the same
 // with its code as structured content, for a client to act on without
 // reading the text ({"error":{"code":...,"message":...}}).
-func errorResult(code errcode.Code, text string) *mcp.CallToolResult {
+func ErrorResult(code errcode.Code, text string) *mcp.CallToolResult {
 	res := mcp.NewToolResultError(text)
 	res.StructuredContent = errcode.Wire{Error: errcode.WireError{Code: code, Message: text}}
 	return res

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -198,7 +198,7 @@ command = [%q, "--report", "{home}/report.json", "--soak-every", %q, "--soak-rep
 // class` on it, with every session open.
 func startClass(b *testing.B, a *testenv.Account, stemMCP string) *mcpProc {
 	home := filepath.Join(a.Base, "home")
-	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
+	kp, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(home, "kowalski"), "kowalski")
 	if err != nil {
 		b.Fatal(err)
 	}

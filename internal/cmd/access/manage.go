@@ -11,6 +11,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // ListOptions are `access list`'s inputs.
@@ -266,9 +267,9 @@ func RunKeygen(_ context.Context, opts *KeygenOptions) error {
 		if err != nil {
 			return err
 		}
-		path = access.DefaultKeyPath(d.Home, opts.Name)
+		path = teacherkey.DefaultKeyPath(d.Home, opts.Name)
 	}
-	kp, err := access.Keygen(path, opts.Name)
+	kp, err := teacherkey.Keygen(path, opts.Name)
 	if err != nil {
 		return err
 	}

@@ -19,11 +19,11 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -52,7 +52,7 @@ func benchClassWith(b testing.TB, n int, extra ...string) (string, []string) {
 	bin := testenv.Binary(b, "stem-mcp", "./cmd/stem-mcp")
 	testenv.Binary(b, "stem-dial", "./cmd/stem-dial") // beside stem-mcp, as installed
 	home := b.TempDir()
-	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
+	kp, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(home, "kowalski"), "kowalski")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/cmd/teacher"
 	"github.com/stem-edu/stem/internal/cmdutil"
@@ -27,6 +26,7 @@ import (
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -135,8 +135,8 @@ func TestClassStatusAgainstRealStudents(t *testing.T) {
 	noisyd, wrongd, other := sshdtest.Start(t), sshdtest.Start(t), sshdtest.Start(t)
 
 	teacherHome := t.TempDir()
-	mk := func(name string) access.KeyPair {
-		kp, err := access.Keygen(access.DefaultKeyPath(teacherHome, name), name)
+	mk := func(name string) teacherkey.KeyPair {
+		kp, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(teacherHome, name), name)
 		if err != nil {
 			t.Fatal(err)
 		}

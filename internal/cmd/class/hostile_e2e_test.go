@@ -14,7 +14,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
@@ -22,6 +21,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -43,7 +43,7 @@ func hostileClass(t *testing.T, honest int) (mcpBin string, env []string, anna *
 	srvd, annad := sshdtest.Start(t), sshdtest.Start(t)
 	bin := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 	home := t.TempDir()
-	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
+	kp, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(home, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
 	}

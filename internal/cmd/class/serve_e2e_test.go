@@ -15,13 +15,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class/dashboard"
 	"github.com/stem-edu/stem/internal/class/dashboard/browsertest"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 	"github.com/stem-edu/stem/internal/xdg"
@@ -155,7 +155,7 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	bin := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
 	srv := sshdtest.Start(t, "Match User "+student.Prefix+"*", "\tAuthorizedKeysFile .ssh/authorized_keys")
 	teacherHome := t.TempDir()
-	key, err := access.Keygen(access.DefaultKeyPath(teacherHome, "kowalski"), "kowalski")
+	key, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(teacherHome, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
 	}

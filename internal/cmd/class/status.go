@@ -12,11 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/class"
-	"github.com/stem-edu/stem/internal/cmd/teacher"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/sessionevent"
+	"github.com/stem-edu/stem/internal/sshtarget"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // StatusOptions are `class status`'s inputs.
@@ -177,13 +177,13 @@ func pickClass(cfg, name string) (string, error) {
 
 // resolver reaches each student as `stemctl teacher status` would, with
 // the student's key, else the class's, else the only automation key.
-func resolver(f *cmdutil.Factory, r *class.Roster) func(context.Context, class.Student) (access.Target, []string, error) {
-	return func(ctx context.Context, s class.Student) (access.Target, []string, error) {
+func resolver(f *cmdutil.Factory, r *class.Roster) func(context.Context, class.Student) (teacherkey.Target, []string, error) {
+	return func(ctx context.Context, s class.Student) (teacherkey.Target, []string, error) {
 		d, err := f.Dirs()
 		if err != nil {
-			return access.Target{}, nil, err
+			return teacherkey.Target{}, nil, err
 		}
-		return teacher.ResolveTarget(ctx, f, s.Host, r.KeyFor(s, d.Home), s.Port, r.SSHOptions)
+		return sshtarget.Resolve(ctx, sshtarget.Request{Host: s.Host, Key: r.KeyFor(s, d.Home), Port: s.Port, SSHOptions: r.SSHOptions, Home: d.Home, Self: f.Self})
 	}
 }
 

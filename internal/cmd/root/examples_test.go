@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/audit"
-	"github.com/stem-edu/stem/internal/cmd/examplecheck"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/examplecheck"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpcmd"

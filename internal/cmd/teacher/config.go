@@ -13,6 +13,7 @@ import (
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/mcpconfig"
+	"github.com/stem-edu/stem/internal/teacherkey"
 )
 
 // ConfigOptions are `teacher config`'s inputs.
@@ -151,7 +152,7 @@ func suggestName(host string) string {
 }
 
 // Entry builds the MCP entry for a student.
-func Entry(tg access.Target, name, instance string) (mcpconfig.Entry, error) {
+func Entry(tg teacherkey.Target, name, instance string) (mcpconfig.Entry, error) {
 	verb := []string{"mcp"}
 	if instance != "" {
 		if err := access.ValidInstance(instance); err != nil {

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/tcprelay"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -168,7 +168,7 @@ func TestDialEndsWithSSH(t *testing.T) {
 	r := newTeacherRig(t)
 	port := strconv.Itoa(r.srv.Port)
 	entry := func(t *testing.T, opts []string, port int) []string {
-		tg := access.Target{Host: r.srv.Host(), Key: r.key, Port: port, SSHOptions: opts, Dial: r.self}
+		tg := teacherkey.Target{Host: r.srv.Host(), Key: r.key, Port: port, SSHOptions: opts, Dial: r.self}
 		e, err := Entry(tg, "anna", "")
 		if err != nil {
 			t.Fatal(err)
@@ -301,7 +301,7 @@ func TestEntryWithProxyUseFdpassInSSHConfig(t *testing.T) {
 func TestEntryForwardsNothingToTheStudent(t *testing.T) {
 	srv := sshdtest.Start(t)
 	dir := t.TempDir()
-	kp, err := access.Keygen(filepath.Join(dir, "stem_k"), "k")
+	kp, err := teacherkey.Keygen(filepath.Join(dir, "stem_k"), "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestEntryForwardsNothingToTheStudent(t *testing.T) {
 	}
 
 	self := filepath.Join(testenv.Binary(t, "stemctl", "./cmd/stemctl"), "stemctl")
-	args, err := access.Target{Host: srv.Host(), Key: kp.PrivatePath, Port: srv.Port, SSHOptions: srv.ClientOptions(), Dial: self}.Command("status")
+	args, err := teacherkey.Target{Host: srv.Host(), Key: kp.PrivatePath, Port: srv.Port, SSHOptions: srv.ClientOptions(), Dial: self}.Command("status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestStemDialBesideStemctl(t *testing.T) {
 	}
 	// Built here, not with testenv.Binary: beside the shared stemctl it
 	// would change the entries of every other test.
-	dial := filepath.Join(dir, access.DialBinary)
+	dial := filepath.Join(dir, teacherkey.DialBinary)
 	build := exec.Command("go", "build", "-trimpath", "-o", dial, "./cmd/stem-dial")
 	build.Dir, build.Env = testenv.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )
@@ -40,7 +41,7 @@ func newTeacherRig(t *testing.T, sshdExtra ...string) *teacherRig {
 	srv := sshdtest.Start(t, sshdExtra...)
 	bin := sshdtest.StemMCP(t)
 	r := &teacherRig{srv: srv, home: t.TempDir(), self: filepath.Join(testenv.Binary(t, "stemctl", "./cmd/stemctl"), "stemctl")}
-	kp, err := access.Keygen(access.DefaultKeyPath(r.home, "kowalski"), "kowalski")
+	kp, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(r.home, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func (r *teacherRig) cli(t *testing.T, env []string, bin string, args ...string)
 
 func (r *teacherRig) entry(t *testing.T, name, instance string) ([]string, string) {
 	t.Helper()
-	tg := access.Target{Host: r.srv.Host(), Key: r.key, Port: r.srv.Port, SSHOptions: r.srv.ClientOptions(), Dial: r.self}
+	tg := teacherkey.Target{Host: r.srv.Host(), Key: r.key, Port: r.srv.Port, SSHOptions: r.srv.ClientOptions(), Dial: r.self}
 	e, err := Entry(tg, name, instance)
 	if err != nil {
 		t.Fatal(err)

@@ -12,10 +12,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 
@@ -41,7 +41,7 @@ func newEnv(t *testing.T) *env {
 	// Not /usr/local/bin: a stem-dial installed there would be picked as
 	// the dialer instead of the stemctl under test.
 	e.self = filepath.Join(t.TempDir(), "stemctl")
-	kp, err := access.Keygen(access.DefaultKeyPath(home, "kowalski"), "kowalski")
+	kp, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(home, "kowalski"), "kowalski")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestConfigDefaultsToTheOnlyAutomationKey(t *testing.T) {
 
 func TestConfigKeyDefaultNeedsExactlyOne(t *testing.T) {
 	e := newEnv(t)
-	second, err := access.Keygen(access.DefaultKeyPath(e.home, "nowak"), "nowak")
+	second, err := teacherkey.Keygen(teacherkey.DefaultKeyPath(e.home, "nowak"), "nowak")
 	if err != nil {
 		t.Fatal(err)
 	}

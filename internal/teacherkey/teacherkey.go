@@ -1,4 +1,7 @@
-package access
+// Package teacherkey is the teacher's side of SSH access: the automation
+// keys a teacher's agent uses, the checks that such a key opens nothing but
+// a student's gate, and the ssh command line that reaches a student.
+package teacherkey
 
 import (
 	"bytes"
@@ -29,6 +32,10 @@ type KeyPair struct {
 // AutomationMarker starts the comment Keygen writes into the .pub
 // ("stem-automation:NAME"): it tells an automation key from any other.
 const AutomationMarker = "stem-automation:"
+
+// keyNameRE is a key's name: it becomes part of a file name in ~/.ssh and
+// of the .pub comment.
+var keyNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // keyPrefix starts the file names Keygen uses by default in ~/.ssh.
 const keyPrefix = "stem_"
@@ -92,8 +99,8 @@ func readPub(path string) (pubFile, error) {
 // unencrypted so an agent's ssh can use it with BatchMode) at path with
 // mode 0600 and the public line at path.pub. It never overwrites.
 func Keygen(path, name string) (KeyPair, error) {
-	if err := ValidName(name); err != nil {
-		return KeyPair{}, err
+	if len(name) > 64 || !keyNameRE.MatchString(name) {
+		return KeyPair{}, fmt.Errorf("invalid key name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 	pub := path + ".pub"
 	for _, p := range []string{path, pub} {

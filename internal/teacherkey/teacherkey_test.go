@@ -1,4 +1,4 @@
-package access
+package teacherkey
 
 import (
 	"encoding/pem"
@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/needs"
 )
 
@@ -39,7 +40,7 @@ func TestKeygen(t *testing.T) {
 	if strings.TrimSpace(string(pubData)) != kp.PublicLine {
 		t.Fatal(".pub content differs from the printed line")
 	}
-	if _, err := ParsePublicKey(string(pubData)); err != nil {
+	if _, err := access.ParsePublicKey(string(pubData)); err != nil {
 		t.Fatalf("the .pub is not grantable: %v", err)
 	}
 	if _, err := Keygen(p, "kowalski"); err == nil {
