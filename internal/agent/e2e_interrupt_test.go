@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/sockets"
 )
 
 // interrupt runs stemctl with args and sends it SIGINT (the terminal's
@@ -100,7 +103,7 @@ func (a *account) supervisors() []int {
 }
 
 // noAgentLeft fails if anything of an agent remains: a record, a directory,
-// a supervisor, a sandbox container (of the ids seen) or a window.
+// a supervisor, a sandbox container or socket (of the ids seen) or a window.
 func (a *account) noAgentLeft(t *testing.T, step string, seen map[string]bool) {
 	t.Helper()
 	if sts := a.agents(); len(sts) != 0 {
@@ -121,6 +124,11 @@ func (a *account) noAgentLeft(t *testing.T, step string, seen map[string]bool) {
 	if r, err := a.run("status", nativeInst, "--json"); err == nil && r.Code == 0 && json.Unmarshal([]byte(r.Stdout), &st) == nil && st.State == "running" {
 		if roles := a.tmux(st, "list-panes", "-a", "-F", "#{@stem_role}"); strings.Contains(roles, "agent") {
 			t.Errorf("%s: an agent window is left:\n%s", step, roles)
+		}
+		for id := range seen {
+			if _, err := os.Lstat(filepath.Join(st.Record.SocketDir, sockets.AgentSocket(id))); err == nil {
+				t.Errorf("%s: the socket of agent %s is left", step, id)
+			}
 		}
 	}
 }
@@ -160,6 +168,25 @@ func TestAgentStartInterruptedAtEachStep(t *testing.T) {
 			for _, id := range a.agentIDs() {
 				seen[id] = true
 				if _, err := a.podman("container", "exists", "stem-agent-"+id); err == nil {
+					return true
+				}
+			}
+			return false
+		}},
+		// A supervisor that does not answer SIGTERM (stuck on Podman):
+		// it is killed, and its sandbox and socket removed for it.
+		{"sandbox created, supervisor stuck", func(string) bool {
+			for _, id := range a.agentIDs() {
+				seen[id] = true
+				if _, err := a.podman("container", "exists", "stem-agent-"+id); err == nil {
+					for _, pid := range a.supervisors() {
+						syscall.Kill(pid, syscall.SIGSTOP)
+						t.Cleanup(func() {
+							if slices.Contains(a.supervisors(), pid) {
+								syscall.Kill(pid, syscall.SIGKILL)
+							}
+						})
+					}
 					return true
 				}
 			}

@@ -287,11 +287,11 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 	defer func() {
 		if err != nil {
 			// A failure or Ctrl-C (ctx done): nothing of the agent stays.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
 			syscall.Kill(r.PID, syscall.SIGTERM)
 			if tc != nil && r.Pane != "" {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				tc.KillPane(cctx, tmux.PaneID(r.Pane))
+				cancel()
 			}
 			// On SIGTERM the supervisor finishes creating the sandbox it
 			// began and removes it: it is given the time to, since a
@@ -309,7 +309,11 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 			// A supervisor killed removed neither its socket nor its sandbox.
 			removeSocket(r)
 			if p.Box != nil && e.RemoveSandbox != nil {
-				e.RemoveSandbox(cctx, p.Box.Container.Name)
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				if rerr := e.RemoveSandbox(cctx, p.Box.Container.Name); rerr != nil {
+					err = fmt.Errorf("%w (and its sandbox %s could not be removed: %v)", err, p.Box.Container.Name, rerr)
+				}
+				cancel()
 			}
 		}
 		if tc != nil {
