@@ -189,6 +189,7 @@ row "\`stem-mcp class\` exit on SIGTERM, one flooding" BenchmarkClassUnderAttack
 row "\`class serve\` peak memory, 30, calm" BenchmarkServeUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory of stemctl class serve from start"
 row "\`class serve\` peak memory, 30, one flooding" BenchmarkServeUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
 row "soak length" BenchmarkSoak minutes min "≥ 30 min" "30 MCP clients on one instance (each its own \`stem-mcp serve\`, one call every 500 ms), an agent calling through its relay at the same pace, \`stem-mcp class\` over 30 sessions (class_overview every 2 s)"
+row "soak warm-up" BenchmarkSoak warmup-minutes min "" "before the start is read: every caller has called and every \`stem-mcp\` the soak starts has run a collection its heap's growth set off (its gctrace), so memory is at its working size"
 row "soak calls" BenchmarkSoak calls calls "" "tool calls answered during the soak, all callers"
 row "soak failed calls" BenchmarkSoak errors calls "0" "any failed call fails the soak"
 for p in "serve|30 \`stem-mcp serve\`, summed" "agent-mcp|the agent's \`stem-mcp serve\` (relay's host side)" "supervisor|the agent's supervisor" "class|\`stem-mcp class\`, 30 sessions"; do

@@ -1,12 +1,14 @@
 package soak_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,13 +25,43 @@ import (
 type mcpProc struct {
 	cmd *exec.Cmd
 	c   *client.Client
+	// full counts its collections that began with the heap near its goal
+	// (its gctrace lines): after one, its memory is at its working size.
+	full atomic.Int64
+}
+
+// countFull reads the Go runtime's gctrace lines ("gc N @T P%: …, A->B->C
+// MB, D MB goal, …") and counts those where A, the heap when the
+// collection began, reached half the goal D: a collection the heap's
+// growth set off, not the runtime's periodic one.
+func (p *mcpProc) countFull(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "gc ") {
+			continue
+		}
+		var from, goal float64
+		for _, f := range strings.Split(l, ",") {
+			f = strings.TrimSpace(f)
+			if a, _, ok := strings.Cut(f, "->"); ok && strings.HasSuffix(f, " MB") {
+				from, _ = strconv.ParseFloat(a, 64)
+			} else if g, ok := strings.CutSuffix(f, " MB goal"); ok {
+				goal, _ = strconv.ParseFloat(g, 64)
+			}
+		}
+		if goal > 0 && from >= goal/2 {
+			p.full.Add(1)
+		}
+	}
 }
 
 // startMCP starts bin with args and env and does the MCP handshake.
 func startMCP(tb testing.TB, bin string, env []string, args ...string) *mcpProc {
 	tb.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = env
+	// gctrace tells when its heap has grown to its collection goal.
+	cmd.Env = append(append([]string(nil), env...), "GODEBUG=gctrace=1")
 	// Its own group: stop takes the ssh children of `stem-mcp class` too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
@@ -40,10 +72,15 @@ func startMCP(tb testing.TB, bin string, env []string, args ...string) *mcpProc 
 	if err != nil {
 		tb.Fatal(err)
 	}
+	errOut, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	p := &mcpProc{cmd: cmd, c: client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader(""))))}
+	go p.countFull(errOut)
 	tb.Cleanup(p.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

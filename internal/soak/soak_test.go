@@ -50,7 +50,8 @@ var watched = []struct{ key, what string }{
 }
 
 // BenchmarkSoak runs, for STEM_SOAK_DURATION (default 1m; make bench sets
-// 30m) after a warm-up: 30 MCP clients, each its own `stem-mcp serve` on
+// 30m) after a warm-up (until the heap of each stem-mcp it starts has
+// grown to its collection goal once, a few minutes): 30 MCP clients, each its own `stem-mcp serve` on
 // one instance, calling a tool every STEM_SOAK_EVERY (default 500ms); an
 // agent (the test provider, in its sandbox) calling at the same pace
 // through its relay; and `stem-mcp class` over 30 stand-in students'
@@ -86,9 +87,11 @@ func BenchmarkSoak(b *testing.B) {
 	l := newLoops()
 	defer l.stop()
 	var servePIDs []int
+	var traced []*mcpProc
 	for i := range clients {
 		p := startMCP(b, stemMCP, a.Env, "serve", "--level", "observe", "--instance", inst)
 		servePIDs = append(servePIDs, p.pid())
+		traced = append(traced, p)
 		pane, err := firstPane(p)
 		if err != nil {
 			b.Fatal(err)
@@ -141,10 +144,15 @@ func BenchmarkSoak(b *testing.B) {
 		}
 		return out
 	}
-	// Warm-up: every caller has called and the servers' first-use
-	// buffers are allocated before the start is read.
-	// (These sleeps are the soak's own length, not waits for a state.)
+	// Warm-up: every caller has called, and the heap of each stem-mcp
+	// started here has grown to its collection goal once (4x its live
+	// size with stem-mcp's GC setting, minutes at this pace): before
+	// that, memory grows as it fills, which is no leak.
+	// (The sleeps are the soak's own length, not waits for a state.)
+	w0 := time.Now()
 	time.Sleep(min(dur/10, time.Minute))
+	warmUp(b, append(traced, cls), 20*time.Minute)
+	warm := time.Since(w0)
 	start, calls0, agent0 := snap(), l.calls.Load(), ag.counts(b).Calls
 	b.ResetTimer()
 	time.Sleep(dur)
@@ -155,6 +163,7 @@ func BenchmarkSoak(b *testing.B) {
 	ac := ag.counts(b)
 
 	b.ReportMetric(dur.Minutes(), "minutes")
+	b.ReportMetric(warm.Minutes(), "warmup-minutes")
 	b.ReportMetric(float64(calls), "calls")
 	b.ReportMetric(float64(l.errs.Load()+ac.Errors), "errors")
 	var grew []string
@@ -166,6 +175,8 @@ func BenchmarkSoak(b *testing.B) {
 		b.ReportMetric(float64(s.fds), w.key+"-fds-start")
 		b.ReportMetric(float64(e.fds), w.key+"-fds-end")
 		b.ReportMetric(float64(e.fds-s.fds), w.key+"-fds-growth")
+		// The figures are printed when the soak fails too (metrics are not).
+		b.Logf("%s: %d → %d KiB, %d → %d descriptors", w.what, s.rssKiB, e.rssKiB, s.fds, e.fds)
 		if e.fds > s.fds || e.rssKiB > s.rssKiB*3/2+16*1024 {
 			grew = append(grew, fmt.Sprintf("%s: %d → %d KiB, %d → %d descriptors", w.what, s.rssKiB, e.rssKiB, s.fds, e.fds))
 		}
@@ -178,6 +189,29 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	if len(grew) > 0 {
 		b.Errorf("grew over %s:\n%s", dur, strings.Join(grew, "\n"))
+	}
+}
+
+// warmUp waits until every process in ps has run a collection its heap's
+// growth set off, for at most limit (then the soak goes on, and says so).
+func warmUp(b *testing.B, ps []*mcpProc, limit time.Duration) {
+	t0 := time.Now()
+	for {
+		cold := 0
+		for _, p := range ps {
+			if p.full.Load() == 0 {
+				cold++
+			}
+		}
+		if cold == 0 {
+			b.Logf("warm-up: %s", time.Since(t0).Round(time.Second))
+			return
+		}
+		if time.Since(t0) > limit {
+			b.Logf("warm-up: %d of %d stem-mcp did not collect within %s; starting anyway", cold, len(ps), limit)
+			return
+		}
+		time.Sleep(time.Second)
 	}
 }
 
