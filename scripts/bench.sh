@@ -17,9 +17,9 @@ README=${BENCH_README:-$ROOT/README.md}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-bench() { # package regex count
+bench() { # package regex count [timeout]
   say "go test -bench '$2' -benchtime $3x $1"
-  go test -run '^$' -bench "$2" -benchtime "$3x" -timeout 30m "$1" 2>&1 | tee -a "$OUT/bench.txt" | grep -E '^Benchmark|FAIL|panic' >&2
+  go test -run '^$' -bench "$2" -benchtime "$3x" -timeout "${4:-30m}" "$1" 2>&1 | tee -a "$OUT/bench.txt" | grep -E '^Benchmark|FAIL|panic' >&2
 }
 
 bench ./internal/mcpserver/ 'ColdStart|PaneWaitNotice' "$N"
@@ -68,6 +68,17 @@ bench ./internal/cmd/attach/ 'DecisionRoundTrip' 200
 bench ./internal/agent/ 'EventToModel' 5
 # The dashboard's server: 30 students busy and idle, one student's page.
 bench ./internal/class/dashboard/ 'ThirtyBusy|ThirtyIdle|StudentPage' 500
+# The soak: 30 MCP clients on one instance, an agent through its relay and
+# the class server over 30 sessions, for BENCH_SOAK (default 30m) after a
+# warm-up; memory and descriptors of each process at its start and end.
+# BENCH_SOAK is a number of seconds, minutes or hours (90s, 30m, 1h).
+SOAK=${BENCH_SOAK:-30m}
+case $SOAK in
+*s) soak_s=${SOAK%s} ;; *m) soak_s=$(( ${SOAK%m} * 60 )) ;; *h) soak_s=$(( ${SOAK%h} * 3600 )) ;;
+*) echo "BENCH_SOAK=$SOAK: want 90s, 30m or 1h" >&2; exit 2 ;;
+esac
+# The test's own limit: the soak, its warm-up and setting up the rest.
+STEM_SOAK_DURATION=$SOAK bench ./internal/soak/ 'Soak' 1 "$(( soak_s * 2 + 1800 ))s"
 
 # The CLI as a user runs it: a private account, the demo card, wall clock.
 say "timing bin/stemctl (wall clock, $ROOT/bin)"
@@ -177,6 +188,17 @@ row "\`stem-mcp class\` peak memory, 30, one flooding" BenchmarkClassUnderAttack
 row "\`stem-mcp class\` exit on SIGTERM, one flooding" BenchmarkClassUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"
 row "\`class serve\` peak memory, 30, calm" BenchmarkServeUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory of stemctl class serve from start"
 row "\`class serve\` peak memory, 30, one flooding" BenchmarkServeUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
+row "soak length" BenchmarkSoak minutes min "≥ 30 min" "30 MCP clients on one instance (each its own \`stem-mcp serve\`, one call every 500 ms), an agent calling through its relay at the same pace, \`stem-mcp class\` over 30 sessions (class_overview every 2 s)"
+row "soak warm-up" BenchmarkSoak warmup-minutes min "" "before the start is read: every caller has called and every \`stem-mcp\` the soak starts has run a collection its heap's growth set off (its gctrace), so memory is at its working size"
+row "soak calls" BenchmarkSoak calls calls "" "tool calls answered during the soak, all callers"
+row "soak failed calls" BenchmarkSoak errors calls "0" "any failed call fails the soak"
+for p in "serve|30 \`stem-mcp serve\`, summed" "agent-mcp|the agent's \`stem-mcp serve\` (relay's host side)" "supervisor|the agent's supervisor" "class|\`stem-mcp class\`, 30 sessions"; do
+  k=${p%%|*} w=${p#*|}
+  row "soak: $w, memory at start" BenchmarkSoak "$k-rss-start-MiB" MiB "" "resident memory after the warm-up, every caller held between calls"
+  row "soak: $w, memory growth" BenchmarkSoak "$k-rss-growth-MiB" MiB "≈ 0" "resident memory at the end minus at the start, held the same way"
+  row "soak: $w, descriptors at start" BenchmarkSoak "$k-fds-start" fds "" "open descriptors (/proc/PID/fd) after the warm-up"
+  row "soak: $w, descriptor growth" BenchmarkSoak "$k-fds-growth" fds "0" "at the end minus at the start"
+done
 row "\`class serve\` exit on SIGTERM, one flooding" BenchmarkServeUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"
 
 table() {

@@ -287,16 +287,34 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 	var tc *tmux.Client
 	defer func() {
 		if err != nil {
+			// A failure or Ctrl-C (ctx done): nothing of the agent stays.
 			syscall.Kill(r.PID, syscall.SIGTERM)
 			if tc != nil && r.Pane != "" {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				tc.KillPane(cctx, tmux.PaneID(r.Pane))
 				cancel()
 			}
+			// On SIGTERM the supervisor finishes creating the sandbox it
+			// began and removes it: it is given the time to, since a
+			// create cut off may still complete in Podman after a kill.
+			grace := 5 * time.Second
+			if p.Box != nil {
+				grace = StartTimeout
+			}
 			select {
 			case <-waited:
-			case <-time.After(5 * time.Second):
+			case <-time.After(grace):
 				syscall.Kill(r.PID, syscall.SIGKILL)
+				<-waited
+			}
+			// A supervisor killed removed neither its socket nor its sandbox.
+			removeSocket(r)
+			if p.Box != nil && e.RemoveSandbox != nil {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				if rerr := e.RemoveSandbox(cctx, p.Box.Container.Name); rerr != nil {
+					err = fmt.Errorf("%w (and its sandbox %s could not be removed: %v)", err, p.Box.Container.Name, rerr)
+				}
+				cancel()
 			}
 		}
 		if tc != nil {
@@ -308,11 +326,15 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 		return r, err
 	}
 	e.progress("agent %s: supervisor %d listening on %s", r.ID, r.PID, r.Socket)
-	tc, err = tmuxDial(ctx, rec)
+	// The window's steps run to their end even on Ctrl-C, so that a
+	// window opened is known and closed by the clean-up above.
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer tcancel()
+	tc, err = tmuxDial(tctx, rec)
 	if err != nil {
 		return r, err
 	}
-	np, err := tc.NewWindow(ctx, tmux.NewWindowOptions{
+	np, err := tc.NewWindow(tctx, tmux.NewWindowOptions{
 		Name: r.Provider, Dir: p.Session.TaskDir, Select: !background,
 		Argv: []string{instance.MCPMountPath, "agent-relay", "--sock", r.Socket},
 	})
@@ -320,10 +342,13 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 		return r, fmt.Errorf("open the agent's window: %w", err)
 	}
 	r.Window, r.Pane = string(np.Window), string(np.Pane)
-	if err := tc.SetPaneOption(ctx, np.Pane, "@stem_role", "agent"); err != nil {
+	if err := tc.SetPaneOption(tctx, np.Pane, "@stem_role", "agent"); err != nil {
 		return r, err
 	}
-	if err := tc.SetPaneOption(ctx, np.Pane, "@stem_agent", r.ID); err != nil {
+	if err := tc.SetPaneOption(tctx, np.Pane, "@stem_agent", r.ID); err != nil {
+		return r, err
+	}
+	if err := ctx.Err(); err != nil {
 		return r, err
 	}
 	wait := spec.RelayTimeout + 5*time.Second

@@ -67,6 +67,9 @@ func stopAgents(ctx context.Context, opts *Options, ref string) {
 		if s.Instance != rec.Instance {
 			continue
 		}
+		if !opts.JSON {
+			fmt.Fprintf(opts.F.IOStreams.ErrOut, "%s: stopping agent %s (%s)\n", rec.Instance, s.ID, s.Provider)
+		}
 		if _, err := env.Stop(ctx, s.Record, reg, instance.DialTmux, 5*time.Second); err != nil {
 			fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s: stopping agent %s: %v\n", rec.Instance, s.ID, err)
 		} else if !opts.JSON {
@@ -88,9 +91,27 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	var results []result
 	failed := 0
+	// Ctrl-C stops rm at the next safe point: a step begun (stopping an
+	// agent, removing an instance) runs to its end, since cutting it off
+	// would leave an agent record without its process or a record naming
+	// a container Podman removed anyway; the next step does not begin.
+	work := context.WithoutCancel(ctx)
 	for _, ref := range opts.Instances {
-		stopAgents(ctx, opts, ref)
-		rec, err := m.Remove(ctx, ref)
+		if ctx.Err() != nil {
+			break
+		}
+		sctx, cancel := context.WithTimeout(work, time.Minute)
+		stopAgents(sctx, opts, ref)
+		cancel()
+		if ctx.Err() != nil {
+			break
+		}
+		if !opts.JSON {
+			fmt.Fprintf(opts.F.IOStreams.ErrOut, "%s: removing\n", ref)
+		}
+		rctx, cancel := context.WithTimeout(work, 2*time.Minute)
+		rec, err := m.Remove(rctx, ref)
+		cancel()
 		name := rec.Instance
 		if name == "" {
 			name = ref
@@ -112,6 +133,10 @@ func Run(ctx context.Context, opts *Options) error {
 		if err := cmdutil.WriteJSON(opts.F.IOStreams.Out, results); err != nil {
 			return err
 		}
+	}
+	if ctx.Err() != nil {
+		// The interruption first: stemctl says so and exits 130.
+		return ctx.Err()
 	}
 	if failed > 0 {
 		return &cmdutil.ExitError{Code: 1}

@@ -7,7 +7,9 @@
 // level, and writes a JSON report. Then it behaves like an interactive
 // agent on its terminal: it answers "ping", "size" and "events", prints
 // every session event it is sent, reports window-size changes and Ctrl-C
-// ("interrupted"), and exits on "quit" (or "exit N").
+// ("interrupted"), and exits on "quit" (or "exit N"). With --soak-every it
+// also calls tools at that pace for as long as it runs, writing its counts
+// to --soak-report (soak.go).
 package main
 
 import (
@@ -60,6 +62,8 @@ func main() {
 	started := time.Now()
 	report := flag.String("report", "", "write the JSON report here")
 	above := flag.String("above", "pane_run", "a tool that must not exist at the agent's level")
+	soakEvery := flag.Duration("soak-every", 0, "call tools at this pace until the end (0: not at all)")
+	soakReport := flag.String("soak-report", "", "write the soak's counts here")
 	flag.Parse()
 	rep := &Report{Started: started.UnixNano(), Args: os.Args[1:], Env: map[string]string{}}
 	for _, k := range []string{"STEM_AGENT", "STEM_MCP", "STEM_INSTANCE", "STEM_AGENT_ID", "STEM_AGENT_LEVEL", "STEM_AGENT_CONTEXT", "STEM_MCP_CONFIG", "TERM"} {
@@ -78,7 +82,11 @@ func main() {
 	if *report != "" {
 		writeReport(*report, rep)
 	}
-	interactive(c)
+	var sk *soak
+	if *soakEvery > 0 && c != nil {
+		sk = startSoak(c, *soakEvery, *soakReport)
+	}
+	interactive(c, sk)
 }
 
 func writeReport(path string, rep *Report) {
@@ -243,7 +251,7 @@ func call(ctx context.Context, c *client.Client, name string, args map[string]an
 }
 
 // interactive is the agent's terminal side.
-func interactive(c *client.Client) {
+func interactive(c *client.Client, sk *soak) {
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	go func() {
@@ -280,6 +288,8 @@ func interactive(c *client.Client) {
 			st, err := call(ctx, c, "session_status", nil)
 			cancel()
 			fmt.Printf("status %v %v\n", st["instance"], err)
+		case (line == "soak pause" || line == "soak resume") && sk != nil:
+			sk.pause(line == "soak pause")
 		case line == "quit":
 			return
 		case strings.HasPrefix(line, "exit "):
