@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -76,7 +77,7 @@ func (a *account) agentIDs() []string {
 	ents, _ := os.ReadDir(filepath.Join(a.Runtime, "stem", "agents"))
 	var ids []string
 	for _, e := range ents {
-		if agent.ValidID(e.Name()) {
+		if agentstore.ValidID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -198,7 +199,7 @@ func TestAgentStartInterruptedAtEachStep(t *testing.T) {
 			stderr, code, sent := a.interrupt(s.at, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 			saysInterrupted(t, s.name, stderr, code, sent)
 			a.noAgentLeft(t, s.name, seen)
-			var rec agent.Record
+			var rec agentstore.Record
 			a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 			a.waitReport(rec.ID, 30*time.Second)
 			a.must("agent", "stop", rec.ID)
@@ -213,7 +214,7 @@ func TestAgentStartInterruptedAtEachStep(t *testing.T) {
 // interrupted, and the next command works.
 func TestRmInterruptedAtEachStep(t *testing.T) {
 	a := newAccount(t)
-	var rec agent.Record
+	var rec agentstore.Record
 	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")
 	a.waitReport(rec.ID, 30*time.Second)
 	st := a.status(nativeInst)

@@ -308,7 +308,7 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 				<-waited
 			}
 			// A supervisor killed removed neither its socket nor its sandbox.
-			removeSocket(r)
+			agentstore.RemoveSocket(r)
 			if p.Box != nil && e.RemoveSandbox != nil {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				if rerr := e.RemoveSandbox(cctx, p.Box.Container.Name); rerr != nil {

@@ -125,7 +125,7 @@ func TestInProcessReadFromDiskAndHint(t *testing.T) {
 	if r := h.Call("nvim_hint", map[string]any{"path": "t1/words.c", "line": 1, "text": "look here"}); r.IsError {
 		t.Fatalf("hint: %s", r.Text)
 	}
-	if got := h.Nvim.Hints(b); len(got) != 1 || got[0] != "1:look here" {
+	if got := h.Nvim.Hints(b); len(got) != 1 || got[0] != "1:an AI agent (assist):look here" {
 		t.Fatalf("hints shown: %q", got)
 	}
 	lines := len(h.Nvim.Buffer(b).Lines)

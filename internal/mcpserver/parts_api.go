@@ -48,7 +48,7 @@ type NvimClient interface {
 	Diagnostics(ctx context.Context, buf int) (*nvim.Diagnostics, error)
 	ReadBuffer(ctx context.Context, ref nvim.BufferRef, start, end, maxBytes int) (*nvim.BufferText, error)
 	Open(ctx context.Context, absPath string) (*nvim.Opened, error)
-	Hint(ctx context.Context, buf, line int, text string) (int, error)
+	Hint(ctx context.Context, buf, line int, who, text string) (int, error)
 	ClearHints(ctx context.Context, buf int) (int, error)
 	Command(ctx context.Context, src string) (string, error)
 	Lua(ctx context.Context, code string, args []any) (any, error)

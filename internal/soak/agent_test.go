@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
@@ -16,7 +16,7 @@ import (
 // tools through the relay, its counts in soak.json in its home.
 type agentSoak struct {
 	a   *testenv.Account
-	rec agent.Record
+	rec agentstore.Record
 }
 
 type soakCounts struct {

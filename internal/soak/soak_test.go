@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
 	"github.com/stem-edu/stem/internal/teacherkey"
@@ -114,7 +115,7 @@ func BenchmarkSoak(b *testing.B) {
 		})
 	}
 
-	var rec agent.Record
+	var rec agentstore.Record
 	if err := json.Unmarshal([]byte(must("agent", "start", "soak", "native-amd64", "demo", "hello", "1", "--background", "--json")), &rec); err != nil {
 		b.Fatal(err)
 	}

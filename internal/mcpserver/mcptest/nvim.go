@@ -78,7 +78,7 @@ func (n *Nvim) SetDown(err error) {
 	n.down = err
 }
 
-// Hints returns the hints shown in buffer b.
+// Hints returns the hints shown in buffer b, each as "LINE:WHO:TEXT".
 func (n *Nvim) Hints(b int) []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -218,7 +218,7 @@ func (n *Nvim) Open(_ context.Context, absPath string) (*nvim.Opened, error) {
 	return &nvim.Opened{Buffer: b, Name: nvim.Text{S: absPath}, Lines: len(lines), New: isNew}, nil
 }
 
-func (n *Nvim) Hint(_ context.Context, buf, line int, text string) (int, error) {
+func (n *Nvim) Hint(_ context.Context, buf, line int, who, text string) (int, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.ready(); err != nil {
@@ -227,7 +227,7 @@ func (n *Nvim) Hint(_ context.Context, buf, line int, text string) (int, error) 
 	if n.bufs[buf] == nil {
 		return 0, nvim.ErrNoBuffer
 	}
-	n.hints[buf] = append(n.hints[buf], fmt.Sprintf("%d:%s", line, text))
+	n.hints[buf] = append(n.hints[buf], fmt.Sprintf("%d:%s:%s", line, who, text))
 	return len(n.hints[buf]), nil
 }
 
