@@ -66,6 +66,10 @@ bench ./internal/mcpserver/ 'ProposalCreate|ApprovalRoundTrip' 200
 bench ./internal/cmd/attach/ 'DecisionRoundTrip' 200
 # An event reaching an idle real CLI's model (sandboxed, scripted model).
 bench ./internal/agent/ 'EventToModel' 5
+# The real CLIs' start in their sandbox (scripted model): to the MCP
+# session, to the input prompt, idle memory; Gemini CLI also without
+# stem's start-up settings (relaunch-), paired in each iteration.
+bench ./internal/agent/ 'SandboxedAgentStart/rootful' 5
 # The dashboard's server: 30 students busy and idle, one student's page.
 bench ./internal/class/dashboard/ 'ThirtyBusy|ThirtyIdle|StudentPage' 500
 # The soak: 30 MCP clients on one instance, an agent through its relay and
@@ -173,6 +177,18 @@ row "decision round trip, on the host" BenchmarkDecisionRoundTrip roundtrip-ms m
 row "event → the idle CLI's next model request, Claude Code" BenchmarkEventToModel/claude median-ms ms "< 1 s" "a crash in the student's shell to the marked line in the real CLI's next request to the scripted model"
 row "event → model, Codex" BenchmarkEventToModel/codex median-ms ms "< 1 s" "as above"
 row "event → model, Gemini CLI" BenchmarkEventToModel/gemini median-ms ms "< 1 s" "as above"
+row "\`agent start\` → MCP session, Claude Code" BenchmarkSandboxedAgentStart/rootful/claude start-to-mcp-p50-ms ms "< 1.5 s" "\`stemctl agent start --background\` (instance up) to the real CLI's session_start in the audit log, in its sandbox behind the egress proxy, scripted model"
+row "\`agent start\` → MCP session, Codex" BenchmarkSandboxedAgentStart/rootful/codex start-to-mcp-p50-ms ms "< 1.5 s" "as above"
+row "\`agent start\` → MCP session, Gemini CLI" BenchmarkSandboxedAgentStart/rootful/gemini start-to-mcp-p50-ms ms "< 1.5 s" "as above"
+row "\`agent start\` → MCP session, Gemini CLI relaunching" BenchmarkSandboxedAgentStart/rootful/gemini relaunch-start-to-mcp-p50-ms ms "" "as above without stem's start-up settings (Gemini's second Node.js process), each start paired with one of the row above"
+row "\`agent start\` → ready for input, Claude Code" BenchmarkSandboxedAgentStart/rootful/claude start-to-ready-p50-ms ms "< 3 s" "\`stemctl agent start --background\` to the CLI's input prompt in the agent window"
+row "\`agent start\` → ready for input, Codex" BenchmarkSandboxedAgentStart/rootful/codex start-to-ready-p50-ms ms "< 3 s" "as above"
+row "\`agent start\` → ready for input, Gemini CLI" BenchmarkSandboxedAgentStart/rootful/gemini start-to-ready-p50-ms ms "< 3 s" "as above"
+row "\`agent start\` → ready for input, Gemini CLI relaunching" BenchmarkSandboxedAgentStart/rootful/gemini relaunch-start-to-ready-p50-ms ms "" "as above without stem's start-up settings, paired"
+row "idle agent sandbox memory, Claude Code" BenchmarkSandboxedAgentStart/rootful/claude idle-MiB MiB "" "the sandbox's container cgroup with the CLI at its prompt, settled"
+row "idle agent sandbox memory, Codex" BenchmarkSandboxedAgentStart/rootful/codex idle-MiB MiB "" "as above"
+row "idle agent sandbox memory, Gemini CLI" BenchmarkSandboxedAgentStart/rootful/gemini idle-MiB MiB "" "as above"
+row "idle agent sandbox memory, Gemini CLI relaunching" BenchmarkSandboxedAgentStart/rootful/gemini relaunch-idle-MiB MiB "" "as above without stem's start-up settings, paired"
 row "dashboard round, 30 students changed" BenchmarkThirtyBusy ns/op ms "" "30 tiles updated and sent to one page (server side)"
 row "dashboard round, 30 students idle" BenchmarkThirtyIdle ns/op ms "" "30 screens looked at, none changed"
 row "\`class_overview\`, 30 students, open sessions" BenchmarkClassOverviewOpen/30 p50-ms ms "< 300 ms" "the teacher's client calling \`stem-mcp class\` to its answer, every row over an open session (gate_status); stand-in gates on loopback"

@@ -261,6 +261,11 @@ func geminiLaunch(s Session) (Launch, error) {
 		// GEMINI_API_KEY is the way in. Gemini 0.61 otherwise takes
 		// GOOGLE_GEMINI_BASE_URL for a "gateway" auth it then refuses.
 		settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
+		// The sandbox reaches only the model: usage statistics and the
+		// update check would only be refused by its proxy, and the image
+		// is never updated in place.
+		settings["privacy"] = map[string]any{"usageStatisticsEnabled": false}
+		settings["general"] = map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false}
 	}
 	data, err := marshalIndent(settings)
 	if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 
@@ -429,4 +431,43 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// In the sandbox Gemini CLI runs as one Node.js process with a heap below
+// the sandbox's memory limit, and does not try its usage statistics or
+// update check (the proxy would only refuse them); on the host it keeps
+// its own settings.
+func TestGeminiSandboxStartSettings(t *testing.T) {
+	env := adapterSandboxEnv(AdapterGemini)
+	if env["GEMINI_CLI_NO_RELAUNCH"] == "" {
+		t.Fatalf("gemini in the sandbox relaunches itself: %v", env)
+	}
+	var heap int
+	if _, err := fmt.Sscanf(env["NODE_OPTIONS"], "--max-old-space-size=%d", &heap); err != nil || heap <= 0 || heap >= sandbox.MemoryMiB {
+		t.Fatalf("NODE_OPTIONS %q: want a heap below the sandbox's %d MiB", env["NODE_OPTIONS"], sandbox.MemoryMiB)
+	}
+	for _, other := range []string{AdapterClaude, AdapterCodex} {
+		if v, ok := adapterSandboxEnv(other)["NODE_OPTIONS"]; ok {
+			t.Fatalf("%s gets gemini's NODE_OPTIONS %q", other, v)
+		}
+	}
+	s := testSession("gemini")
+	s.Sandboxed = true
+	l, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings struct {
+		Privacy struct{ UsageStatisticsEnabled *bool }
+		General struct{ EnableAutoUpdate, EnableAutoUpdateNotification *bool }
+	}
+	if err := json.Unmarshal(l.Files[GeminiDefaults], &settings); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]*bool{"privacy.usageStatisticsEnabled": settings.Privacy.UsageStatisticsEnabled,
+		"general.enableAutoUpdate": settings.General.EnableAutoUpdate, "general.enableAutoUpdateNotification": settings.General.EnableAutoUpdateNotification} {
+		if v == nil || *v {
+			t.Fatalf("sandboxed gemini settings: %s not false:\n%s", name, l.Files[GeminiDefaults])
+		}
+	}
 }

@@ -189,12 +189,22 @@ func projectSettings(card string) []string {
 // its ToolSearch tool, and the model would not see stem's); Gemini trusts
 // the sandbox's working directory (it keeps MCP servers off in a folder it
 // does not trust; the sandbox is the boundary, not its trust list).
+//
+// Gemini CLI otherwise starts a second Node.js process running the whole
+// CLI again, only to give it a heap of half the host's memory: that costs
+// a second Node start-up (over a second on 2 cores) and a resident parent
+// (about 100 MiB), and the heap it asks for exceeds the sandbox's memory
+// limit, so the kernel would end the CLI before V8 collected. One process
+// with a heap bounded below the limit instead; what Gemini relaunches for
+// (a restart after a settings change, a Google login) then ends the CLI,
+// and the student starts the agent again.
 func adapterSandboxEnv(adapter string) map[string]string {
 	switch adapter {
 	case AdapterClaude:
 		return map[string]string{"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 	case AdapterGemini:
-		return map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}
+		return map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_CLI_NO_RELAUNCH": "true",
+			"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d", sandbox.MemoryMiB*3/4)}
 	}
 	return nil
 }

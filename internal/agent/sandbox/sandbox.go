@@ -45,6 +45,10 @@ import (
 	"github.com/stem-edu/stem/internal/idmap"
 )
 
+// MemoryMiB is the sandbox's memory limit unless Options says otherwise:
+// node CLIs take a few hundred MiB each.
+const MemoryMiB = 2048
+
 // Paths inside the sandbox.
 const (
 	// Image is the sandbox image (scripts/build-images.sh agent).
@@ -172,7 +176,7 @@ func Spec(o Options) (engine.Spec, error) {
 	}
 	mem, pids := o.MemoryMiB, o.Pids
 	if mem == 0 {
-		mem = 2048 // node CLIs take a few hundred MiB each
+		mem = MemoryMiB
 	}
 	if pids == 0 {
 		pids = 1024
