@@ -233,14 +233,16 @@ func Prune(ctx context.Context, o *Options) Step {
 		if err != nil {
 			continue
 		}
-		out, err := a.as(ctx, nil, "podman", "ps", "-a", "--format", "{{.ImageID}}")
+		out, err := a.as(ctx, nil, "podman", "ps", "-a", "--no-trunc", "--format", "{{.ImageID}}")
 		if err != nil {
 			// A container we cannot see may use any image: keep them all.
 			st.Result, st.Detail = Failed, fmt.Sprintf("%s's containers: %v (nothing removed)", a.Name, err)
 			return st
 		}
 		for _, id := range strings.Fields(out) {
-			used[strings.TrimPrefix(id, "sha256:")] = true
+			// Keyed by the short id, which every Podman format gives: a
+			// truncated answer must not make an image look unused.
+			used[shortID(id)] = true
 		}
 	}
 	out, err := o.Shared.podman(ctx, time.Minute, "images", "--no-trunc", "--filter", "dangling=true", "--format", "{{.ID}}")
@@ -251,7 +253,7 @@ func Prune(ctx context.Context, o *Options) Step {
 	var removed, kept []string
 	for _, id := range strings.Fields(out) {
 		id = strings.TrimPrefix(id, "sha256:")
-		if used[id] {
+		if used[shortID(id)] {
 			kept = append(kept, shortID(id))
 			continue
 		}
