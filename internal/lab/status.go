@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/stem-edu/stem/internal/doctor"
@@ -30,7 +31,8 @@ type report struct {
 	Checks []doctor.Result `json:"checks"`
 }
 
-// Check runs stemctl doctor as each account of the roster.
+// Check runs stemctl doctor as each account of the roster, a few at a
+// time; the answers keep the roster's order.
 func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
 	rows, err := ReadRoster(o.Dir)
 	if err != nil {
@@ -45,43 +47,56 @@ func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
 			names = append(names, r.Name)
 		}
 	}
-	var out []Status
-	for _, n := range names {
-		st := Status{Name: n, Host: hosts[n]}
-		a, err := Lookup(n)
-		if err == nil {
-			err = a.ordinary()
-		}
-		if err != nil {
-			st.Missing = []string{"account: " + err.Error()}
-			out = append(out, st)
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
-		cancel()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			st.Missing = []string{fmt.Sprintf("doctor: %v", err)}
-			out = append(out, st)
-			continue
-		}
-		var rep report
-		if jerr := json.Unmarshal(data, &rep); jerr != nil {
-			st.Missing = []string{fmt.Sprintf("doctor: %v (%v)", jerr, err)}
-			out = append(out, st)
-			continue
-		}
-		st.Ready, st.Checks = rep.OK, rep.Checks
-		for _, c := range rep.Checks {
-			switch {
-			case c.Status == doctor.Fail && c.Required:
-				st.Missing = append(st.Missing, c.Name)
-			case c.Status != doctor.OK:
-				st.Warnings = append(st.Warnings, c.Name)
-			}
-		}
-		out = append(out, st)
+	out := make([]Status, len(names))
+	// A few at a time: doctor starts a container, and thirty Podman
+	// services at once only queue on a lab machine's cores.
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = checkOne(ctx, o, n, hosts[n])
+		}()
 	}
+	wg.Wait()
 	return out, nil
+}
+
+// checkOne runs stemctl doctor as the account name.
+func checkOne(ctx context.Context, o *Options, n, host string) Status {
+	st := Status{Name: n, Host: host}
+	a, err := Lookup(n)
+	if err == nil {
+		err = a.ordinary()
+	}
+	if err != nil {
+		st.Missing = []string{"account: " + err.Error()}
+		return st
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
+	cancel()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		st.Missing = []string{fmt.Sprintf("doctor: %v", err)}
+		return st
+	}
+	var rep report
+	if jerr := json.Unmarshal(data, &rep); jerr != nil {
+		st.Missing = []string{fmt.Sprintf("doctor: %v (%v)", jerr, err)}
+		return st
+	}
+	st.Ready, st.Checks = rep.OK, rep.Checks
+	for _, c := range rep.Checks {
+		switch {
+		case c.Status == doctor.Fail && c.Required:
+			st.Missing = append(st.Missing, c.Name)
+		case c.Status != doctor.OK:
+			st.Warnings = append(st.Warnings, c.Name)
+		}
+	}
+	return st
 }
