@@ -71,12 +71,16 @@ printf '%s\n' \
 "${sudo[@]}" rm -f -- "$rootfs/etc/apt/sources.list"
 
 # apt's lists and caches, manuals and translations (about 120 MB) are left
-# out; the Containerfile keeps them out of later layers too.
+# out; the Containerfile keeps them out of later layers too. The device nodes
+# in ./dev are left out as well: Podman makes /dev at run time, and lab's
+# shared image store (overlay force_mask) cannot keep a device node's owner
+# in its xattr, so an image carrying them fails to load there.
 log "importing $rootfs as $image"
 "${sudo[@]}" tar -C "$rootfs" --numeric-owner \
 	--exclude=./var/cache/apt/archives/'*.deb' --exclude=./var/cache/apt/'*.bin' \
 	--exclude=./var/lib/apt/lists/'*' --exclude=./usr/share/man/'*' \
 	--exclude=./usr/share/locale/'*' --exclude=./usr/share/info/'*' \
+	--exclude=./dev/'*' \
 	-c . |
 	podman import -q \
 		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \

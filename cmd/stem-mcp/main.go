@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/mcpcmd"
@@ -18,6 +19,7 @@ import (
 )
 
 func main() {
+	cardgit.Helper()
 	ios := iostreams.System()
 	// A client that went away (a teacher's dropped SSH connection) must
 	// cost a write error, not the process: the session still has its

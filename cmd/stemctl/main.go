@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/cmd/factory"
 	"github.com/stem-edu/stem/internal/cmd/root"
 	"github.com/stem-edu/stem/internal/cmdutil"
@@ -18,6 +19,7 @@ import (
 )
 
 func main() {
+	cardgit.Helper()
 	os.Exit(run())
 }
 

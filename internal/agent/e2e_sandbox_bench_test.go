@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )

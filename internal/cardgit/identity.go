@@ -134,15 +134,6 @@ func within(dir, p string) bool {
 	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
-// Mounted checks that the container whose first process is pid sees
-// want at card/.git: Podman resolved the mount source by path, so a .git
-// swapped between Prepare and the container's start would be a different
-// inode there. The card's path is walked in the container's root with no
-// symlink followed.
-func Mounted(pid int, card string, want Identity) error {
-	return mountedIn(fmt.Sprintf("/proc/%d/root", pid), card, want)
-}
-
 func mountedIn(root, card string, want Identity) error {
 	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

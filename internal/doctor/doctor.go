@@ -86,7 +86,10 @@ type Env struct {
 	TmpfilesDir string
 	// CgroupRoot is /sys/fs/cgroup.
 	CgroupRoot string
-	Images     []Image
+	// StorageConf is the account's containers-storage.conf; Fuse is the
+	// FUSE device (/dev/fuse).
+	StorageConf, Fuse string
+	Images            []Image
 
 	LookPath func(string) (string, error)
 	// Output runs a program as the account and returns its stdout.
@@ -111,7 +114,7 @@ func Run(ctx context.Context, e *Env) []Result {
 	eng, svc, err := connect(ctx, e, pi)
 	rs = append(rs, checkService(svc, err))
 	rs = append(rs, checkSubIDs(e), checkRuntimeDir(e), checkLinger(e))
-	rs = append(rs, checkStorage(e, pi), checkCgroups(e, pi))
+	rs = append(rs, checkStorage(e, pi), checkSharedStore(e), checkCgroups(e, pi))
 	rs = append(rs, checkACL("acl-workspace", e.Workspace, e), checkACL("acl-runtime", e.Runtime, e))
 	imgs, present := checkImages(ctx, e, eng, err)
 	rs = append(rs, checkRuntime(ctx, e, eng, err, present))

@@ -1,7 +1,7 @@
 // Package lab prepares a machine's student accounts for stem, as root:
 // the account, subordinate ids no other account has, a runtime directory
 // that lasts, the Podman configuration the host needs, stem's images in
-// the account's own Podman storage, the course's cards, a git identity
+// a shared image store (or the account's own), the course's cards, a git identity
 // and, optionally, the teacher's grant. Every step checks before it acts
 // and reports "ok" (done now), "already" or "failed", so running it again
 // changes nothing. Accounts it prepared are listed in the lab's roster
@@ -36,6 +36,11 @@ type Options struct {
 	Host string
 	// Images are the references of root's images every account gets.
 	Images []string
+	// Shared is the image store every account reads (nil: each account
+	// loads its own copy, as it also does when FUSE is not usable).
+	Shared *Shared
+	// Prune makes Update remove the shared images nothing uses.
+	Prune bool
 	// Cards is the course's workspace-shaped directory ("" for none).
 	Cards string
 	// ContainersConf is the containers.conf the host needs ("" none).
@@ -72,11 +77,7 @@ func Add(ctx context.Context, o *Options, students []Student) ([]Step, error) {
 			return nil, err
 		}
 	}
-	ids, err := imageIDs(ctx, o.Images)
-	if err != nil {
-		return nil, err
-	}
-	return each(ctx, o, students, ids, true)
+	return prepareAll(ctx, o, students, true)
 }
 
 // Update brings every account of the roster (or the named ones) up to
@@ -100,11 +101,34 @@ func Update(ctx context.Context, o *Options, names []string) ([]Step, error) {
 		}
 		students = append(students, Student{Name: n})
 	}
+	steps, err := prepareAll(ctx, o, students, false)
+	if o.Prune {
+		st := locked(ctx, o, "system", "prune shared store", func() Step { return Prune(ctx, o) })
+		if o.Progress != nil {
+			o.Progress(st)
+		}
+		steps = append(steps, st)
+		if st.Result == Failed && err == nil {
+			err = fmt.Errorf("prune: %s", st.Detail)
+		}
+	}
+	return steps, err
+}
+
+// prepareAll fills the shared store, then prepares each account.
+func prepareAll(ctx context.Context, o *Options, students []Student, create bool) ([]Step, error) {
 	ids, err := imageIDs(ctx, o.Images)
 	if err != nil {
 		return nil, err
 	}
-	return each(ctx, o, students, ids, false)
+	sys, why := sharedImages(ctx, o, ids)
+	all, err := each(ctx, o, students, ids, create, why)
+	for _, st := range sys {
+		if st.Result == Failed && err == nil {
+			err = fmt.Errorf("%s: %s (the accounts keep their own images meanwhile)", st.Name, st.Detail)
+		}
+	}
+	return append(sys, all...), err
 }
 
 // locked runs a step under the machine-wide lock.
@@ -130,11 +154,11 @@ func imageIDs(ctx context.Context, refs []string) (map[string]string, error) {
 	return ids, nil
 }
 
-func each(ctx context.Context, o *Options, students []Student, ids map[string]string, create bool) ([]Step, error) {
+func each(ctx context.Context, o *Options, students []Student, ids map[string]string, create bool, why string) ([]Step, error) {
 	var all []Step
 	var failed []string
 	for _, s := range students {
-		steps := addOne(ctx, o, s, ids, create)
+		steps := addOne(ctx, o, s, ids, create, why)
 		all = append(all, steps...)
 		for _, st := range steps {
 			if st.Result == Failed {
@@ -149,7 +173,9 @@ func each(ctx context.Context, o *Options, students []Student, ids map[string]st
 	return all, nil
 }
 
-func addOne(ctx context.Context, o *Options, s Student, ids map[string]string, create bool) []Step {
+// addOne prepares one account; why says why it cannot read the shared
+// store ("" when it can).
+func addOne(ctx context.Context, o *Options, s Student, ids map[string]string, create bool, why string) []Step {
 	var steps []Step
 	report := func(st Step) {
 		steps = append(steps, st)
@@ -166,13 +192,36 @@ func addOne(ctx context.Context, o *Options, s Student, ids map[string]string, c
 	report(st)
 	report(locked(ctx, o, a.Name, "subordinate ids", func() Step { return ensureSubIDs(ctx, o, a) }))
 	report(ensureRuntime(ctx, o, a))
-	report(ensurePodmanConfig(ctx, o, a))
+	if why == "" {
+		why = accountFuse(ctx, o.Shared, a)
+	}
+	report(ensurePodmanConfig(ctx, o, a, why))
 	for _, ref := range o.Images {
-		report(ensureImage(ctx, o, a, ref, ids[ref]))
+		if why == "" {
+			report(ensureSeen(ctx, a, ref, ids[ref]))
+		} else {
+			report(ensureImage(ctx, o, a, ref, ids[ref]))
+		}
 	}
 	report(ensureCards(ctx, o, a))
 	report(ensureGit(ctx, o, a, s))
 	report(ensureGrant(ctx, o, a))
 	report(locked(ctx, o, a.Name, "roster", func() Step { return addToRoster(o, a.Name) }))
 	return steps
+}
+
+// Share makes FUSE usable and loads o.Images into the shared store (lab
+// init): the part of Add that is the machine's, not an account's.
+func Share(ctx context.Context, o *Options) ([]Step, error) {
+	ids, err := imageIDs(ctx, o.Images)
+	if err != nil {
+		return nil, err
+	}
+	steps, _ := sharedImages(ctx, o, ids)
+	for _, st := range steps {
+		if st.Result == Failed {
+			return steps, fmt.Errorf("%s: %s", st.Name, st.Detail)
+		}
+	}
+	return steps, nil
 }

@@ -31,7 +31,8 @@ type report struct {
 	Checks []doctor.Result `json:"checks"`
 }
 
-// Check runs stemctl doctor as each account of the roster.
+// Check runs stemctl doctor as each account of the roster, a few at a
+// time; the answers keep the roster's order.
 func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
 	rows, err := ReadRoster(o.Dir)
 	if err != nil {

@@ -133,11 +133,22 @@ func tmpfilesPath(o *Options, name string) string { return doctor.TmpfilesPath(o
 // whole image for every container.
 const storageConf = "[storage]\ndriver = \"overlay\"\n"
 
-// ensurePodmanConfig writes the account's storage.conf and, when the
-// host needs one, containers.conf. A file the student changed is kept.
-func ensurePodmanConfig(ctx context.Context, o *Options, a *Account) Step {
+// ensurePodmanConfig writes the account's storage.conf (reading the
+// shared store unless why says why not) and, when the host needs one,
+// containers.conf. A file the student changed is kept; one lab wrote
+// for the other kind of store is replaced.
+func ensurePodmanConfig(ctx context.Context, o *Options, a *Account, why string) Step {
 	st := Step{Account: a.Name, Name: "podman config"}
-	files := [][2]string{{".config/containers/storage.conf", storageConf}}
+	conf, mode := storageConf, "own image store: "+why
+	var labs []string
+	if o.Shared != nil {
+		labs = append(labs, o.Shared.StorageConf())
+		if why == "" {
+			conf, mode = o.Shared.StorageConf(), "shared image store "+o.Shared.Root
+			labs = []string{storageConf}
+		}
+	}
+	files := [][2]string{{".config/containers/storage.conf", conf}}
 	if o.ContainersConf != "" {
 		files = append(files, [2]string{".config/containers/containers.conf", o.ContainersConf})
 	}
@@ -147,7 +158,7 @@ func ensurePodmanConfig(ctx context.Context, o *Options, a *Account) Step {
 		have, ok := a.readFile(ctx, p)
 		switch {
 		case ok && have == strings.TrimSpace(f[1]):
-		case ok:
+		case ok && !ours(have, labs):
 			kept = append(kept, "~/"+f[0]+" differs, kept")
 		default:
 			if err := a.writeFile(ctx, p, f[1]); err != nil {
@@ -161,8 +172,18 @@ func ensurePodmanConfig(ctx context.Context, o *Options, a *Account) Step {
 	if len(did) > 0 {
 		st.Result = Done
 	}
-	st.Detail = strings.Join(append(did, kept...), ", ")
+	st.Detail = strings.Join(append(append(did, kept...), mode), ", ")
 	return st
+}
+
+// ours says whether have is one of lab's own files.
+func ours(have string, labs []string) bool {
+	for _, l := range labs {
+		if have == strings.TrimSpace(l) {
+			return true
+		}
+	}
+	return false
 }
 
 // ensureCards copies every card of the course's directory that the

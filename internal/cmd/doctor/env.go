@@ -53,6 +53,8 @@ func NewEnv(f *cmdutil.Factory) (*doctor.Env, error) {
 		SystemdDir:  "/run/systemd/system",
 		TmpfilesDir: "/etc/tmpfiles.d",
 		CgroupRoot:  "/sys/fs/cgroup",
+		StorageConf: storageConfPath(f.Getenv, home),
+		Fuse:        "/dev/fuse",
 		Images:      Images(),
 		LookPath:    exec.LookPath,
 		Output:      output,
@@ -71,6 +73,17 @@ func NewEnv(f *cmdutil.Factory) (*doctor.Env, error) {
 		return eng, doctor.Service{URI: eng.URI(), Version: v, Started: eng.Service() != nil}, nil
 	}
 	return e, nil
+}
+
+// storageConfPath is where the account's Podman reads its storage.conf.
+func storageConfPath(getenv func(string) string, home string) string {
+	if p := getenv("CONTAINERS_STORAGE_CONF"); p != "" {
+		return p
+	}
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "containers", "storage.conf")
+	}
+	return filepath.Join(home, ".config", "containers", "storage.conf")
 }
 
 // Images are the images stem uses: each profile's, then the agent

@@ -28,6 +28,8 @@ type AddOptions struct {
 	Teacher string
 	Level   string
 	JSON    bool
+	// Prune is update's.
+	Prune bool
 }
 
 // NewCmdAdd builds `stemctl lab add NAME...`.
@@ -38,8 +40,9 @@ func NewCmdAdd(f *cmdutil.Factory, runF func(context.Context, *AddOptions) error
 		Short: "Create or prepare student accounts for stem (root)",
 		Long: `add makes each account ready for stemctl up, creating it when it is missing:
 subordinate ids no other account has, a runtime directory that survives
-logout, the Podman configuration this host needs, stem's images in the
-account's own Podman storage, the course's cards in its workspace (never
+logout, the Podman configuration this host needs, stem's images (read from
+the shared image store root fills, --shared-store; an account that cannot use
+FUSE loads its own copy instead, and the steps say which), the course's cards in its workspace (never
 replacing a card that is there), a git identity and, with --grant, the
 teacher's access (the student's own grant: stemctl access list shows it and
 stemctl access revoke ends it). Each step prints ok, already or failed.
@@ -123,6 +126,7 @@ func prepare(ctx context.Context, opts *AddOptions, verb string, do func(*lab.Op
 		}
 		o.Cards = dir
 	}
+	o.Prune = opts.Prune
 	o.Images = opts.Images
 	if len(o.Images) == 0 {
 		o.Images = presentImages(ctx)

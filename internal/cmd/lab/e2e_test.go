@@ -107,7 +107,9 @@ func accountName(t *testing.T) string {
 	return name
 }
 
-// TestLabAddTwice: lab add prepares two new accounts (with the teacher's
+// TestLabAddTwice: without a shared image store (each account loads its
+// own copy, lab's fallback when FUSE is not usable), lab add prepares two
+// new accounts (with the teacher's
 // grant), a second run changes nothing, each account passes doctor,
 // sees the grant as its own and brings a task up rootless in the
 // workspace lab filled; the teacher's class import takes the roster; lab
@@ -124,7 +126,7 @@ func TestLabAddTwice(t *testing.T) {
 	os.WriteFile(key, ssh.MarshalAuthorizedKey(spk), 0o600)
 	a, b := accountName(t), accountName(t)
 	cards := filepath.Join(testenv.RepoRoot(), "examples", "workspace")
-	args := []string{"lab", "add", a, b, "--lab-dir", labDir, "--cards", cards, "--image", native,
+	args := []string{"lab", "add", a, b, "--lab-dir", labDir, "--shared-store", "none", "--cards", cards, "--image", native,
 		"--grant", key, "--teacher", "kow", "--level", "observe", "--host", "labhost", "--json"}
 
 	start := time.Now()
@@ -137,6 +139,9 @@ func TestLabAddTwice(t *testing.T) {
 	for _, s := range steps(t, out) {
 		if s.Result == lab.Done {
 			done[s.Account]++
+		}
+		if s.Name == "podman config" && !strings.Contains(s.Detail, "own image store") {
+			t.Errorf("%s: %+v", s.Account, s)
 		}
 	}
 	// The control for the second run: the first did change each account.
@@ -247,7 +252,7 @@ func TestLabAddTwice(t *testing.T) {
 		id, _ := exec.Command("podman", "image", "inspect", "--format", "{{.Id}}", ref).Output()
 		t.Cleanup(func() { os.Remove(filepath.Join("/var/cache/stem/images", strings.TrimSpace(string(id))+".tar")) })
 		start := time.Now()
-		out, errOut, code := stemctl(t, bin, "lab", "update", "--lab-dir", labDir, "--image", ref, "--cards", cards, "--json")
+		out, errOut, code := stemctl(t, bin, "lab", "update", "--lab-dir", labDir, "--shared-store", "none", "--image", ref, "--cards", cards, "--json")
 		if code != 0 {
 			t.Fatalf("lab update: exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -280,7 +285,7 @@ func TestLabAddTwice(t *testing.T) {
 	if after, _ := os.ReadFile(filepath.Join(bCard, "stem.toml")); !bytes.Equal(before, after) {
 		t.Fatalf("update changed the student's card:\n%s", after)
 	}
-	out, errOut, code = stemctl(t, bin, "lab", "update", "--lab-dir", labDir, "--image", ref, "--json")
+	out, errOut, code = stemctl(t, bin, "lab", "update", "--lab-dir", labDir, "--shared-store", "none", "--image", ref, "--json")
 	if code != 0 {
 		t.Fatalf("lab update again: exit %d\n%s\n%s", code, out, errOut)
 	}

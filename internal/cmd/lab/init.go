@@ -27,9 +27,11 @@ func NewCmdInit(f *cmdutil.Factory, runF func(context.Context, *InitOptions) err
 		Use:   "init",
 		Short: "Install stem for every account of this machine (root)",
 		Long: `init copies stemctl, stem-mcp and stem-dial from beside this stemctl into
---prefix (default /usr/local/bin), where every account can run them, and says
-which of stem's images root's Podman has: lab add and import give those to
-each account. A program already installed with the same bytes is left.`,
+--prefix (default /usr/local/bin), where every account can run them, makes
+/dev/fuse usable by every account (now, and at boot by a udev rule), and loads
+stem's images that root's Podman has into the shared image store
+(--shared-store), which lab add and import point each account at. A program
+or image already there is left.`,
 		Example: `  stemctl lab init
   stemctl lab init --prefix /opt/stem/bin`,
 		Args: cobra.NoArgs,
@@ -38,6 +40,7 @@ each account. A program already installed with the same bytes is left.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "/usr/local/bin", "where to install the programs")
+	opts.common.flags(cmd)
 	return cmd
 }
 
@@ -50,14 +53,22 @@ func RunInit(ctx context.Context, opts *InitOptions) error {
 	if err != nil {
 		return err
 	}
+	o, err := opts.options(opts.F)
+	if err != nil {
+		return err
+	}
 	out := opts.F.IOStreams.Out
-	_, err = lab.Install(filepath.Dir(self), opts.Prefix, progress(out))
+	o.Progress = progress(out)
+	_, err = lab.Install(filepath.Dir(self), opts.Prefix, o.Progress)
 	for _, img := range doctor.Images() {
-		state := "missing (make images / make agent-image in the stem checkout)"
-		if lab.HasRootImage(ctx, img.Ref) {
-			state = "present: lab add gives it to every account"
+		if !lab.HasRootImage(ctx, img.Ref) {
+			fmt.Fprintf(out, "system: image %s ... missing (make images / make agent-image in the stem checkout)\n", img.Ref)
+			continue
 		}
-		fmt.Fprintf(out, "system: image %s ... %s\n", img.Ref, state)
+		o.Images = append(o.Images, img.Ref)
+	}
+	if _, serr := lab.Share(ctx, o); err == nil {
+		err = serr
 	}
 	return failure(opts.F.IOStreams.ErrOut, err)
 }

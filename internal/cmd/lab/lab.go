@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -46,12 +47,15 @@ which the teacher imports with stemctl class import.`,
 // common are the settings every lab command shares.
 type common struct {
 	Dir string
+	// Store is the shared image store ("none": each account its own).
+	Store string
 	// Geteuid is os.Geteuid (tests).
 	Geteuid func() int
 }
 
 func (c *common) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.Dir, "lab-dir", DefaultDir, "the lab's directory: its roster and the removed accounts' archives")
+	cmd.Flags().StringVar(&c.Store, "shared-store", lab.DefaultShared.Root, `the image store every account reads ("none": each account loads its own copy)`)
 }
 
 func (c *common) needRoot(what string) error {
@@ -75,6 +79,21 @@ func (c *common) options(f *cmdutil.Factory) (*lab.Options, error) {
 		Dir: c.Dir, CacheDir: "/var/cache/stem/images", Host: host, Stemctl: self,
 		SubIDs: idmap.DefaultFiles, LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system",
 		TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock",
+	}
+	switch c.Store {
+	case "none":
+	case "", lab.DefaultShared.Root:
+		sh := lab.DefaultShared
+		o.Shared = &sh
+	default:
+		if !filepath.IsAbs(c.Store) {
+			return nil, cmdutil.FlagErrorf("--shared-store %q: give an absolute path or none", c.Store)
+		}
+		sh := lab.DefaultShared
+		// Another store, another run directory: two stores must not
+		// share Podman's locks.
+		sh.Root, sh.RunRoot = filepath.Clean(c.Store), filepath.Clean(c.Store)+".run"
+		o.Shared = &sh
 	}
 	if cc := f.Getenv("CONTAINERS_CONF"); cc != "" {
 		data, err := os.ReadFile(cc)

@@ -20,8 +20,14 @@ func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *AddOptions) er
 named ones), without making accounts: an account whose copy of an image has
 another id than root's loads root's, cards the workspace lacks are copied,
 and anything else missing is made. A student's cards and files are never
-changed: a card already in the workspace stays the student's.`,
+changed: a card already in the workspace stays the student's.
+
+A new image goes into the shared image store beside the one it replaces,
+which stays (untagged) for the students' containers made from it. --prune
+then removes every shared image no name points at and no container of the
+roster's accounts uses.`,
 		Example: `  stemctl lab update
+  stemctl lab update --prune
   stemctl lab update anna --image localhost/stem-native-amd64:latest --cards /srv/course/cards`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = args
@@ -32,6 +38,7 @@ changed: a card already in the workspace stays the student's.`,
 		},
 	}
 	opts.addFlags(cmd)
+	cmd.Flags().BoolVar(&opts.Prune, "prune", false, "then remove the shared images nothing uses")
 	return cmd
 }
 
