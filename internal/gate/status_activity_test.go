@@ -23,6 +23,8 @@ import (
 // which agents run in each instance (only running ones, only that
 // instance's).
 func TestStatusActivityAndAgents(t *testing.T) {
+	// tmux keeps activity in whole seconds.
+	before := time.Now().Truncate(time.Second)
 	srv := tmuxtest.Start(t, tmuxtest.Options{})
 	f := newFixture(t, levels.Observe.String(), "live-t1", "quiet-t2")
 	reg, err := registry.Open(f.state)
@@ -63,7 +65,6 @@ func TestStatusActivityAndAgents(t *testing.T) {
 		}
 	}
 
-	before := time.Now().Add(-time.Second)
 	var out, errOut bytes.Buffer
 	code := Main(ctx, []string{"--grant", f.grant.ID, "--config-dir", f.config}, Options{
 		Getenv: f.env("status"), In: strings.NewReader(""), Out: &out, ErrOut: &errOut, Serve: (&recorder{}).serve,

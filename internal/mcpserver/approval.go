@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -144,6 +145,17 @@ func (s *Server) requester() string {
 		return "teacher " + termtext.OneLine(id.Grant, 40)
 	}
 	return "an AI agent (" + s.opt.Level.String() + ")"
+}
+
+// author is who the student sees named on a hint: the requester, with a
+// teacher's grant by its name alone (the grant's id means nothing in the
+// student's editor; approvals keep it).
+func (s *Server) author() string {
+	if g := s.opt.Identity.Grant; g != "" && s.opt.Identity.Agent == "" {
+		name, _, _ := strings.Cut(g, ":")
+		return "teacher " + termtext.OneLine(name, 40)
+	}
+	return s.requester()
 }
 
 // actionText is the exact action, one line, clipped: the tool and its

@@ -221,7 +221,7 @@ func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, erro
 	if line > bt.Total {
 		return nil, badInput("line %d is past the end of %s (%d lines)", line, cp.Rel, bt.Total)
 	}
-	id, err := c.nvim.Hint(ctx, bt.Buffer, line, s.requester(), text)
+	id, err := c.nvim.Hint(ctx, bt.Buffer, line, s.author(), text)
 	if err != nil {
 		return nil, err
 	}

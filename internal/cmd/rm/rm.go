@@ -78,6 +78,17 @@ func stopAgents(ctx context.Context, opts *Options, ref string) {
 	}
 }
 
+// known reports whether the registry names ref, so that the progress line
+// is not printed before the one-line error of a name that is not there.
+func known(ctx context.Context, opts *Options, ref string) bool {
+	reg, err := opts.F.Registry()
+	if err != nil {
+		return false
+	}
+	_, err = reg.Find(ctx, ref)
+	return err == nil
+}
+
 // Run removes the instances; it goes on after a failure and reports all.
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.F.Manager(ctx)
@@ -106,7 +117,7 @@ func Run(ctx context.Context, opts *Options) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if !opts.JSON {
+		if !opts.JSON && known(work, opts, ref) {
 			fmt.Fprintf(opts.F.IOStreams.ErrOut, "%s: removing\n", ref)
 		}
 		rctx, cancel := context.WithTimeout(work, 2*time.Minute)

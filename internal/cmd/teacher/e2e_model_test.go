@@ -40,7 +40,8 @@ func TestTeacherEntryDrivenByClaude(t *testing.T) {
 	cmd := exec.CommandContext(ctx, claude, "-p", "--allowedTools", "mcp__anna", "--output-format", "stream-json", "--verbose", "what is anna's grant?")
 	cmd.Dir = r.home
 	cmd.Env = []string{"HOME=" + r.home, "PATH=" + os.Getenv("PATH"), "NO_COLOR=1",
-		"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL=" + ms.URL, "DISABLE_AUTOUPDATER=1"}
+		"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL=" + ms.URL, "DISABLE_AUTOUPDATER=1",
+		"MCP_TIMEOUT=120000"} // a loaded machine connects slowly: the CLI would go on without the server
 	out, err := cmd.CombinedOutput()
 	for i, req := range ms.Requests() {
 		t.Logf("request %d: %s tools %d (stem: %v) step %d called %q results %d", i, req.Path, len(req.Tools), stemTools(req.Tools), req.Step, req.Called, len(req.Results))
@@ -93,7 +94,8 @@ func TestTeacherEntryOffersTheGrantsLevel(t *testing.T) {
 	cmd := exec.CommandContext(ctx, claude, "-p", "--output-format", "stream-json", "--verbose", "hello")
 	cmd.Dir = r.home
 	cmd.Env = []string{"HOME=" + r.home, "PATH=" + os.Getenv("PATH"), "NO_COLOR=1", "ENABLE_TOOL_SEARCH=false",
-		"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL=" + ms.URL, "DISABLE_AUTOUPDATER=1"}
+		"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL=" + ms.URL, "DISABLE_AUTOUPDATER=1",
+		"MCP_TIMEOUT=120000"} // a loaded machine connects slowly: the CLI would go on without the server
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("claude: %v\n%.4000s", err, out)
 	}
