@@ -240,7 +240,11 @@ func (e *Engine) Start(ctx context.Context, id string) (err error) {
 		err = containers.Start(ctx, id, nil)
 	}
 	if err != nil {
-		return e.withServiceNote(ExplainError(notFound(err, "start container %s", id)))
+		err = notFound(err, "start container %s", id)
+		if serviceGone(err) {
+			return err // explain says what became of the service
+		}
+		return e.withServiceNote(ExplainError(err))
 	}
 	return nil
 }
