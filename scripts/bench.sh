@@ -27,6 +27,12 @@ bench ./internal/mcpserver/ 'ColdStart|PaneWaitNotice' "$N"
 bench ./internal/mcpserver/ 'RawPaneCapture|RawBufferRead1000' "$RT_N"
 bench ./internal/nvim/ 'ReadBuffer1000' "$RT_N"
 bench ./internal/tmux/ 'WaitNoticeLatency' 100
+# Faults: the agent's next editor call after Neovim is restarted, and
+# control clients SIGKILLed during captures against tmux 3.3a, the images'
+# (BENCH_STORM_KILLS kills, default 10,000: about half a second each on a
+# busy two-core machine, most of it waiting for the server to stall).
+bench ./internal/mcpserver/ 'EditorRestartNextCall' 20
+STEM_STORM_KILLS=${BENCH_STORM_KILLS:-10000} bench ./internal/tmux/ 'SIGKILLStorm' 1 240m
 bench ./internal/gdbmi/ 'StopEventLatency' 50
 bench ./internal/instance/ 'UpCreate' 10
 bench ./internal/instance/ 'UpReuse' 50
@@ -136,6 +142,9 @@ row "\`nvim_buffer_read\` of 1,000 lines, p99" BenchmarkRawBufferRead1000 p99-ms
 row "Neovim read alone (1,000 lines)" BenchmarkReadBuffer1000 p50-ms ms "" "internal/nvim's ReadBuffer over Neovim's RPC socket (two round trips), no MCP"
 row "\`pane_wait\` notices output" BenchmarkPaneWaitNotice p50-ms ms "< 20 ms" "the shell's timestamp as it prints the awaited line to pane_wait's reply"
 row "tmux Wait notices output" BenchmarkWaitNoticeLatency p50-ms ms "< 20 ms" "internal/tmux: %output carrying the token at the client to Wait returning"
+row "agent's next call after Neovim is restarted" BenchmarkEditorRestartNextCall p50-ms ms "< 1 s" "Neovim killed (a call refused meanwhile) and started again: the new Neovim answering to the same MCP session's next nvim_status answered"
+row "SIGKILLs of a control client during captures" BenchmarkSIGKILLStorm sigkills kills "10,000" "control clients of a real tmux 3.3a (the images' version) SIGKILLed at random points of dialing and capturing a busy pane"
+row "student sessions ended by the SIGKILL storm" BenchmarkSIGKILLStorm server-deaths deaths "0" "the student's tmux server gone after any of those kills"
 row "\`up\`, new instance (in stemctl)" BenchmarkUpCreate p50-ms ms "< 1.5 s" "instance.Manager.Up with the image built: create, start, both sockets answering"
 row "\`stemctl up\`, new instance (wall clock)" CLI:up-create-wall "" ms "< 1.5 s" "bin/stemctl process start to exit, after \`stemctl rm\`"
 row "\`stemctl up\`, new instance, root's Podman" BenchmarkUpNew/rootful p50-ms ms "< 1.5 s" "bin/stemctl process start to exit, as root with rootful Podman"
@@ -211,8 +220,10 @@ row "soak failed calls" BenchmarkSoak errors calls "0" "any failed call fails th
 for p in "serve|30 \`stem-mcp serve\`, summed" "agent-mcp|the agent's \`stem-mcp serve\` (relay's host side)" "supervisor|the agent's supervisor" "class|\`stem-mcp class\`, 30 sessions"; do
   k=${p%%|*} w=${p#*|}
   row "soak: $w, memory at start" BenchmarkSoak "$k-rss-start-MiB" MiB "" "resident memory after the warm-up, every caller held between calls"
+  row "soak: $w, memory at end" BenchmarkSoak "$k-rss-end-MiB" MiB "" "resident memory when the soak ends, held the same way"
   row "soak: $w, memory growth" BenchmarkSoak "$k-rss-growth-MiB" MiB "≈ 0" "resident memory at the end minus at the start, held the same way"
   row "soak: $w, descriptors at start" BenchmarkSoak "$k-fds-start" fds "" "open descriptors (/proc/PID/fd) after the warm-up"
+  row "soak: $w, descriptors at end" BenchmarkSoak "$k-fds-end" fds "" "open descriptors when the soak ends"
   row "soak: $w, descriptor growth" BenchmarkSoak "$k-fds-growth" fds "0" "at the end minus at the start"
 done
 row "\`class serve\` exit on SIGTERM, one flooding" BenchmarkServeUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"

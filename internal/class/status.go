@@ -271,11 +271,15 @@ const (
 	FlagUnsafeKey    Flag = "unsafe-key"
 	FlagNotStarted   Flag = "not-started" // a granted instance was never started
 	FlagNoInstance   Flag = "no-instance"
+	// FlagGone: a student whose open session ended (their gate died or
+	// their connection dropped) while the teacher watched; the hub tries
+	// again meanwhile.
+	FlagGone Flag = "gone"
 )
 
 // rank orders flags by how soon the teacher should look.
 var rank = map[Flag]int{
-	FlagInstanceDown: 90, FlagCrashed: 85, FlagUnreachable: 80, FlagBroken: 80, FlagFailing: 75, FlagNoAccess: 70,
+	FlagInstanceDown: 90, FlagCrashed: 85, FlagUnreachable: 80, FlagGone: 80, FlagBroken: 80, FlagFailing: 75, FlagNoAccess: 70,
 	FlagSetup: 60, FlagUnsafeKey: 50, FlagIdle: 40, FlagNotStarted: 30, FlagNoInstance: 20,
 }
 

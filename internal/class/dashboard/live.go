@@ -70,19 +70,32 @@ func (l *Live) Run(ctx context.Context) {
 }
 
 // keep looks at one student's screen every Every while their session is
-// open, and asks for their status every StatusEvery.
+// open, and asks for their status every StatusEvery. A student whose open
+// session ended is gone: their tile says so at once (their last screen
+// stays, no longer live) and no status is asked for until the hub has a
+// session again; the other students' tiles are fed by their own loops.
 func (l *Live) keep(ctx context.Context, student string) {
 	var lastStatus time.Time
 	var pane string
 	var paneAt time.Time
+	wasOpen, gone := false, false
 	tick := time.NewTicker(l.opt.Every)
 	defer tick.Stop()
 	for {
-		if time.Since(lastStatus) >= l.opt.StatusEvery {
+		_, _, open := l.src.Grant(student)
+		if open && gone {
+			gone, lastStatus, pane = false, time.Time{}, "" // back: everything anew
+		}
+		if !open && wasOpen {
+			gone = true
+		}
+		wasOpen = open
+		if !gone && time.Since(lastStatus) >= l.opt.StatusEvery {
 			l.probe(ctx, student)
 			lastStatus = time.Now()
 		}
-		if _, _, ok := l.src.Grant(student); ok {
+		switch {
+		case open:
 			cctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
 			if pane == "" || time.Since(paneAt) > paneRefresh {
 				pane, paneAt = l.active(cctx, student), time.Now()
@@ -93,12 +106,12 @@ func (l *Live) keep(ctx context.Context, student string) {
 				}
 			}
 			cancel()
-		} else {
+		case gone:
+			l.gone(student)
+		default:
 			why := "not connected yet"
-			for _, k := range l.src.Links() {
-				if k.Student == student && k.Error != "" {
-					why = k.Error
-				}
+			if k, ok := l.link(student); ok && k.Error != "" {
+				why = k.Error
 			}
 			l.board.Update(student, func(t *Tile) { t.Error = oneLine(why) })
 		}
@@ -108,6 +121,41 @@ func (l *Live) keep(ctx context.Context, student string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// link is the hub's state of the student's session.
+func (l *Live) link(student string) (class.Link, bool) {
+	for _, k := range l.src.Links() {
+		if k.Student == student {
+			return k, true
+		}
+	}
+	return class.Link{}, false
+}
+
+// goneNeed sorts a gone student with the unreachable ones.
+var goneNeed = class.Row{Flags: []class.Flag{class.FlagGone}}.Need()
+
+// gone marks the tile of a student whose session ended: since when, why
+// (the hub's last error, from the student's side, cleaned), and when the
+// hub tries again.
+func (l *Live) gone(student string) {
+	msg := "gone: the session ended"
+	if k, ok := l.link(student); ok {
+		if k.Since != nil {
+			msg = "gone since " + k.Since.Local().Format("15:04:05")
+		}
+		if k.Error != "" {
+			msg += ": " + k.Error
+		}
+		if k.Retry != nil {
+			msg += "; next attempt at " + k.Retry.Local().Format("15:04:05")
+		}
+	}
+	l.board.Update(student, func(t *Tile) {
+		t.State, t.Pane, t.Error = "gone", "", oneLine(msg)
+		t.Flags, t.Need = []string{string(class.FlagGone)}, goneNeed
+	})
 }
 
 // probe asks for the student's status and puts it on the tile.

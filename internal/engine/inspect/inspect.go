@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
@@ -30,6 +31,7 @@ type Inspector struct {
 	Sockets []string
 	// PodmanCLI is the podman binary for the fallback ("" disables it).
 	PodmanCLI string
+	mu        sync.Mutex // guards client and socket: calls run concurrently
 	client    *http.Client
 	socket    string
 }
@@ -100,7 +102,10 @@ func (a apiContainer) container() engine.Container {
 		State: a.State.Status, Running: a.State.Running, Pid: a.State.Pid, Created: a.Created, ExitCode: a.State.ExitCode}
 }
 
-func (in *Inspector) viaAPI(ctx context.Context, id string) (engine.Container, error) {
+// api returns the client of the first socket that exists, and that socket.
+func (in *Inspector) api() (*http.Client, string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.client == nil {
 		for _, s := range in.Sockets {
 			if fi, err := os.Stat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -115,9 +120,25 @@ func (in *Inspector) viaAPI(ctx context.Context, id string) (engine.Container, e
 				break
 			}
 		}
-		if in.client == nil {
-			return engine.Container{}, fmt.Errorf("no Podman API socket among %s", strings.Join(in.Sockets, ", "))
-		}
+	}
+	return in.client, in.socket
+}
+
+// forget drops a client whose service did not answer: the next call looks
+// for the socket again (a service started again may be elsewhere).
+func (in *Inspector) forget(c *http.Client) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.client == c {
+		in.client = nil
+	}
+	c.CloseIdleConnections()
+}
+
+func (in *Inspector) viaAPI(ctx context.Context, id string) (engine.Container, error) {
+	client, socket := in.api()
+	if client == nil {
+		return engine.Container{}, fmt.Errorf("no Podman API socket among %s", strings.Join(in.Sockets, ", "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -126,10 +147,10 @@ func (in *Inspector) viaAPI(ctx context.Context, id string) (engine.Container, e
 	if err != nil {
 		return engine.Container{}, err
 	}
-	resp, err := in.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		in.client = nil
-		return engine.Container{}, fmt.Errorf("podman API at %s: %w", in.socket, err)
+		in.forget(client)
+		return engine.Container{}, fmt.Errorf("podman API at %s: %w", socket, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
@@ -150,6 +171,7 @@ func (in *Inspector) viaCLI(ctx context.Context, id string) (engine.Container, e
 	defer cancel()
 	cmd := exec.CommandContext(ctx, in.PodmanCLI, "container", "inspect", "--format", "json", id)
 	cmd.WaitDelay = 2 * time.Second // a child holding the pipe must not outlast the deadline
+	cmd.Env = localEnv(os.Environ())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -164,4 +186,19 @@ func (in *Inspector) viaCLI(ctx context.Context, id string) (engine.Container, e
 		return engine.Container{}, fmt.Errorf("podman container inspect: unexpected output (%v)", err)
 	}
 	return list[0].container(), nil
+}
+
+// localEnv makes the podman CLI read this host's containers itself: with
+// CONTAINER_HOST naming a local socket it would be a client of the very
+// service that did not answer. A remote CONTAINER_HOST is kept (the local
+// store is another host's).
+func localEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if h, ok := strings.CutPrefix(kv, "CONTAINER_HOST="); ok && (h == "" || strings.HasPrefix(h, "unix://")) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }

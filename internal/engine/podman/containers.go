@@ -56,10 +56,13 @@ func notFound(err error, format string, args ...any) error {
 // ImageInspect returns a local image. A missing image is ErrNotFound with a
 // hint to build the images.
 func (e *Engine) ImageInspect(ctx context.Context, ref string) (v engine.Image, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	r, err := images.GetImage(ctx, ref, nil)
+	if e.restarted(ctx, err) {
+		r, err = images.GetImage(ctx, ref, nil)
+	}
 	if err != nil {
 		return engine.Image{}, notFound(err, "image %s", ref)
 	}
@@ -188,7 +191,7 @@ func harden(s *specgen.SpecGenerator, spec engine.Spec) error {
 
 // Create creates (does not start) a container and returns its full id.
 func (e *Engine) Create(ctx context.Context, spec engine.Spec) (v string, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	s, err := specGenerator(spec)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
@@ -212,6 +215,12 @@ func (e *Engine) create(ctx context.Context, s *specgen.SpecGenerator) (string, 
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	r, err := containers.CreateWithSpec(ctx, s, nil)
+	if e.restarted(ctx, err) {
+		if derr := e.dropPartial(ctx, s); derr != nil {
+			return "", fmt.Errorf("create container %s from %s: the Podman service stopped during the create and was started again: %w", s.Name, s.Image, derr)
+		}
+		r, err = containers.CreateWithSpec(ctx, s, nil)
+	}
 	if err != nil {
 		return "", fmt.Errorf("create container %s from %s: %w", s.Name, s.Image, err)
 	}
@@ -222,11 +231,20 @@ func (e *Engine) create(ctx context.Context, s *specgen.SpecGenerator) (string, 
 // whose fix is in containers.conf also says which CONTAINERS_CONF the
 // service runs with (serviceNote).
 func (e *Engine) Start(ctx context.Context, id string) (err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
-	if err := containers.Start(ctx, id, nil); err != nil {
-		return e.withServiceNote(ExplainError(notFound(err, "start container %s", id)))
+	err = containers.Start(ctx, id, nil)
+	if e.restarted(ctx, err) {
+		// Starting a running container is not an error.
+		err = containers.Start(ctx, id, nil)
+	}
+	if err != nil {
+		err = notFound(err, "start container %s", id)
+		if serviceGone(err) {
+			return err // explain says what became of the service
+		}
+		return e.withServiceNote(ExplainError(err))
 	}
 	return nil
 }
@@ -234,7 +252,7 @@ func (e *Engine) Start(ctx context.Context, id string) (err error) {
 // Rename gives a container a new name (Podman 4.3's service renames
 // running containers too; the hostname, the id prefix, stays).
 func (e *Engine) Rename(ctx context.Context, id, name string) (err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	if err := containers.Rename(ctx, id, new(containers.RenameOptions).WithName(name)); err != nil {
@@ -245,7 +263,7 @@ func (e *Engine) Rename(ctx context.Context, id, name string) (err error) {
 
 // Inspect returns a container by name or id.
 func (e *Engine) Inspect(ctx context.Context, nameOrID string) (v engine.Container, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	d, err := containers.Inspect(ctx, nameOrID, nil)
@@ -276,7 +294,7 @@ func (e *Engine) Inspect(ctx context.Context, nameOrID string) (v engine.Contain
 
 // List returns the containers, in any state, that carry every given label.
 func (e *Engine) List(ctx context.Context, labels map[string]string) (v []engine.Container, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	opts := new(containers.ListOptions).WithAll(true)
@@ -336,7 +354,7 @@ func fromList(lc types.ListContainer) engine.Container {
 // Stop stops a container, killing it after timeout. Stopping a stopped
 // container is not an error.
 func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) (err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	secs := uint(math.Ceil(timeout.Seconds()))
 	if _, ok := ctx.Deadline(); !ok {
 		// The service waits up to timeout before it kills: allow for it.
@@ -346,7 +364,11 @@ func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) (er
 	}
 	ctx, cancel := e.call(ctx)
 	defer cancel()
-	if err := containers.Stop(ctx, id, new(containers.StopOptions).WithTimeout(secs)); err != nil {
+	err = containers.Stop(ctx, id, new(containers.StopOptions).WithTimeout(secs))
+	if e.restarted(ctx, err) {
+		err = containers.Stop(ctx, id, new(containers.StopOptions).WithTimeout(secs))
+	}
+	if err != nil {
 		return notFound(err, "stop container %s", id)
 	}
 	return nil
@@ -355,10 +377,14 @@ func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) (er
 // Remove removes a container. With force a running container is killed
 // first and a missing container is not an error.
 func (e *Engine) Remove(ctx context.Context, id string, force bool) (err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	reports, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(force))
+	if force && e.restarted(ctx, err) {
+		// Forced, a container already removed is not an error.
+		reports, err = containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(force))
+	}
 	if err == nil {
 		for _, r := range reports {
 			if r != nil && r.Err != nil {
@@ -379,10 +405,13 @@ func (e *Engine) Remove(ctx context.Context, id string, force bool) (err error) 
 
 // MemoryBytes is the container's current memory use as its cgroup counts it.
 func (e *Engine) MemoryBytes(ctx context.Context, id string) (v uint64, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	ch, err := containers.Stats(ctx, []string{id}, new(containers.StatsOptions).WithStream(false))
+	if e.restarted(ctx, err) {
+		ch, err = containers.Stats(ctx, []string{id}, new(containers.StatsOptions).WithStream(false))
+	}
 	if err != nil {
 		return 0, notFound(err, "memory of container %s", id)
 	}
@@ -433,7 +462,7 @@ func (e *Engine) whyNot(ctx context.Context, id string, err error) error {
 
 // LogTail returns the container's last lines of output.
 func (e *Engine) LogTail(ctx context.Context, id string, lines int) (v string, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	// The bindings send each frame on an unbuffered channel and block until

@@ -41,7 +41,7 @@ const execStartPath = "/v4.0.0/libpod/exec/%s/start"
 // which reads the terminal state and size of this process's own os.Stdin and
 // does not stop when ctx is cancelled.
 func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (v int, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	if len(spec.Cmd) == 0 {
 		return -1, fmt.Errorf("exec in container %s: no command", id)
 	}
@@ -62,19 +62,53 @@ func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (v i
 	defer e.execRemove(cctx, sid)
 
 	if err := e.execAttach(ctx, sid, spec); err != nil {
-		return -1, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err)
+		return -1, e.execLost(cctx, sid, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err))
 	}
 	code, err := e.execExitCode(cctx, sid)
 	if err != nil {
-		return -1, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err)
+		return -1, e.execLost(cctx, sid, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err))
 	}
 	return code, nil
+}
+
+// execLost explains a session whose stream broke or whose end could not
+// be read because the service went away under it: the stream ends as the
+// service dies, as it does when the process exits, so the service is
+// asked. An engine that starts its service starts it again and says what
+// became of the process (it runs on, under conmon), whose output from the
+// service's death on is lost.
+func (e *Engine) execLost(ctx context.Context, sid string, err error) error {
+	path, ok := unixPath(e.uri)
+	if !ok || ctx.Err() != nil || probe(ctx, path) == nil {
+		return err
+	}
+	msg := fmt.Sprintf("the Podman service at %s stopped while the command ran (it was killed or restarted), so the command's output from then on is lost", e.uri)
+	if !e.opts.StartService {
+		return &HintError{Err: err, Hint: msg + "; " + startHint(e.uri) + ", then run the command again"}
+	}
+	if _, serr := startService(ctx, e.opts, path); serr != nil {
+		return &HintError{Err: err, Hint: msg + ", and stem could not start the service again: " + serr.Error()}
+	}
+	state := "may still be running in the container"
+	ictx, cancel := e.call(ctx)
+	defer cancel()
+	if s, ierr := containers.ExecInspect(ictx, sid, nil); ierr == nil {
+		state = "still runs in the container"
+		if !s.Running {
+			state = fmt.Sprintf("has ended with exit code %d", s.ExitCode)
+		}
+	}
+	return &HintError{Err: err, Hint: msg + "; stem started the service again, and the command " + state + ": run it again if it must finish"}
 }
 
 func (e *Engine) execCreate(ctx context.Context, id string, cfg *handlers.ExecCreateConfig) (string, error) {
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	sid, err := containers.ExecCreate(ctx, id, cfg)
+	if e.restarted(ctx, err) {
+		// A session created and never started costs nothing.
+		sid, err = containers.ExecCreate(ctx, id, cfg)
+	}
 	if err != nil {
 		// 4.3 answers 500 "container state improper" where later versions say 409.
 		if apiCode(err) == http.StatusConflict || strings.Contains(err.Error(), "state improper") {
@@ -124,8 +158,11 @@ func (e *Engine) forwardResize(ctx context.Context, sid string, sizes <-chan eng
 // streams until the process ends.
 func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpec) error {
 	dctx, cancel := context.WithTimeout(ctx, e.callTimeout)
+	defer cancel()
 	conn, err := e.client.GetDialer(dctx)
-	cancel()
+	if e.restarted(dctx, err) {
+		conn, err = e.client.GetDialer(dctx)
+	}
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", e.uri, err)
 	}

@@ -60,10 +60,6 @@ const (
 		`or run stem as the socket's owner`
 )
 
-// explain is deferred by every Engine method: errors reach callers with
-// what to do about them.
-func explain(err *error) { *err = ExplainError(*err) }
-
 // ExplainError adds a hint to errors whose cause the user can fix: crun
 // refusing the cgroup layout, rlimits above the hard limits or with soft above
 // hard, a missing OCI

@@ -189,29 +189,6 @@ func Connect(ctx context.Context, opts Options) (*Engine, error) {
 	return &Engine{uri: uri, conn: conn, client: client, callTimeout: opts.CallTimeout, service: started, getenv: opts.Getenv, opts: opts}, nil
 }
 
-// restarted reports whether err says the service is gone (a dial of its
-// socket refused, or the socket removed) and, for an engine that starts
-// its service, starts it again as Connect does. The caller then tries a
-// call that changes nothing once more; a call that changes something is
-// not retried (it may have run), its error says to run the command again.
-func (e *Engine) restarted(ctx context.Context, err error) bool {
-	path, ok := unixPath(e.uri)
-	if !ok || !e.opts.StartService || !serviceGone(err) {
-		return false
-	}
-	_, serr := startService(ctx, e.opts, path)
-	return serr == nil
-}
-
-// serviceGone: err is a failed dial of the service's socket.
-func serviceGone(err error) bool {
-	var op *net.OpError
-	if err == nil || !errors.As(err, &op) || op.Op != "dial" {
-		return false
-	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
-}
-
 // probe dials a unix socket once, so a dead or missing socket fails fast
 // with NotRunningError (or a permission error ExplainError recognises).
 func probe(ctx context.Context, path string) error {
@@ -366,10 +343,13 @@ func (c withConn) Value(key any) any {
 // Ping checks the service answers and returns its version. It uses /_ping,
 // which costs the service nothing (/version runs conmon and the runtime).
 func (e *Engine) Ping(ctx context.Context) (v string, err error) {
-	defer explain(&err)
+	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
 	resp, err := e.client.DoRequest(ctx, nil, http.MethodGet, "/_ping", nil, nil)
+	if e.restarted(ctx, err) {
+		resp, err = e.client.DoRequest(ctx, nil, http.MethodGet, "/_ping", nil, nil)
+	}
 	if err != nil {
 		return "", fmt.Errorf("ping Podman at %s: %w", e.uri, err)
 	}

@@ -3,9 +3,11 @@
 package podman
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -27,6 +29,9 @@ func TestServiceKilledMidCommandIsStartedAgain(t *testing.T) {
 	}
 	pids := []int{e.Service().PID}
 	t.Cleanup(func() {
+		if pid, err := peerPID(sock); err == nil {
+			pids = append(pids, pid) // the last one started
+		}
 		for _, pid := range pids {
 			syscall.Kill(pid, syscall.SIGTERM)
 		}
@@ -59,5 +64,49 @@ func TestServiceKilledMidCommandIsStartedAgain(t *testing.T) {
 	kill()
 	if _, err := e.Inspect(testCtx(t), "stem-no-such-container"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("Inspect after the service was killed: %v, want the service's not-found answer", err)
+	}
+
+	// Calls that change something, each after a kill: what a dead
+	// service never received is asked of the new one, so a container is
+	// made, started, run in and removed.
+	spec := sleeper(nil)
+	kill()
+	if _, err := fixed.Create(testCtx(t), spec); err == nil {
+		t.Fatal("control: Create answered with the service killed and nothing to start it")
+	}
+	id, err := e.Create(testCtx(t), spec)
+	if err != nil {
+		t.Fatalf("Create after the service was killed: %v", err)
+	}
+	removed := false
+	t.Cleanup(func() {
+		if !removed {
+			e.Remove(context.Background(), id, true)
+		}
+	})
+	kill()
+	if err := e.Start(testCtx(t), id); err != nil {
+		t.Fatalf("Start after the service was killed: %v", err)
+	}
+	kill()
+	var out strings.Builder
+	if code, err := e.Exec(testCtx(t), id, engine.ExecSpec{Cmd: []string{"echo", "ran"}, Stdout: &out}); err != nil || code != 0 || out.String() != "ran\n" {
+		t.Fatalf("Exec after the service was killed: %d %q %v", code, out.String(), err)
+	}
+	kill()
+	if err := e.Remove(testCtx(t), id, true); err != nil {
+		t.Fatalf("Remove after the service was killed: %v", err)
+	}
+	removed = true
+	// A call that is not asked again says the service was started again
+	// and the command can be run again, not to start it with systemctl.
+	kill()
+	err = e.Rename(testCtx(t), id, testName())
+	var he *HintError
+	if err == nil || !errors.As(err, &he) || !strings.Contains(he.Hint, "stem started it again: run the command again") || strings.Contains(err.Error(), "systemctl") {
+		t.Fatalf("Rename with the service killed: %v", err)
+	}
+	if probe(testCtx(t), sock) != nil {
+		t.Fatal("no service answers after the refused Rename")
 	}
 }

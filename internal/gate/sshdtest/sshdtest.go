@@ -228,6 +228,10 @@ func (s *Server) start(cfg string) error {
 	return errors.New("sshd did not listen within 10s\n" + s.Log())
 }
 
+// Stop kills the daemon: nothing listens on Port any more. Sessions it
+// started live on, as with a real sshd.
+func (s *Server) Stop() { s.stop() }
+
 func (s *Server) stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Kill()

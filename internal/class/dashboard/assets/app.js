@@ -56,7 +56,7 @@
       grid.appendChild(root);
     }
     entry.data = t;
-    entry.el.className = "tile " + needClass(t.need) + (entry.el.classList.contains("big") ? " big" : "");
+    entry.el.className = "tile " + needClass(t.need) + (t.state === "gone" ? " gone" : "") + (entry.el.classList.contains("big") ? " big" : "");
     const head = [el("span", "name", String(t.student))];
     if (t.task) head.push(el("span", "task", "task " + t.task));
     head.push(el("span", "state", String(t.state)));
