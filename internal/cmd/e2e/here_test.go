@@ -64,6 +64,16 @@ func TestPerInstanceCommandsInferTheInstance(t *testing.T) {
 			t.Errorf("%v outside every card: exit %d\nstdout: %s\nstderr: %s", c.args, r.Code, r.Stdout, r.Stderr)
 		}
 	}
+	// An agent: the account has no API key, so stem's key check (made
+	// once the instance is found, before any window opens) answers.
+	for _, args := range [][]string{{"agent", "start", "claude", "--background"}, {"agent", "attach", "claude", "--background"}} {
+		if r := a.runIn(task, args...); r.Code == 0 || !strings.Contains(r.Stderr, "needs an API key") {
+			t.Errorf("%v in the task's directory: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
+		}
+		if r := a.runIn(outside, args...); r.Code == 0 || !strings.Contains(r.Stderr, "not in the card of any instance") {
+			t.Errorf("%v outside every card: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
+		}
+	}
 	// A pane id alone is the pane, not an instance's name.
 	pane := strings.TrimSpace(a.tmuxOut(filepath.Join(a.statusDir(t, inst), "t.sock"), "display-message", "-p", "-t", "stem:0", "#{pane_id}"))
 	if r := a.runIn(task, "allow", pane); r.Code != 0 || !strings.Contains(r.Stdout, inst+": ") {
