@@ -99,6 +99,20 @@ func TestCustomAgentInTheStudentsSession(t *testing.T) {
 	a.waitPane(st, rec.Pane, "stem-test-agent "+rec.ID+" ready", 10*time.Second)
 	a.tmux(st, "send-keys", "-t", rec.Pane, "ping", "Enter")
 	a.waitPane(st, rec.Pane, "pong custom", 5*time.Second)
+	// An APC string (a CLI's kitty-graphics query) is not the pane's
+	// title, as tmux would make it; the control prints the same bytes in
+	// a plain window.
+	a.tmux(st, "send-keys", "-t", rec.Pane, "apc", "Enter")
+	a.waitPane(st, rec.Pane, "apc sent", 5*time.Second)
+	if title := a.tmux(st, "display-message", "-p", "-t", rec.Pane, "#{pane_title}"); strings.Contains(title, "Gi=31") {
+		t.Errorf("the agent's APC query became its pane's title: %q", title)
+	}
+	ctl := strings.TrimSpace(a.tmux(st, "new-window", "-d", "-P", "-F", "#{pane_id}", `printf '\033_Gi=31,s=1,v=1,a=q,t=d;AAAA\033\\apc sent\n'; sleep 600`))
+	a.waitPane(st, ctl, "apc sent", 5*time.Second)
+	if title := a.tmux(st, "display-message", "-p", "-t", ctl, "#{pane_title}"); !strings.Contains(title, "Gi=31") {
+		t.Errorf("control: the same bytes in a plain window did not set its title (%q); the check above proves nothing", title)
+	}
+	a.tmux(st, "kill-pane", "-t", ctl)
 	// The window's size is the agent's terminal size, and follows it.
 	a.tmux(st, "resize-window", "-t", rec.Window, "-x", "111", "-y", "33")
 	a.waitPane(st, rec.Pane, "winch 111x33", 5*time.Second)
@@ -436,6 +450,10 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 		var rec agentstore.Record
 		a.mustJSON(&rec, "agent", "start", c.provider, "native-amd64", "demo", "hello", "1", "--background")
 		a.waitPane(st, rec.Pane, c.shows, 30*time.Second)
+		// A CLI's kitty-graphics query does not stand in the status line.
+		if title := a.tmux(st, "display-message", "-p", "-t", rec.Pane, "#{pane_title}"); strings.Contains(title, "Gi=") {
+			t.Errorf("%s: an APC query became the pane's title: %q", c.provider, title)
+		}
 		a.must("agent", "stop", rec.ID)
 		if w := a.tmux(st, "list-windows", "-F", "#{window_id}"); strings.Contains(w, rec.Window+"\n") {
 			t.Fatalf("%s: its window is still open:\n%s", c.provider, w)

@@ -162,9 +162,12 @@ func (h *hub) resize(rows, cols int, redraw bool) {
 // pump copies the agent's output to every relay until the terminal ends.
 func (h *hub) pump(ptmx io.Reader) {
 	buf := make([]byte, 32<<10)
+	var apc apcStrip
+	var out []byte
 	for {
 		n, err := ptmx.Read(buf)
-		if n > 0 {
+		out = apc.filter(out[:0], buf[:n])
+		if len(out) > 0 {
 			h.mu.Lock()
 			h.lastOutput = time.Now()
 			rs := make([]*relayConn, 0, len(h.relays))
@@ -173,7 +176,7 @@ func (h *hub) pump(ptmx io.Reader) {
 			}
 			h.mu.Unlock()
 			for _, r := range rs {
-				if werr := r.write(ptyproto.Data, buf[:n]); werr != nil {
+				if werr := r.write(ptyproto.Data, out); werr != nil {
 					r.conn.Close() // its reader ends and unregisters it
 				}
 			}

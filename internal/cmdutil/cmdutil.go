@@ -86,6 +86,17 @@ func ExactArgs(n int, usage string) cobra.PositionalArgs {
 	}
 }
 
+// OptionalInstance accepts INSTANCE or nothing (the instance of the task
+// directory the command runs in, InstanceOr).
+func OptionalInstance(usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return FlagErrorf("%s takes at most one argument: %s, or nothing in a task's directory of the card (got %d)", cmd.CommandPath(), usage, len(args))
+		}
+		return nil
+	}
+}
+
 // AddJSONFlag adds the standard --json flag.
 func AddJSONFlag(cmd *cobra.Command, target *bool) {
 	cmd.Flags().BoolVar(target, "json", false, "print machine-readable JSON")

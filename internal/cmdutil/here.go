@@ -63,6 +63,15 @@ func InstanceHere(ctx context.Context, f *Factory, dir string) (string, error) {
 	return "", FlagErrorf("%s is not in the card of any instance: name the instance or the task (PROFILE SERIES CARD TASK), or run this in a task's directory after `stemctl up`", dir)
 }
 
+// InstanceOr is name, or without one the instance of the task whose
+// directory the command runs in (InstanceHere).
+func InstanceOr(ctx context.Context, f *Factory, name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	return InstanceHere(ctx, f, "")
+}
+
 func within(dir, root string) bool {
 	rel, err := filepath.Rel(root, dir)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))

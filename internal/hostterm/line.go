@@ -29,7 +29,13 @@ func (r *Relay) lineText() string {
 		if n := len(r.pending); n > 1 {
 			more = fmt.Sprintf(" (1 of %d)", n)
 		}
-		return fmt.Sprintf("stem ▸ %s%s%s  [Ctrl-] then %s]", note, questionText(q), more, choiceKeys(q))
+		// Who is connected stays on the line, after what the student
+		// must see to answer (a narrow terminal cuts it first).
+		line := fmt.Sprintf("stem ▸ %s%s%s  [Ctrl-] then %s]", note, questionText(q), more, choiceKeys(q))
+		if r.who != nil && len(r.with) > 0 {
+			line += " · connected: " + clean(strings.Join(r.with, ", "))
+		}
+		return line
 	}
 	line := "stem ▸ " + note + clean(r.name)
 	if r.who != nil {

@@ -288,6 +288,29 @@ func TestLineShowsWhoIsConnected(t *testing.T) {
 	shows("stem ▸ demo-t1 · no agent or teacher connected")
 }
 
+// TestQuestionKeepsWhoIsConnected: a question takes the line, and who is
+// connected stays on it after the keys to answer, so a stream of
+// questions never hides who is watching.
+func TestQuestionKeepsWhoIsConnected(t *testing.T) {
+	t.Parallel()
+	var term bytes.Buffer
+	r := New(&term, Options{Line: true, Name: "demo-t1", Questions: newFake(), Participants: func() []string { return nil }})
+	sizes := make(chan engine.TermSize, 1)
+	sizes <- engine.TermSize{Rows: 24, Cols: 200}
+	close(sizes)
+	<-r.Sizes(sizes)
+	r.Output().Write([]byte("x"))
+	r.mu.Lock()
+	r.with = []string{"agent codex (assist)", "teacher kowalska (observe)"}
+	r.mu.Unlock()
+	term.Reset()
+	pend(t, r, q1)
+	want := string(lineBytes("stem ▸ agent codex: run test?  [Ctrl-] then y yes · n no · a allow all 10 min] · connected: agent codex (assist), teacher kowalska (observe)", 24, 200))
+	if term.String() != want {
+		t.Fatalf("got %q\nwant %q", term.String(), want)
+	}
+}
+
 type syncBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer

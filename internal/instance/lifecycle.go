@@ -32,18 +32,24 @@ func (m *Manager) Down(ctx context.Context, ref string, timeout time.Duration) (
 }
 
 // Unsaved lists the unsaved buffers of the instance's editor: what
-// stopping it would discard. None when the editor does not answer (it
+// stopping it would discard. None when there is no editor listening (it
 // is closed, or the container is not running), or when the manager has
-// no way to ask.
-func (m *Manager) Unsaved(ctx context.Context, rec registry.Record) []string {
+// no way to ask; an error when one is there and does not say (it waits
+// at a prompt, or answers what stem refuses): its buffers cannot be
+// vouched for.
+func (m *Manager) Unsaved(ctx context.Context, rec registry.Record) ([]string, error) {
 	if m.NvimModified == nil {
-		return nil
+		return nil, nil
 	}
-	names, err := m.NvimModified(ctx, rec.Dir().Nvim())
-	if err != nil {
-		return nil
+	return m.NvimModified(ctx, rec.Dir().Nvim())
+}
+
+// DiscardEdits ends the instance's editor without saving, before a stop
+// told to discard its unsaved changes, so no swap file outlives them.
+func (m *Manager) DiscardEdits(ctx context.Context, rec registry.Record) {
+	if m.NvimQuit != nil {
+		m.NvimQuit(ctx, rec.Dir().Nvim())
 	}
-	return names
 }
 
 // Remove deletes the container, its socket directories, its registry record,

@@ -26,6 +26,8 @@ type Manager struct {
 	MCPBinary string
 	// NvimModified lists an nvim's unsaved buffers (nil: not checked).
 	NvimModified func(ctx context.Context, socket string) ([]string, error)
+	// NvimQuit ends an nvim without saving (nil: not done).
+	NvimQuit func(ctx context.Context, socket string)
 	// Workspace is the user's workspace root; List also shows containers
 	// stem made for it that no record names. Empty: records only.
 	Workspace string

@@ -88,6 +88,23 @@ func NvimModified(ctx context.Context, socket string) ([]string, error) {
 	return names, nil
 }
 
+// NvimQuit ends the nvim on socket without saving (:qa!), so its swap
+// files go with it: what `stemctl down --force` discards stays discarded,
+// and the next editor does not stop at a swap-file question. An nvim at a
+// prompt or on its command line is left alone (stopping the container
+// ends it as before); like NvimModified it never follows a symlink.
+func NvimQuit(ctx context.Context, socket string) {
+	ctx, cancel := withDefault(ctx, 2*time.Second)
+	defer cancel()
+	c, err := nvim.Dial(ctx, socket, nvim.Options{})
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	// The answer never comes: nvim exits with the request.
+	c.Command(ctx, "qa!")
+}
+
 // TmuxActivity is when the student's tmux session last had output or a key
 // from a terminal (tmux.Client.Activity), asked over a control connection
 // in Go like every other host-side tmux client.

@@ -30,6 +30,7 @@ import (
 type Tile struct {
 	Student  string   `json:"student"`
 	Instance string   `json:"instance,omitempty"`
+	Card     string   `json:"card,omitempty"` // SERIES/CARD of the task
 	Task     string   `json:"task,omitempty"`
 	State    string   `json:"state"`
 	Flags    []string `json:"flags"`
@@ -88,7 +89,7 @@ func (b *Board) Update(student string, f func(*Tile)) {
 }
 
 func equal(a, b *Tile) bool {
-	if a.Instance != b.Instance || a.Task != b.Task || a.State != b.State || a.Need != b.Need || a.Pane != b.Pane ||
+	if a.Instance != b.Instance || a.Card != b.Card || a.Task != b.Task || a.State != b.State || a.Need != b.Need || a.Pane != b.Pane ||
 		a.Event != b.Event || a.Error != b.Error || len(a.Flags) != len(b.Flags) || len(a.Screen) != len(b.Screen) ||
 		!slices.Equal(a.Agents, b.Agents) {
 		return false

@@ -46,7 +46,7 @@ func TestBrowserRendersTilesAsText(t *testing.T) {
 	bin := browsertest.Chromium(t)
 	b := NewBoard([]string{"s1", "s2", "s3"})
 	b.Update("s1", func(t *Tile) {
-		t.Screen, t.Task, t.State, t.Event = Screen(hostile, 20, 200), "1", "answers", "17:00:00 pane_exit %1 exit 139"
+		t.Screen, t.Card, t.Task, t.State, t.Event = Screen(hostile, 20, 200), "demo/hello", "1", "answers", "17:00:00 pane_exit %1 exit 139"
 	})
 	b.Update("s2", func(t *Tile) {
 		t.Screen, t.State, t.Need, t.Flags = Screen("$ ./hello\nSegmentation fault (core dumped)", 20, 200), "down", 90, []string{"instance-down"}
@@ -95,6 +95,7 @@ func TestBrowserRendersTilesAsText(t *testing.T) {
 		`<span class="f1">red</span>`, `<span class="f208 bold">amber</span>`, `&lt;/pre&gt;&lt;/section&gt;`,
 		`Segmentation fault (core dumped)`, `<span class="flag instance-down">instance-down</span>`,
 		`hello, <span class="f2">world</span>`, `class lab`, `17:00:00 pane_exit %1 exit 139`,
+		`<span class="task">demo/hello task 1</span>`,
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page lacks %s", want)

@@ -88,7 +88,7 @@ func (f *fakeSource) StatusOf(ctx context.Context, student string) (class.Row, e
 	f.status++
 	f.mu.Unlock()
 	return class.Row{Student: student, Reach: class.ReachOK, Flags: []class.Flag{},
-		Instances: []class.Instance{{Instance: "hello-1", State: "answers", Task: "demo/hello/1",
+		Instances: []class.Instance{{Instance: "hello-1", State: "answers", Series: "demo", Card: "hello", Task: "1",
 			Agents: []class.Agent{{Provider: "claude", Level: "assist", Started: time.Now()}}}}}, nil
 }
 

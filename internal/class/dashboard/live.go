@@ -167,10 +167,13 @@ func (l *Live) probe(ctx context.Context, student string) {
 		l.board.Update(student, func(t *Tile) { t.Error = oneLine(err.Error()) })
 		return
 	}
-	instance, state, task := "", string(row.Reach), ""
+	instance, state, card, task := "", string(row.Reach), "", ""
 	for _, in := range row.Instances {
 		if instance == "" || in.State == "answers" {
-			state, task = in.State, in.Task
+			state, task, card = in.State, in.Task, ""
+			if in.Series != "" && in.Card != "" {
+				card = in.Series + "/" + in.Card
+			}
 			if in.State == "answers" {
 				instance = in.Instance
 				break
@@ -183,7 +186,7 @@ func (l *Live) probe(ctx context.Context, student string) {
 	}
 	agents := agentLines(row)
 	l.board.Update(student, func(t *Tile) {
-		t.State, t.Task, t.Flags, t.Need, t.Instance, t.Agents = state, task, flags, row.Need(), instance, agents
+		t.State, t.Card, t.Task, t.Flags, t.Need, t.Instance, t.Agents = state, card, task, flags, row.Need(), instance, agents
 		if row.Reach != class.ReachOK {
 			t.Error = oneLine(row.Why)
 		}

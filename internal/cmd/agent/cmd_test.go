@@ -42,6 +42,13 @@ func TestStartArguments(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 	}
+	// PROVIDER alone: Run takes the task directory's instance.
+	got = nil
+	cmd = start.NewCmdStart(factory(), func(_ context.Context, o *start.Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"claude", "--", "-p", "hi"})
+	if err := cmd.Execute(); err != nil || got.Provider != "claude" || len(got.Args) != 0 || !slices.Equal(got.Extra, []string{"-p", "hi"}) {
+		t.Fatalf("provider alone: %v %+v", err, got)
+	}
 	if got := start.NewCmdStart(factory(), nil).Flags().Lookup("level").DefValue; got != "assist" {
 		t.Fatalf("default level %q", got)
 	}
@@ -57,11 +64,12 @@ func TestAttachArguments(t *testing.T) {
 	if got.Provider != "claude" || got.Instance != "native-amd64-demo-hello-t1" || !got.Here || !slices.Equal(got.Extra, []string{"-p", "hi"}) {
 		t.Fatalf("options %+v", got)
 	}
-	cmd = attach.NewCmdAttach(factory(), func(context.Context, *attach.Options) error { t.Fatal("ran"); return nil })
+	// Without --instance, Run takes the task directory's.
+	got = nil
+	cmd = attach.NewCmdAttach(factory(), func(_ context.Context, o *attach.Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"claude"})
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--instance is required") {
-		t.Fatalf("no instance: %v", err)
+	if err := cmd.Execute(); err != nil || got.Provider != "claude" || got.Instance != "" {
+		t.Fatalf("no instance: %v %+v", err, got)
 	}
 }
 

@@ -46,7 +46,7 @@ func NewCmdDisallow(f *cmdutil.Factory, runF func(context.Context, *Options) err
 func newCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error, disallow bool) *cobra.Command {
 	opts := &Options{F: f, Disallow: disallow}
 	cmd := &cobra.Command{
-		Use:   "allow INSTANCE [PANE | --edit FILE]",
+		Use:   "allow [INSTANCE] [PANE | --edit FILE]",
 		Short: "Let assist-level agents type into a pane or edit a file; without PANE, list what is allowed",
 		Long: `Let assist-level agents (pane_send_keys, nvim_buffer_edit) type into one pane of
 the instance's tmux, or edit one card file the manifest does not list as
@@ -59,17 +59,29 @@ typed on.
 
 PANE is a tmux pane id such as %3 (stemctl mcp call pane_list shows them);
 FILE is card-relative, like the manifest's editable globs, or an absolute path
-inside the card.`,
+inside the card. Without INSTANCE, in a task's directory of the card, the
+instance of that task.`,
 		Example: `  stemctl allow native-amd64-demo-hello-t1
   stemctl allow native-amd64-demo-hello-t1 %3
   stemctl allow native-amd64-demo-hello-t1 --edit t1/notes.md
-  stemctl allow native-amd64-demo-hello-t1 --json`,
-		Args:              cobra.RangeArgs(1, 2),
+  stemctl allow native-amd64-demo-hello-t1 --json
+  stemctl allow %3`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 2 {
+				return cmdutil.FlagErrorf("%s takes [INSTANCE] [PANE] (got %d arguments)", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
 		ValidArgsFunction: completeArgs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Instance = args[0]
-			if len(args) == 2 {
-				opts.Pane = args[1]
+			// A pane id starts with %, an instance name never does.
+			switch {
+			case len(args) == 2:
+				opts.Instance, opts.Pane = args[0], args[1]
+			case len(args) == 1 && strings.HasPrefix(args[0], "%"):
+				opts.Pane = args[0]
+			case len(args) == 1:
+				opts.Instance = args[0]
 			}
 			if err := opts.check(); err != nil {
 				return err
@@ -78,10 +90,11 @@ inside the card.`,
 		},
 	}
 	if disallow {
-		cmd.Use = "disallow INSTANCE [PANE | --edit FILE]"
+		cmd.Use = "disallow [INSTANCE] [PANE | --edit FILE]"
 		cmd.Short = "Take back a pane or file permission given with `stemctl allow`"
 		cmd.Long = `Take back a permission given with ` + "`stemctl allow`" + `: agents may no longer type
-into PANE, or edit FILE unless the manifest lists it as editable.`
+into PANE, or edit FILE unless the manifest lists it as editable. Without
+INSTANCE, in a task's directory of the card, the instance of that task.`
 		cmd.Example = `  stemctl disallow native-amd64-demo-hello-t1 %3
   stemctl disallow native-amd64-demo-hello-t1 --edit t1/notes.md`
 	}
@@ -95,7 +108,7 @@ func (o *Options) check() error {
 	case o.Pane != "" && o.Edit != "":
 		return cmdutil.FlagErrorf("give a PANE or --edit FILE, not both")
 	case o.Disallow && o.Pane == "" && o.Edit == "":
-		return cmdutil.FlagErrorf("give the PANE or --edit FILE to take back (`stemctl allow %s` lists them)", o.Instance)
+		return cmdutil.FlagErrorf("give the PANE or --edit FILE to take back (`%s` lists them)", strings.TrimSpace("stemctl allow "+o.Instance))
 	case o.Pane != "" && !paneRE.MatchString(o.Pane):
 		return cmdutil.FlagErrorf("%q is not a tmux pane id such as %%3 (stemctl mcp call pane_list shows them)", o.Pane)
 	}
@@ -117,6 +130,11 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
+	opts.Instance = inst
 	rec, err := reg.Find(ctx, opts.Instance)
 	if err != nil {
 		return err

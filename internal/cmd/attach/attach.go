@@ -40,7 +40,9 @@ the tmux prefix followed by d (C-b d by default); the session keeps running.
 The host line. On a terminal, the last row belongs to stemctl, not to the
 container: tmux gets one row less, and the line shows the questions that wait
 for your answer (an agent asks to run something, for example) or, when none,
-the instance's name. Nothing in the container can write on it.
+the instance's name; and who is connected to the session now, each with its
+level (an agent, your teacher's grant). Nothing in the container can write on
+it or change who it names.
 
 To answer, press Ctrl-] and then, as separate keys, y (yes), n (no) or a (allow
 everything that agent asks for 10 minutes, which asks once more: y confirms).

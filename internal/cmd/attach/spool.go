@@ -3,6 +3,7 @@ package attach
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
@@ -45,7 +46,11 @@ func participants(f *cmdutil.Factory, instance string) func() []string {
 	return func() []string {
 		var who []string
 		for _, p := range sp.Participants() {
-			who = append(who, p.Who+" ("+p.Level+")")
+			// A client without a name is already called by its level.
+			if lv := " (" + p.Level + ")"; !strings.HasSuffix(p.Who, lv) {
+				p.Who += lv
+			}
+			who = append(who, p.Who)
 		}
 		return who
 	}

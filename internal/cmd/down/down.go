@@ -26,19 +26,22 @@ type Options struct {
 func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "down INSTANCE",
+		Use:   "down [INSTANCE]",
 		Short: "Stop an instance's container (its record and the card stay; `up` starts it again)",
 		Long: `Stop an instance's container. Its record and the card stay, and ` + "`stemctl up`" + `
 starts it again; the shells, running programs and the editor's unsaved changes
 end with it, so down refuses while the editor has unsaved buffers and names
-them: save them (:wa in Neovim), or pass --force to discard them.`,
+them: save them (:wa in Neovim), or pass --force to discard them.
+Without INSTANCE, in a task's directory of the card, the instance of that task.`,
 		Example: `  stemctl down native-amd64-demo-hello-t1
   stemctl down native-amd64-demo-hello-t1 --timeout 2s
   stemctl down native-amd64-demo-hello-t1 --force`,
-		Args:              cmdutil.ExactArgs(1, "INSTANCE"),
+		Args:              cmdutil.OptionalInstance("INSTANCE"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Instance = args[0]
+			if len(args) == 1 {
+				opts.Instance = args[0]
+			}
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
@@ -50,23 +53,35 @@ them: save them (:wa in Neovim), or pass --force to discard them.`,
 
 // Run stops the instance.
 func Run(ctx context.Context, opts *Options) error {
+	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
+	opts.Instance = inst
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err
 	}
-	if !opts.Force {
-		rec, err := m.Registry.Find(ctx, opts.Instance)
-		if err != nil {
-			return err
-		}
-		uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		unsaved := m.Unsaved(uctx, rec)
-		cancel()
-		if len(unsaved) > 0 {
+	rec, err := m.Registry.Find(ctx, opts.Instance)
+	if err != nil {
+		return err
+	}
+	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if opts.Force {
+		m.DiscardEdits(uctx, rec)
+	} else {
+		unsaved, err := m.Unsaved(uctx, rec)
+		switch {
+		case err != nil:
+			cancel()
+			return fmt.Errorf("%s: the editor does not say whether it has unsaved changes (%v); nothing was stopped: answer its prompt in the edit window and save (:wa), or run `stemctl down %s --force` to discard what it has", rec.Instance, err, rec.Instance)
+		case len(unsaved) > 0:
+			cancel()
 			return fmt.Errorf("%s: the editor has unsaved changes in %s; nothing was stopped: save them (:wa in Neovim), or run `stemctl down %s --force` to discard them", rec.Instance, strings.Join(unsaved, ", "), rec.Instance)
 		}
 	}
-	rec, err := m.Down(ctx, opts.Instance, opts.Timeout)
+	cancel()
+	rec, err = m.Down(ctx, rec.Instance, opts.Timeout)
 	if err != nil {
 		return err
 	}

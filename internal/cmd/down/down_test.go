@@ -1,6 +1,7 @@
 package down_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -26,11 +27,24 @@ func TestDownKeepsUnsavedWork(t *testing.T) {
 	if !running(t, w) {
 		t.Fatal("down stopped the instance though the editor had unsaved work")
 	}
+	// An editor that does not say (it waits at a prompt) may hold unsaved
+	// work as well.
+	w.Unsaved, w.UnsavedErr = nil, errors.New("nvim is waiting for input")
+	err = w.Run(down.NewCmdDown(w.F, nil), inst)
+	if err == nil || !strings.Contains(err.Error(), "does not say whether it has unsaved changes") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("down with an editor at a prompt: %v", err)
+	}
+	if !running(t, w) || w.Quit != 0 {
+		t.Fatalf("down stopped the instance (or quit its editor: %d) though the editor did not answer", w.Quit)
+	}
 	if err := w.Run(down.NewCmdDown(w.F, nil), inst, "--force"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(w.Out.String(), "stopped (start it again with `stemctl up native-amd64 demo hello 1") || running(t, w) {
 		t.Fatalf("down --force: %s", w.Out)
+	}
+	if w.Quit != 1 {
+		t.Fatalf("down --force ended the editor %d times, want once (its swap files go with it)", w.Quit)
 	}
 }
 

@@ -700,6 +700,42 @@ func TestDownKeepsUnsavedWork(t *testing.T) {
 	if r := a.must(0, "list", "--json"); strings.Contains(r.Stdout, `"state": "running"`) {
 		t.Fatalf("down --force left it running: %s", r.Stdout)
 	}
+	// What --force discarded stays discarded: the next editor opens the
+	// file without a question about the old one's swap file.
+	a.must(0, "up", "native-amd64", "demo", "hello", "1")
+	sock := filepath.Join(a.statusDir(t, inst), "n.sock")
+	expr := func(e string) string {
+		out, err := exec.Command("nvim", "--server", sock, "--remote-expr", e).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nvim --remote-expr %s: %v %s", e, err, out)
+		}
+		return string(out)
+	}
+	waitFor(t, 30*time.Second, "the editor opened words.c or said why not", func() bool {
+		return expr(`bufloaded("words.c")`) == "1" || strings.Contains(expr(`execute("messages")`), "swap")
+	})
+	if m := expr(`execute("messages")`); strings.Contains(m, "swap") {
+		t.Fatalf("after down --force the editor asks about a swap file: %s", m)
+	}
+	// An editor at a prompt does not say what it has unsaved: down
+	// refuses rather than guess.
+	if out, err := exec.Command("nvim", "--server", sock, "--remote-send", `<C-\><C-n>:echo "1\n2\n3"<CR>`).CombinedOutput(); err != nil {
+		t.Fatalf("nvim --remote-send: %v %s", err, out)
+	}
+	tsock := filepath.Join(a.statusDir(t, inst), "t.sock")
+	waitFor(t, 20*time.Second, "the editor waits at its prompt", func() bool {
+		return strings.Contains(a.tmuxOut(tsock, "capture-pane", "-p", "-t", "stem:0"), "Press ENTER")
+	})
+	r = a.must(1, "down", inst)
+	if !strings.Contains(r.Stderr, "does not say whether it has unsaved changes") || !strings.Contains(r.Stderr, "--force") {
+		t.Fatalf("down over an editor at a prompt: %s", r.Stderr)
+	}
+	if r := a.must(0, "list", "--json"); !strings.Contains(r.Stdout, `"state": "running"`) {
+		t.Fatalf("a refused down stopped the instance: %s", r.Stdout)
+	}
+	exec.Command("nvim", "--server", sock, "--remote-send", "<CR>").Run()
+	waitFor(t, 20*time.Second, "the editor left its prompt", func() bool { return expr("mode(1)") == "n" })
+	a.must(0, "down", inst)
 }
 
 // statusDir is the instance's current socket directory.

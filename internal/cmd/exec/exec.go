@@ -25,31 +25,38 @@ type Options struct {
 func NewCmdExec(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "exec INSTANCE -- COMMAND [ARG...]",
+		Use:   "exec [INSTANCE] -- COMMAND [ARG...]",
 		Short: "Run a command inside a running instance",
 		Long: `Run COMMAND inside the instance's container as the student, in the task's
 directory. The exit status is the command's. A terminal is allocated when stdin and
-stdout are terminals (override with --tty).`,
+stdout are terminals (override with --tty). Without INSTANCE, in a task's
+directory of the card, the instance of that task.`,
 		Example: `  stemctl exec native-amd64-demo-hello-t1 -- make
   stemctl exec hazard3-sim-inf-bss-t4 -- bash
-  stemctl exec native-amd64-demo-hello-t1 --tty never -- ls -la`,
+  stemctl exec native-amd64-demo-hello-t1 --tty never -- ls -la
+  stemctl exec -- make`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			switch dash := cmd.ArgsLenAtDash(); {
+			dash := cmd.ArgsLenAtDash()
+			switch {
 			case dash < 0:
-				return cmdutil.FlagErrorf("exec needs -- between the instance and the command: stemctl exec INSTANCE -- COMMAND [ARG...]")
-			case dash != 1:
-				return cmdutil.FlagErrorf("exec takes one INSTANCE before -- (got %d)", dash)
-			case len(args) < 2:
+				return cmdutil.FlagErrorf("exec needs -- before the command: stemctl exec [INSTANCE] -- COMMAND [ARG...]")
+			case dash > 1:
+				return cmdutil.FlagErrorf("exec takes at most one INSTANCE before -- (got %d)", dash)
+			case len(args) <= dash:
 				return cmdutil.FlagErrorf("exec: no command after --: give the program to run, e.g. stemctl exec INSTANCE -- bash")
 			}
-			if args[1] == "" {
+			if args[dash] == "" {
 				return cmdutil.FlagErrorf("exec: COMMAND is empty: give the program to run after --")
 			}
 			return nil
 		},
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Instance, opts.Command = args[0], args[1:]
+			dash := cmd.ArgsLenAtDash()
+			if dash == 1 {
+				opts.Instance = args[0]
+			}
+			opts.Command = args[dash:]
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
@@ -83,11 +90,15 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err
 	}
-	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, opts.Instance, engine.ExecSpec{Cmd: withLookup(opts.Command), Env: env, WorkDir: opts.WorkDir}, opts.TTY)
+	code, err := cmdutil.ExecInteractive(ctx, opts.F, m, inst, engine.ExecSpec{Cmd: withLookup(opts.Command), Env: env, WorkDir: opts.WorkDir}, opts.TTY)
 	if err != nil {
 		return err
 	}

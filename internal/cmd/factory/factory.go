@@ -98,7 +98,7 @@ func New() *cmdutil.Factory {
 		}
 		return &instance.Manager{
 			Engine: e, Registry: reg, Layout: l, MCPBinary: mcp, MCPBinaryErr: mcpErr, Workspace: wsRoot,
-			Servers: servers(e), NvimModified: probe.NvimModified,
+			Servers: servers(e), NvimModified: probe.NvimModified, NvimQuit: probe.NvimQuit,
 			Progress: f.IOStreams.ErrOut, IDMap: idmap.ForCaller,
 		}, nil
 	}

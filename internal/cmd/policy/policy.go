@@ -37,7 +37,7 @@ type Options struct {
 func NewCmdPolicy(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "policy INSTANCE",
+		Use:   "policy [INSTANCE]",
 		Short: "Show an instance's agent policy floor, or loosen it to the card's current policy",
 		Long: `Show the agent policy in force for an instance: the floor recorded when the
 instance was first made, the policy its card's stem.toml says now, and what
@@ -53,14 +53,18 @@ stem.toml takes effect at once, without either.
 
 The task's editable globs (the files an assist agent may edit) are recorded
 and loosened the same way: a file counts as editable when both the recorded
-globs and the card's current ones name it.`,
+globs and the card's current ones name it.
+
+Without INSTANCE, in a task's directory of the card, the instance of that task.`,
 		Example: `  stemctl policy native-amd64-demo-hello-t1
   stemctl policy native-amd64-demo-hello-t1 --loosen
   stemctl policy native-amd64-demo-hello-t1 --loosen --yes --json`,
-		Args:              cmdutil.ExactArgs(1, "INSTANCE"),
+		Args:              cmdutil.OptionalInstance("INSTANCE"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Instance = args[0]
+			if len(args) == 1 {
+				opts.Instance = args[0]
+			}
 			if opts.Yes && !opts.Loosen {
 				return cmdutil.FlagErrorf("--yes answers --loosen's question; give --loosen too")
 			}
@@ -89,11 +93,15 @@ type Report struct {
 
 // Run shows the policy, or loosens its floor.
 func Run(ctx context.Context, opts *Options) error {
+	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
 	reg, err := opts.F.Registry()
 	if err != nil {
 		return err
 	}
-	rec, err := reg.Find(ctx, opts.Instance)
+	rec, err := reg.Find(ctx, inst)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,6 +157,16 @@ func find(ctx context.Context, opts *Options) (item, string, error) {
 	for _, it := range hits {
 		if it.rec.State == proposals.Pending {
 			pending = append(pending, it)
+		}
+	}
+	// Several instances' editors have a pending one of that id: without
+	// --instance, the task directory this runs in picks one.
+	if len(pending) > 1 && opts.Instance == "" {
+		if here, err := cmdutil.InstanceHere(ctx, opts.F, ""); err == nil {
+			mine := slices.DeleteFunc(slices.Clone(pending), func(it item) bool { return it.inst.Instance != here })
+			if len(mine) == 1 {
+				pending = mine
+			}
 		}
 	}
 	switch {

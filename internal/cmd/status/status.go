@@ -23,19 +23,23 @@ type Options struct {
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "status INSTANCE",
+		Use:   "status [INSTANCE]",
 		Short: "Show an instance's container, sockets and health",
 		Long: `Show whether the instance's container exists and runs, whether tmux and nvim
 answer on its sockets, and whether it is the MCP selection; also the card's copy
 of the instance's record (.stem/instances/INSTANCE/, or the older .rv/ layout)
 and any socket directory a previous container left. The exit status is 0 when
-the instance is running and healthy, 3 otherwise.`,
+the instance is running and healthy, 3 otherwise. Without INSTANCE, in a task's
+directory of the card, the instance of that task.`,
 		Example: `  stemctl status native-amd64-demo-hello-t1
-  stemctl status 3f2a9c1b7d4e --json`,
-		Args:              cmdutil.ExactArgs(1, "INSTANCE (name or container id)"),
+  stemctl status 3f2a9c1b7d4e --json
+  stemctl status`,
+		Args:              cmdutil.OptionalInstance("INSTANCE (name or container id)"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Instance = args[0]
+			if len(args) == 1 {
+				opts.Instance = args[0]
+			}
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
@@ -45,6 +49,11 @@ the instance is running and healthy, 3 otherwise.`,
 
 // Run prints the status.
 func Run(ctx context.Context, opts *Options) error {
+	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
+	if err != nil {
+		return err
+	}
+	opts.Instance = inst
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
 		return err

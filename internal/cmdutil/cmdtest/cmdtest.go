@@ -41,6 +41,10 @@ type World struct {
 	ErrOut  *bytes.Buffer
 	MCP     string // the stand-in stem-mcp binary
 	Unsaved []string
+	// UnsavedErr is what the editor answers instead of Unsaved.
+	UnsavedErr error
+	// Quit counts the editors ended without saving.
+	Quit int
 }
 
 // New makes the account. The example workspace's cards are copied in.
@@ -98,7 +102,8 @@ func New(t testing.TB) *World {
 		return &instance.Manager{
 			Engine: w.Engine, Registry: reg, Layout: layout, MCPBinary: w.MCP, Workspace: w.WS,
 			Servers: servers, Progress: errOut, SocketTimeout: 2 * time.Second,
-			NvimModified: func(context.Context, string) ([]string, error) { return w.Unsaved, nil },
+			NvimModified: func(context.Context, string) ([]string, error) { return w.Unsaved, w.UnsavedErr },
+			NvimQuit:     func(context.Context, string) { w.Quit++ },
 		}, nil
 	}
 	w.F = f

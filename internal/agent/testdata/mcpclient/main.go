@@ -276,6 +276,9 @@ func interactive(c *client.Client, sk *soak) {
 		switch {
 		case line == "ping":
 			fmt.Printf("pong %s\n", os.Getenv("STEM_AGENT"))
+		case line == "apc":
+			// What Claude Code asks a terminal about kitty graphics.
+			fmt.Printf("\x1b_Gi=31,s=1,v=1,a=q,t=d;AAAA\x1b\\apc sent\n")
 		case line == "size":
 			cols, rows, _ := term.GetSize(0)
 			fmt.Printf("size %dx%d\n", cols, rows)

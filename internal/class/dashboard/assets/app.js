@@ -58,7 +58,7 @@
     entry.data = t;
     entry.el.className = "tile " + needClass(t.need) + (t.state === "gone" ? " gone" : "") + (entry.el.classList.contains("big") ? " big" : "");
     const head = [el("span", "name", String(t.student))];
-    if (t.task) head.push(el("span", "task", "task " + t.task));
+    if (t.task) head.push(el("span", "task", (t.card ? String(t.card) + " " : "") + "task " + t.task));
     head.push(el("span", "state", String(t.state)));
     (t.flags || []).forEach(function (f) {
       const fc = classRE.test(f) ? f : "";
@@ -74,7 +74,7 @@
   }
 
   function text(t) {
-    const parts = [t.student, t.task, t.state, t.instance, t.event, t.error].concat(t.flags || []);
+    const parts = [t.student, t.card, t.task, t.state, t.instance, t.event, t.error].concat(t.flags || []);
     (t.screen || []).forEach(function (l) { (l || []).forEach(function (r) { parts.push(r.t); }); });
     return parts.join("\n").toLowerCase();
   }

@@ -33,11 +33,12 @@ type Options struct {
 func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "attach PROVIDER --instance NAME [-- PROVIDER_ARGS...]",
+		Use:   "attach PROVIDER [--instance NAME] [-- PROVIDER_ARGS...]",
 		Short: "Start an AI agent in a running instance's session",
 		Long: `Like ` + "`stemctl agent start`" + `, for an instance that is already running: nothing is
 started or re-created; the instance is verified (registry, container id, label, tmux
-and nvim answering) and the agent joins its session.`,
+and nvim answering) and the agent joins its session. Without --instance, in a task's
+directory of the card, the instance of that task.`,
 		Example: `  stemctl agent attach codex --instance hazard3-sim-inf-bss-t4
   stemctl agent attach claude --instance native-amd64-demo-hello-t1 --level observe --here`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -62,9 +63,6 @@ and nvim answering) and the agent joins its session.`,
 				args = args[:d]
 			}
 			opts.Provider = args[0]
-			if opts.Instance == "" {
-				return cmdutil.FlagErrorf("--instance is required (stemctl list shows the instances)")
-			}
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
@@ -79,6 +77,9 @@ and nvim answering) and the agent joins its session.`,
 func Run(ctx context.Context, opts *Options) error {
 	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
 	if err != nil {
+		return err
+	}
+	if opts.Instance, err = cmdutil.InstanceOr(ctx, opts.F, opts.Instance); err != nil {
 		return err
 	}
 	m, err := opts.F.Manager(ctx)

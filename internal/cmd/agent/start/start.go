@@ -9,6 +9,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/workspace"
 )
 
 // Options are start's inputs.
@@ -29,7 +30,7 @@ type Options struct {
 func NewCmdStart(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "start PROVIDER " + cmdutil.TaskArgs + " [-- PROVIDER_ARGS...]",
+		Use:   "start PROVIDER [" + cmdutil.TaskArgs + "] [-- PROVIDER_ARGS...]",
 		Short: "Start an AI agent in the student's session of a task",
 		Long: `Resolve the task exactly as ` + "`stemctl debug`" + ` does, start (or reuse) its instance, and
 start the agent CLI PROVIDER (codex, claude, gemini, or one from agents.toml) in a
@@ -54,18 +55,20 @@ sandbox of its own beside the student's container:
 With --here the CLI runs on the host in this terminal instead, as you, in an empty
 directory (no settings or instructions are read from the card), with its own tools
 under its own approval settings.
-Arguments after -- go to the provider's CLI.`,
+Without PROFILE SERIES CARD TASK, in a task's directory of the card, the agent
+joins the instance of that task. Arguments after -- go to the provider's CLI.`,
 		Example: `  stemctl agent start codex hazard3-sim inf bss 4
   stemctl agent start claude native-amd64 demo hello 1 --level observe
   stemctl agent start gemini rp2350 demo hello 3 --target rp2350-rv
-  stemctl agent start codex hazard3-sim inf bss 4 --here -- --model o4-mini`,
+  stemctl agent start codex hazard3-sim inf bss 4 --here -- --model o4-mini
+  stemctl agent start claude`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			n := len(args)
 			if d := cmd.ArgsLenAtDash(); d >= 0 {
 				n = d
 			}
-			if n != 5 {
-				return cmdutil.FlagErrorf("agent start takes PROVIDER %s (got %d argument(s)); provider arguments go after --", cmdutil.TaskArgs, n)
+			if n != 5 && n != 1 {
+				return cmdutil.FlagErrorf("agent start takes PROVIDER %s, or PROVIDER alone in a task's directory (got %d argument(s)); provider arguments go after --", cmdutil.TaskArgs, n)
 			}
 			return nil
 		},
@@ -99,7 +102,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	r, err := cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
+	r, err := resolve(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -115,4 +118,29 @@ func Run(ctx context.Context, opts *Options) error {
 		Provider: opts.Provider, Level: level, Instance: res.Record.Instance, Resolved: r,
 		Here: opts.Here, Background: opts.Background, Extra: opts.Extra, JSON: opts.JSON,
 	})
+}
+
+// resolve is the task of PROFILE SERIES CARD TASK, or without them the
+// task of the instance whose task directory this runs in.
+func resolve(ctx context.Context, opts *Options) (*workspace.Resolved, error) {
+	if len(opts.Args) == 4 {
+		return cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
+	}
+	name, err := cmdutil.InstanceHere(ctx, opts.F, "")
+	if err != nil {
+		return nil, err
+	}
+	reg, err := opts.F.Registry()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := reg.Find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := workspace.Open(rec.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
 }

@@ -24,17 +24,20 @@ type Options struct {
 func NewCmdSelect(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
-		Use:   "select INSTANCE_OR_CONTAINER_ID",
+		Use:   "select [INSTANCE_OR_CONTAINER_ID]",
 		Short: "Verify an instance and make it the one MCP providers talk to",
 		Long: `Verify the registry record, the full container id, the instance label and that
 both tmux and nvim answer, then switch the selection symlink atomically. Nothing
-changes when a check fails.`,
+changes when a check fails. Without INSTANCE, in a task's directory of the card,
+the instance of that task.`,
 		Example: `  stemctl mcp select hazard3-sim-inf-bss-t4
   stemctl mcp select 3f2a9c1b7d4e`,
-		Args:              cmdutil.ExactArgs(1, "INSTANCE_OR_CONTAINER_ID"),
+		Args:              cmdutil.OptionalInstance("INSTANCE_OR_CONTAINER_ID"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Ref = args[0]
+			if len(args) == 1 {
+				opts.Ref = args[0]
+			}
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
@@ -44,6 +47,11 @@ changes when a check fails.`,
 
 // Run verifies and selects.
 func Run(ctx context.Context, opts *Options) error {
+	ref, err := cmdutil.InstanceOr(ctx, opts.F, opts.Ref)
+	if err != nil {
+		return err
+	}
+	opts.Ref = ref
 	c, err := opts.F.Checker(ctx)
 	if err != nil {
 		return err
