@@ -132,7 +132,7 @@ row() {
   rows+=("| $fig | ${v:-n/a} $unit | ${n:-n/a} | ${target:--} | $what |")
 }
 row "stem-mcp cold start" BenchmarkColdStart p50-ms ms "< 15 ms" "process start of \`stem-mcp serve\` (observe) to its initialize reply over stdio"
-row "\`pane_capture\` round trip" BenchmarkRawPaneCapture p50-ms ms "< 0.3 ms" "request written to stem-mcp's stdin to the reply read, a 160x48 pane, a minimal client"
+row "\`pane_capture\` round trip" BenchmarkRawPaneCapture p50-ms ms "< 0.2 ms" "request written to stem-mcp's stdin to the reply read, a 160x48 pane, a minimal client"
 row "\`pane_capture\` round trip, p99" BenchmarkRawPaneCapture p99-ms ms "" "as above, 99th percentile"
 row "ping round trip" BenchmarkRawPing p50-ms ms "" "a JSON-RPC ping through stem-mcp, same client: the pipes, the transport, mcp-go"
 row "tmux capture alone" BenchmarkTmuxCapture p50-ms ms "" "the same capture over a control client of the instance's tmux from the benchmark's process: tmux's share"
