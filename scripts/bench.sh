@@ -26,8 +26,8 @@ bench ./internal/mcpserver/ 'ColdStart|PaneWaitNotice' "$N"
 # Round trips are short: more samples give a steadier p50 and a real p99.
 bench ./internal/mcpserver/ 'RawPaneCapture|RawBufferRead1000' "$RT_N"
 # A capture's parts: the transport (a ping), tmux alone, the server's own
-# work on a fake tmux in process.
-bench ./internal/mcpserver/ 'RawPing|TmuxCapture|ServerPaneCapture' "$RT_N"
+# work on a fake tmux in process, and stem-mcp's CPU time per call.
+bench ./internal/mcpserver/ 'RawPing|TmuxCapture|ServerPaneCapture|PerCallPaired' "$RT_N"
 bench ./internal/nvim/ 'ReadBuffer1000' "$RT_N"
 bench ./internal/tmux/ 'WaitNoticeLatency' 100
 bench ./internal/gdbmi/ 'StopEventLatency' 50
@@ -138,6 +138,8 @@ row "ping round trip" BenchmarkRawPing p50-ms ms "" "a JSON-RPC ping through ste
 row "tmux capture alone" BenchmarkTmuxCapture p50-ms ms "" "the same capture over a control client of the instance's tmux from the benchmark's process: tmux's share"
 row "\`pane_capture\`, the server alone" BenchmarkServerPaneCapture/capture p50-ms ms "" "stem-mcp's stdio transport on pipes in process, tmux a fake answering from memory: verification, policy, tool, encoding"
 row "ping, the server alone" BenchmarkServerPaneCapture/ping p50-ms ms "" "as above, a ping: the transport and mcp-go"
+row "\`pane_capture\`, stem-mcp's CPU per call" BenchmarkPerCallPaired capture-cpu-us µs "" "the server process's threads' time on a CPU (/proc schedstat) per pane_capture over stdio, calls in blocks beside pings"
+row "ping, stem-mcp's CPU per call" BenchmarkPerCallPaired ping-cpu-us µs "" "as above, per ping"
 row "\`nvim_buffer_read\` of 1,000 lines" BenchmarkRawBufferRead1000 p50-ms ms "< 1 ms" "as above, 1,000 lines (85 KB) of an open buffer"
 row "\`nvim_buffer_read\` of 1,000 lines, p99" BenchmarkRawBufferRead1000 p99-ms ms "" "as above, 99th percentile"
 row "Neovim read alone (1,000 lines)" BenchmarkReadBuffer1000 p50-ms ms "" "internal/nvim's ReadBuffer over Neovim's RPC socket (two round trips), no MCP"
