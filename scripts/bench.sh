@@ -25,6 +25,9 @@ bench() { # package regex count [timeout]
 bench ./internal/mcpserver/ 'ColdStart|PaneWaitNotice' "$N"
 # Round trips are short: more samples give a steadier p50 and a real p99.
 bench ./internal/mcpserver/ 'RawPaneCapture|RawBufferRead1000' "$RT_N"
+# A capture's parts: the transport (a ping), tmux alone, the server's own
+# work on a fake tmux in process, and stem-mcp's CPU time per call.
+bench ./internal/mcpserver/ 'RawPing|TmuxCapture|ServerPaneCapture|PerCallPaired' "$RT_N"
 bench ./internal/nvim/ 'ReadBuffer1000' "$RT_N"
 bench ./internal/tmux/ 'WaitNoticeLatency' 100
 # Faults: the agent's next editor call after Neovim is restarted, and
@@ -135,8 +138,14 @@ row() {
   rows+=("| $fig | ${v:-n/a} $unit | ${n:-n/a} | ${target:--} | $what |")
 }
 row "stem-mcp cold start" BenchmarkColdStart p50-ms ms "< 15 ms" "process start of \`stem-mcp serve\` (observe) to its initialize reply over stdio"
-row "\`pane_capture\` round trip" BenchmarkRawPaneCapture p50-ms ms "< 0.3 ms" "request written to stem-mcp's stdin to the reply read, a 160x48 pane, a minimal client"
+row "\`pane_capture\` round trip" BenchmarkRawPaneCapture p50-ms ms "< 0.2 ms" "request written to stem-mcp's stdin to the reply read, a 160x48 pane, a minimal client"
 row "\`pane_capture\` round trip, p99" BenchmarkRawPaneCapture p99-ms ms "" "as above, 99th percentile"
+row "ping round trip" BenchmarkRawPing p50-ms ms "" "a JSON-RPC ping through stem-mcp, same client: the pipes, the transport, mcp-go"
+row "tmux capture alone" BenchmarkTmuxCapture p50-ms ms "" "the same capture over a control client of the instance's tmux from the benchmark's process: tmux's share"
+row "\`pane_capture\`, the server alone" BenchmarkServerPaneCapture/capture p50-ms ms "" "stem-mcp's stdio transport on pipes in process, tmux a fake answering from memory: verification, policy, tool, encoding"
+row "ping, the server alone" BenchmarkServerPaneCapture/ping p50-ms ms "" "as above, a ping: the transport and mcp-go"
+row "\`pane_capture\`, stem-mcp's CPU per call" BenchmarkPerCallPaired capture-cpu-us µs "" "the server process's threads' time on a CPU (/proc schedstat) per pane_capture over stdio, calls in blocks beside pings"
+row "ping, stem-mcp's CPU per call" BenchmarkPerCallPaired ping-cpu-us µs "" "as above, per ping"
 row "\`nvim_buffer_read\` of 1,000 lines" BenchmarkRawBufferRead1000 p50-ms ms "< 1 ms" "as above, 1,000 lines (85 KB) of an open buffer"
 row "\`nvim_buffer_read\` of 1,000 lines, p99" BenchmarkRawBufferRead1000 p99-ms ms "" "as above, 99th percentile"
 row "Neovim read alone (1,000 lines)" BenchmarkReadBuffer1000 p50-ms ms "" "internal/nvim's ReadBuffer over Neovim's RPC socket (two round trips), no MCP"

@@ -34,6 +34,7 @@ It never runs a shell.`,
 				Tmux: probe.Tmux, Nvim: probe.Nvim, Activity: probe.TmuxActivity,
 				Serve: func(ctx context.Context, r gate.ServeRequest) error {
 					tuneGC()
+					oneProc(getenv) // the process's: the session's is filtered
 					l, err := levels.Parse(r.Level)
 					if err != nil {
 						return err

@@ -55,13 +55,13 @@ func (s *Server) approveFor(d time.Duration) time.Time {
 // approval asks the student about one call of d when the policy wants it:
 // asked reports whether it did; err is a refusal (denied, expired, or the
 // student could not be asked).
-func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolRequest, digest string) (asked bool, err error) {
+func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolRequest, digest func() string) (asked bool, err error) {
 	c := s.current()
 	if c == nil || !s.callPolicy(ctx, c).NeedsApproval(d.tool.Name) {
 		return false, nil
 	}
 	if until := s.approvedUntil(); time.Now().Before(until) {
-		e := s.callEntry(audit.ApprovalDecision, d.tool.Name, digest)
+		e := s.callEntry(audit.ApprovalDecision, d.tool.Name, digest())
 		e.Result, e.Detail = "granted", "the student allowed this client until "+until.UTC().Format(time.TimeOnly)+" UTC: "+actionText(d.tool.Name, req)
 		s.appendAudit(context.WithoutCancel(ctx), e)
 		return false, nil
@@ -75,7 +75,7 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 	if err != nil {
 		return true, errcode.Errorf(errcode.NoWatcher, "the task's agent policy wants the student's approval, which cannot be asked for (%v): nothing was done", err)
 	}
-	e := s.callEntry(audit.ApprovalRequest, d.tool.Name, digest)
+	e := s.callEntry(audit.ApprovalRequest, d.tool.Name, digest())
 	e.Detail = s.requester() + " wants " + action
 	actx, cancel := context.WithTimeout(ctx, auditTimeout)
 	request, err := s.audit.Append(actx, e)
@@ -84,7 +84,7 @@ func (s *Server) approval(ctx context.Context, d toolDef, req mcp.CallToolReques
 		return true, errcode.Errorf(errcode.NotAudited, "the task's agent policy wants the student's approval, which cannot be recorded (%v): nothing was done", err)
 	}
 	closing := func(event, result, detail string) {
-		e := s.callEntry(event, d.tool.Name, digest)
+		e := s.callEntry(event, d.tool.Name, digest())
 		e.Intent, e.Result, e.Detail = request.Seq, result, detail
 		s.appendAudit(context.WithoutCancel(ctx), e)
 	}

@@ -145,7 +145,12 @@ type rawClient struct {
 }
 
 func newRawClient(b *testing.B, in *testenv.Instance, level string) *rawClient {
-	cmd := exec.Command(stemMCP(b), "serve", "--level", level)
+	return newRawClientOf(b, stemMCP(b), in, level)
+}
+
+// newRawClientOf is newRawClient of the stem-mcp binary bin.
+func newRawClientOf(b *testing.B, bin string, in *testenv.Instance, level string) *rawClient {
+	cmd := exec.Command(bin, "serve", "--level", level)
 	cmd.Env = in.Env
 	w, _ := cmd.StdinPipe()
 	r, _ := cmd.StdoutPipe()

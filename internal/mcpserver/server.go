@@ -256,6 +256,8 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	ctx, stop, start := s.open(ctx)
 	defer stop(nil)
 	t := &stdioTransport{mcp: s.mcp, maxLine: maxRequestBytes, logf: s.logf, out: out}
+	in, release := pollableInput(in)
+	defer release()
 	err := t.serve(ctx, s.session, in)
 	return s.finish(ctx, start, err)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,9 @@ func (t *stdioTransport) serve(ctx context.Context, session string, in io.Reader
 	defer cancel()
 	go t.forwardNotifications(reqCtx, sess.notes)
 
-	lines := make(chan []byte)
+	// The reader dispatches what it reads itself: a request goes from the
+	// pipe to a worker in one hand-over, not two.
+	w := &workers{ctx: reqCtx, sem: make(chan struct{}, maxInFlight), jobs: make(chan func())}
 	readErr := make(chan error, 1)
 	go func() {
 		br := bufio.NewReaderSize(in, 64<<10)
@@ -109,11 +112,10 @@ func (t *stdioTransport) serve(ctx context.Context, session string, in io.Reader
 				t.logf("dropped a message over %d bytes", t.maxLine)
 				t.writeError(nil, mcp.PARSE_ERROR, fmt.Sprintf("message over %d bytes dropped", t.maxLine))
 			} else if len(line) > 0 {
-				select {
-				case lines <- line:
-				case <-reqCtx.Done():
+				if reqCtx.Err() != nil {
 					return
 				}
+				t.dispatch(reqCtx, line, w)
 			}
 			if err != nil {
 				readErr <- err
@@ -122,25 +124,16 @@ func (t *stdioTransport) serve(ctx context.Context, session string, in io.Reader
 		}
 	}()
 
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxInFlight)
 	var err error
-loop:
-	for {
-		select {
-		case line := <-lines:
-			t.dispatch(reqCtx, line, sem, &wg)
-		case err = <-readErr:
-			break loop
-		case <-ctx.Done():
-			err = ctx.Err()
-			break loop
-		}
+	select {
+	case err = <-readErr:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	// Let requests already read finish (a client may send its last call
 	// and close its end), then cancel what still runs.
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { w.stop(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(drainGrace):
@@ -153,6 +146,74 @@ loop:
 	return err
 }
 
+// workers run requests, at most maxInFlight at a time. A worker stays for
+// the next request once it is done: its stack has grown to what a call
+// needs (mcp-go's dispatch is deep), and a fresh goroutine per request
+// would grow one again, copy by copy, every time.
+type workers struct {
+	ctx  context.Context
+	sem  chan struct{}
+	jobs chan func() // to an idle worker
+
+	mu      sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup // requests taken and not yet answered
+}
+
+// run has job done by a worker, once one of maxInFlight slots is free
+// (the reader waits meanwhile). It reports false once the session ends.
+func (w *workers) run(job func()) bool {
+	select {
+	case w.sem <- struct{}{}:
+	case <-w.ctx.Done():
+		return false
+	}
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		<-w.sem
+		return false
+	}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	select {
+	case w.jobs <- job:
+	default:
+		go w.work(job)
+	}
+	return true
+}
+
+func (w *workers) work(job func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		job()
+		<-w.sem
+		w.wg.Done()
+		idle.Reset(workerIdle)
+		select {
+		case job = <-w.jobs:
+		case <-idle.C:
+			return
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+// stop takes no more requests and waits for those taken.
+func (w *workers) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+// workerIdle is how long a worker waits for another request before it
+// ends: a burst's workers do not outlive it for long.
+const workerIdle = 30 * time.Second
+
 // envelope is what dispatch needs of a message; HandleMessage parses the rest.
 type envelope struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -162,7 +223,7 @@ type envelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
-func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan struct{}, wg *sync.WaitGroup) {
+func (t *stdioTransport) dispatch(ctx context.Context, line []byte, w *workers) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
 		return
@@ -220,14 +281,7 @@ func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan str
 		t.writeError(id, codeNotInitialized, "the session is not initialized: send initialize (and notifications/initialized) first")
 		return
 	}
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	wg.Add(1)
-	go func() {
-		defer func() { <-sem; wg.Done() }()
+	w.run(func() {
 		resp := t.handle(ctx, id, line)
 		if resp == nil {
 			return
@@ -236,7 +290,7 @@ func (t *stdioTransport) dispatch(ctx context.Context, line []byte, sem chan str
 			t.ready.Store(true)
 		}
 		t.writeMessage(resp)
-	}()
+	})
 }
 
 // handle runs one message through the MCP server, turning a panic into an
@@ -260,6 +314,14 @@ func (t *stdioTransport) handle(ctx context.Context, id any, line []byte) (resp 
 func requestID(raw json.RawMessage) (id any, ok bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, true
+	}
+	// What nearly every client sends (raw is valid JSON: the envelope was
+	// decoded): a number of digits, or a string without escapes.
+	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return i, true
+	}
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : n-1]), true
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()

@@ -52,7 +52,8 @@ func TestAppendMessageMatchesMCPGo(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
-	for raw, want := range map[string]any{``: nil, `null`: nil, `"a"`: "a", `12`: int64(12), `1.5`: 1.5} {
+	for raw, want := range map[string]any{``: nil, `null`: nil, `"a"`: "a", `12`: int64(12), `1.5`: 1.5,
+		`-3`: int64(-3), `""`: "", `"a\"b"`: `a"b`, `"\u0041"`: "A", `1e2`: float64(100), `99999999999999999999`: 1e20} {
 		if got, ok := requestID(json.RawMessage(raw)); !ok || got != want {
 			t.Errorf("requestID(%s) = %v, %v; want %v", raw, got, ok, want)
 		}

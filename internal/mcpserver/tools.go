@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -145,11 +146,13 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 	if ctx.Err() != nil {
 		return toolError(d.tool.Name, ctx.Err()), nil
 	}
-	digest := audit.Digest(req.GetRawArguments())
+	// The digest names the arguments in audit entries; a read that is
+	// neither refused nor asked about writes none, so it is not taken.
+	digest := sync.OnceValue(func() string { return audit.Digest(req.GetRawArguments()) })
 	d, err := s.pick(ctx, defs)
 	if err != nil {
 		if isRefusal(err) {
-			e := s.callEntry(audit.Refused, d.tool.Name, digest)
+			e := s.callEntry(audit.Refused, d.tool.Name, digest())
 			e.Result, e.Detail = "refused", err.Error()
 			s.appendAudit(context.WithoutCancel(ctx), e)
 		}
@@ -174,13 +177,13 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 		}
 		if err != nil {
 			if isRefusal(err) {
-				e := s.callEntry(audit.Refused, d.tool.Name, digest)
+				e := s.callEntry(audit.Refused, d.tool.Name, digest())
 				e.Result, e.Detail = "refused", err.Error()
 				s.appendAudit(context.WithoutCancel(ctx), e)
 			}
 			return toolError(d.tool.Name, err), nil
 		}
-		e := s.callEntry(audit.ToolIntent, d.tool.Name, digest)
+		e := s.callEntry(audit.ToolIntent, d.tool.Name, digest())
 		actx, acancel := context.WithTimeout(ctx, auditTimeout)
 		written, err := s.audit.Append(actx, e)
 		acancel()
@@ -201,7 +204,7 @@ func (s *Server) call(ctx context.Context, defs []toolDef, req mcp.CallToolReque
 	}
 	refused := isRefusal(err)
 	if d.effect || refused {
-		e := s.callEntry(audit.ToolCall, d.tool.Name, digest)
+		e := s.callEntry(audit.ToolCall, d.tool.Name, digest())
 		if d.effect {
 			e.Intent, e.Duration = intent.Seq, time.Since(start).Round(time.Microsecond).String()
 		}
