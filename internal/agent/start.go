@@ -123,8 +123,9 @@ func SocketPath(dir sockets.Dir, id string) (string, error) {
 }
 
 // Check makes every refusal of Prepare that does not need the instance:
-// an unknown provider, a missing program, and the adapter's checks (the
-// directory agents' files go to, a custom command's placeholders). Callers
+// an unknown provider, a missing program, the adapter's checks (the
+// directory agents' files go to, a custom command's placeholders), and a
+// built-in CLI in its sandbox with no API key to sign in with. Callers
 // run it before they start a container, so that a refusal leaves nothing
 // behind; the agent socket's length is covered by sockets.CheckLengths,
 // which `up` runs. It returns the provider and its program's path on the
@@ -143,6 +144,11 @@ func (e *Env) Check(name, mode string) (agentcli.Provider, string, error) {
 	}
 	if err := agentcli.Precheck(p, e.Store.Root); err != nil {
 		return agentcli.Provider{}, "", err
+	}
+	if mode == agentstore.ModeWindow && p.InImage() {
+		if err := e.checkKey(p); err != nil {
+			return agentcli.Provider{}, "", err
+		}
 	}
 	return p, bin, nil
 }
@@ -172,11 +178,6 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	pol, err := checkPolicy(req)
 	if err != nil {
 		return nil, err
-	}
-	if mode == agentstore.ModeWindow && p.InImage() {
-		if err := e.checkKey(p); err != nil {
-			return nil, err
-		}
 	}
 	rec := req.Target.Record
 	id, dir, err := e.Store.Create()
