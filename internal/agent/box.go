@@ -1,20 +1,20 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/cardaccess"
 	"github.com/stem-edu/stem/internal/idmap"
+	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
@@ -29,7 +29,7 @@ const (
 // sandboxServer is the stem MCP server as the CLI in the sandbox starts
 // it: a connection to the host's stem-mcp for this agent.
 func sandboxServer() mcpconfig.Entry {
-	return mcpconfig.Entry{Name: ServerName, Command: sandbox.MCPBinary,
+	return mcpconfig.Entry{Name: agentcli.ServerName, Command: sandbox.MCPBinary,
 		Args: []string{"agent-mcp", "--sock", filepath.Join(sandbox.RunDir, sandbox.MCPSocket)}}
 }
 
@@ -37,17 +37,11 @@ func sandboxServer() mcpconfig.Entry {
 // to mount for it: a built-in CLI named without a path comes with the
 // image; any other program is the host's file, mounted read-only at the
 // same path (a static binary, or a script whose interpreter the image has).
-func sandboxProgram(p Provider, hostBin string) (string, []string) {
+func sandboxProgram(p agentcli.Provider, hostBin string) (string, []string) {
 	if p.InImage() {
 		return p.Command[0], nil
 	}
 	return hostBin, []string{hostBin}
-}
-
-// InImage reports whether the provider's program is one the agent image
-// carries: a built-in CLI named without a path.
-func (p Provider) InImage() bool {
-	return len(p.Command) > 0 && !strings.Contains(p.Command[0], "/") && p.Builtin && p.Adapter != AdapterCustom
 }
 
 // checkExecutable refuses a host program the sandbox could not execute
@@ -71,7 +65,7 @@ func checkExecutable(path string) error {
 // adapter's files go to the read-only configuration directory, the
 // CLI's first-run answers to its home, and the supervisor's spec says how
 // to start the sandbox and what to serve it.
-func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string, started time.Time, pol *agentpolicy.Policy) (*Prepared, error) {
+func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, sock string, started time.Time, pol *agentpolicy.Policy) (*Prepared, error) {
 	rec := req.Target.Record
 	conf, run, home, empty := filepath.Join(dir, boxConfDir), filepath.Join(dir, boxRunDir), filepath.Join(dir, boxHomeDir), filepath.Join(dir, "empty")
 	for _, d := range []string{conf, run, home, empty} {
@@ -100,18 +94,18 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	_, lines := screens[p.Adapter]
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true, EventLines: lines},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
-	s := Session{
+	s := agentcli.Session{
 		ID: id, Provider: p, Binary: prog, Level: req.Level.String(), Instance: rec.Instance,
 		Server: server, Context: ctx.Markdown(),
 		ContextFile: filepath.Join(sandbox.ConfDir, "context.md"), ContextJSON: filepath.Join(sandbox.ConfDir, "context.json"),
 		MCPConfig: filepath.Join(sandbox.ConfDir, "mcp.json"), Dir: sandbox.ConfDir,
 		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Policy: pol, Sandboxed: true,
 	}
-	l, err := Plan(s)
+	l, err := agentcli.Plan(s)
 	if err != nil {
 		return nil, err
 	}
-	cj, err := marshalIndent(ctx)
+	cj, err := jsonwire.Indent(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +113,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	if err := writeFiles(conf, l.Files); err != nil {
 		return nil, err
 	}
-	seeds, err := homeSeeds(p.Adapter, req.Resolved.CardPath, e.getenv)
+	seeds, err := agentcli.HomeSeeds(p.Adapter, req.Resolved.CardPath, e.getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +131,7 @@ func (e *Env) prepareBox(req Request, p Provider, hostBin, id, dir, sock string,
 	for k, v := range sandbox.ProxyEnv() {
 		env[k] = v
 	}
-	for k, v := range adapterSandboxEnv(p.Adapter) {
+	for k, v := range agentcli.SandboxEnv(p.Adapter) {
 		env[k] = v
 	}
 	for k, v := range l.Env {
@@ -182,70 +176,6 @@ func projectSettings(card string) []string {
 		}
 	}
 	return out
-}
-
-// adapterSandboxEnv is what each CLI needs in the sandbox besides its
-// key: Claude lists MCP tools directly (by default it defers them behind
-// its ToolSearch tool, and the model would not see stem's); Gemini trusts
-// the sandbox's working directory (it keeps MCP servers off in a folder it
-// does not trust; the sandbox is the boundary, not its trust list).
-//
-// Gemini CLI otherwise starts a second Node.js process running the whole
-// CLI again, only to give it a heap of half the host's memory: that costs
-// a second Node start-up (over a second on 2 cores) and a resident parent
-// (about 100 MiB), and the heap it asks for exceeds the sandbox's memory
-// limit, so the kernel would end the CLI before V8 collected. One process
-// with a heap bounded below the limit instead; what Gemini relaunches for
-// (a restart after a settings change, a Google login) then ends the CLI,
-// and the student starts the agent again.
-func adapterSandboxEnv(adapter string) map[string]string {
-	switch adapter {
-	case AdapterClaude:
-		return map[string]string{"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-	case AdapterGemini:
-		return map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_CLI_NO_RELAUNCH": "true",
-			"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d", sandbox.MemoryMiB*3/4)}
-	}
-	return nil
-}
-
-// homeSeeds pre-answer the first-run dialogs an interactive CLI would
-// stop at in a fresh home: Claude Code's onboarding, the folder trust of
-// the card (in the sandbox) and "use this API key?" (it keeps the last 20
-// characters of an approved key); Gemini's trust of stem's context
-// directory; Codex's trust of the card.
-func homeSeeds(adapter, card string, getenv func(string) string) (map[string][]byte, error) {
-	if adapter == AdapterGemini {
-		// Gemini asks whether to trust the directory of stem's context
-		// (an include directory) before its first prompt.
-		data, err := json.Marshal(map[string]string{
-			filepath.Join(sandbox.ConfDir, GeminiContextDir): "TRUST_FOLDER", card: "TRUST_FOLDER"})
-		if err != nil {
-			return nil, err
-		}
-		return map[string][]byte{".gemini/trustedFolders.json": data}, nil
-	}
-	if adapter == AdapterCodex {
-		// Codex asks whether to trust a git working tree before its first
-		// prompt; in the sandbox the card's .codex/ (and .claude/,
-		// .gemini/) are hidden, so trusting it takes no settings from it.
-		return map[string][]byte{".codex/config.toml": []byte("[projects." + mcpconfig.TOMLKey(card) + "]\ntrust_level = \"trusted\"\n")}, nil
-	}
-	if adapter != AdapterClaude {
-		return nil, nil
-	}
-	cfg := map[string]any{
-		"hasCompletedOnboarding": true,
-		"projects":               map[string]any{card: map[string]any{"hasTrustDialogAccepted": true}},
-	}
-	if key := getenv("ANTHROPIC_API_KEY"); key != "" {
-		cfg["customApiKeyResponses"] = map[string]any{"approved": []string{key[max(0, len(key)-20):]}, "rejected": []string{}}
-	}
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return map[string][]byte{".claude.json": data}, nil
 }
 
 // giveSandbox gives the sandbox user its home and, at full, the card:

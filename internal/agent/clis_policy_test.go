@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/workspace"
@@ -51,7 +52,7 @@ func TestClaudeOwnEditsFollowThePolicy(t *testing.T) {
 			body, out := r.firstRequestIn(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) }, false,
 				"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
 			own := ownTools(body, `"name":"([A-Za-z_]+)"`)
-			writes := slices.ContainsFunc(claudeWriteTools, func(n string) bool { return slices.Contains(own, n) })
+			writes := slices.ContainsFunc(agentcli.WriteTools(agentcli.AdapterClaude), func(n string) bool { return slices.Contains(own, n) })
 			if writes == policy {
 				t.Fatalf("%s: claude offered its model its own tools %v (write tools present: %v)\n%.2000s", name, own, writes, out)
 			}
@@ -78,7 +79,7 @@ func TestGeminiOwnEditsFollowThePolicy(t *testing.T) {
 			body, out := r.firstRequestIn(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) }, false,
 				"GEMINI_API_KEY=stem-test", "GOOGLE_GEMINI_BASE_URL="+m.URL, trust)
 			own := ownTools(body, `"name":\s*"([A-Za-z_]+)"`)
-			writes := slices.ContainsFunc(geminiWriteTools, func(n string) bool { return slices.Contains(own, n) })
+			writes := slices.ContainsFunc(agentcli.WriteTools(agentcli.AdapterGemini), func(n string) bool { return slices.Contains(own, n) })
 			if writes == policy {
 				t.Fatalf("%s: gemini offered its model its own tools %v (write tools present: %v)\n%.2000s", name, own, writes, out)
 			}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
@@ -82,7 +83,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	os.Chmod(base, 0o700)
-	if err := CheckSettingsDir(base); err != nil {
+	if err := agentcli.CheckSettingsDir(base); err != nil {
 		t.Fatalf("the repository lies under a world-writable directory: %v", err)
 	}
 	dirs := xdg.Dirs{Runtime: filepath.Join(base, "r"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"), Home: filepath.Join(base, "home"), UID: os.Getuid()}
@@ -90,7 +91,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 		os.MkdirAll(d, 0o700)
 	}
 	l := sockets.Layout{Runtime: dirs.Runtime}
-	ps, err := LoadProviders(dirs.Config)
+	ps, err := agentcli.LoadProviders(dirs.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,11 +447,20 @@ func testGemini(t *testing.T, level mcpserver.Level) {
 	if got, want := stemToolsIn(body, `"mcp_stem_([a-z_]+)"`), sortedTools(level); !slices.Equal(got, want) {
 		t.Fatalf("gemini offered the model stem tools %v, want the %s set %v", got, level, want)
 	}
-	ctxFile := filepath.Join(r.p.Record.Dir, GeminiContextDir, "GEMINI.md")
+	ctxFile := filepath.Join(r.p.Record.Dir, agentcli.GeminiContextDir, "GEMINI.md")
 	if !bytes.Contains(body, []byte("Context from: "+ctxFile)) || !bytes.Contains(body, []byte(r.contextMark())) {
 		t.Fatalf("stem's context (%s) is not in gemini's request: %.3000s", ctxFile, body)
 	}
 	if plan := bytes.Contains(body, []byte("You are operating in **Plan Mode**")); plan != (level == mcpserver.Observe) {
 		t.Fatalf("%s: gemini's request in Plan Mode: %v\n%.3000s", level, plan, output)
 	}
+}
+
+func containsSeq(a []string, seq ...string) bool {
+	for i := 0; i+len(seq) <= len(a); i++ {
+		if slices.Equal(a[i:i+len(seq)], seq) {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/registry"
@@ -96,7 +97,7 @@ func NewContext(a AgentInfo, rec registry.Record, dir sockets.Dir, r *workspace.
 			"dir": dir.Path, "tmux": dir.Tmux(), "nvim": dir.Nvim(), "gdb": dir.GDB(), "gdb_sync": dir.GDBSync(),
 		},
 		MCP: MCPInfo{
-			Server:   ServerName,
+			Server:   agentcli.ServerName,
 			Command:  server,
 			Level:    level.String(),
 			Tools:    taskPolicy(rec, r).Tools(level),

@@ -14,7 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/labels"
 	"github.com/stem-edu/stem/internal/mcpserver"
@@ -331,7 +331,7 @@ func TestAgentEdgeRefusalsLeaveNothing(t *testing.T) {
 	if err := os.WriteFile(broken, []byte("not a program\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(a.Base, "config", agent.ConfigFile)
+	cfgPath := filepath.Join(a.Base, "config", agentcli.ConfigFile)
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +397,7 @@ command = ["`+broken+`"]
 // agent record or directory.
 func TestAgentEdgeStartRefusalsBeforeUp(t *testing.T) {
 	a := newAccount(t)
-	cfgPath := filepath.Join(a.Base, "config", agent.ConfigFile)
+	cfgPath := filepath.Join(a.Base, "config", agentcli.ConfigFile)
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
@@ -77,7 +77,7 @@ command = [%q, "--report", %q, "--above", "gdb_break"]
 [providers.helper]
 command = [%q, "--report", %q]
 `, client, report, client, report)
-	if err := os.WriteFile(filepath.Join(a.Base, "config", agent.ConfigFile), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(a.Base, "config", agentcli.ConfigFile), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return a

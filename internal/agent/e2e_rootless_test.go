@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
@@ -37,7 +37,7 @@ func newStudentBoxAccount(t testing.TB, script ...modelserver.Step) (*boxAccount
 	a := &account{Account: s.Account(t, bin), t: t}
 	b := withModel(t, a, script...)
 	// Written by root (the test); the student's stemctl reads it.
-	if err := os.Lchown(filepath.Join(a.Base, "config", agent.ConfigFile), s.UID, s.GID); err != nil {
+	if err := os.Lchown(filepath.Join(a.Base, "config", agentcli.ConfigFile), s.UID, s.GID); err != nil {
 		t.Fatal(err)
 	}
 	return b, s

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
@@ -145,7 +145,7 @@ const geminiRelaunchEnv = `env = { GEMINI_CLI_NO_RELAUNCH = "", NODE_OPTIONS = "
 // provider's settings undone, and a function writing either.
 func configVariants(tb testing.TB, ba *boxAccount) (string, string, func(string)) {
 	tb.Helper()
-	path := filepath.Join(ba.Base, "config", agent.ConfigFile)
+	path := filepath.Join(ba.Base, "config", agentcli.ConfigFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/testenv"
@@ -75,7 +75,7 @@ args = ["-c", "model=\"gpt-test\"", "-c", "model_provider=\"stemtest\"",
 egress = [%s]
 args = ["-m", "gemini-2.5-flash"]
 `, rule, rule, base, rule)
-	f, err := os.OpenFile(filepath.Join(a.Base, "config", agent.ConfigFile), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(a.Base, "config", agentcli.ConfigFile), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/mcpserver"
 )
@@ -115,7 +115,7 @@ func TestAgentStartHazard3AndRP2350ThenStopAll(t *testing.T) {
 // nothing of the agent is left, and the student's session is intact.
 func TestAgentStopKillsAProviderThatIgnoresSignals(t *testing.T) {
 	a := newAccount(t)
-	cfgPath := filepath.Join(a.Base, "config", agent.ConfigFile)
+	cfgPath := filepath.Join(a.Base, "config", agentcli.ConfigFile)
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)

@@ -31,32 +31,6 @@ func checkPolicy(req Request) (*agentpolicy.Policy, error) {
 	return &p, nil
 }
 
-// ownEditsOff reports whether the CLI's own tools (file edits, shell) must
-// not change files: at observe, and whenever the task's policy keeps
-// agents from editing directly or caps them below assist. Its edits to
-// the card then go through stem, whose server holds the policy.
-func (s Session) ownEditsOff() bool {
-	if s.Level == levels.Observe.String() {
-		return true
-	}
-	if s.Policy == nil {
-		return false
-	}
-	l, err := levels.Parse(s.Level)
-	if err != nil {
-		return true
-	}
-	eff, ok := s.Policy.Effective(l)
-	return !ok || eff < levels.Assist || s.Policy.Edits != agentpolicy.EditsDirect
-}
-
-// Each CLI's own tools that write files or run commands, which ownEditsOff
-// turns off where the CLI has no read-only mode that keeps MCP tools.
-var (
-	claudeWriteTools = []string{"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"}
-	geminiWriteTools = []string{"run_shell_command", "write_file", "replace"}
-)
-
 // policyText is the context's sentence on the policy ("" for none).
 func policyText(p agentpolicy.Policy, l levels.Level) string {
 	if p.IsDefault() {

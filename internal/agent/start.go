@@ -16,9 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/instance"
+	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 	"github.com/stem-edu/stem/internal/procstat"
@@ -41,7 +43,7 @@ type Env struct {
 	// Environ is the caller's environment: the agent inherits it (PATH,
 	// credentials), plus stem's variables.
 	Environ   []string
-	Providers *Providers
+	Providers *agentcli.Providers
 	// Progress gets one line per step (may be nil).
 	Progress io.Writer
 	// RemoveSandbox (may be nil) removes an agent's sandbox container by
@@ -65,8 +67,8 @@ type Request struct {
 // the MCP configuration and the adapter's files.
 type Prepared struct {
 	Record  agentstore.Record
-	Launch  Launch
-	Session Session
+	Launch  agentcli.Launch
+	Session agentcli.Session
 	Context Context
 	// Box is the sandbox a window agent runs in (nil with --here).
 	Box *BoxSpec
@@ -107,7 +109,7 @@ func (e *Env) ServerEntry(inst string, level levels.Level, agentID string) mcpco
 	if agentID != "" {
 		args = append(args, "--agent", agentID)
 	}
-	return mcpconfig.Entry{Name: ServerName, Command: e.MCPBinary, Args: args, Env: env}
+	return mcpconfig.Entry{Name: agentcli.ServerName, Command: e.MCPBinary, Args: args, Env: env}
 }
 
 // SocketPath is the agent terminal's socket in the container's socket
@@ -121,33 +123,39 @@ func SocketPath(dir sockets.Dir, id string) (string, error) {
 }
 
 // Check makes every refusal of Prepare that does not need the instance:
-// an unknown provider, a missing program, and the adapter's checks (the
-// directory agents' files go to, a custom command's placeholders). Callers
+// an unknown provider, a missing program, the adapter's checks (the
+// directory agents' files go to, a custom command's placeholders), and a
+// built-in CLI in its sandbox with no API key to sign in with. Callers
 // run it before they start a container, so that a refusal leaves nothing
 // behind; the agent socket's length is covered by sockets.CheckLengths,
 // which `up` runs. It returns the provider and its program's path on the
 // host: none for a CLI the agent image carries when it runs in its
 // sandbox (mode agentstore.ModeWindow), which needs nothing installed on the host.
-func (e *Env) Check(name, mode string) (Provider, string, error) {
+func (e *Env) Check(name, mode string) (agentcli.Provider, string, error) {
 	p, err := e.Providers.Get(name)
 	if err != nil {
-		return Provider{}, "", err
+		return agentcli.Provider{}, "", err
 	}
 	bin := ""
 	if mode != agentstore.ModeWindow || !p.InImage() {
 		if bin, err = p.Binary(e.getenv("PATH")); err != nil {
-			return Provider{}, "", err
+			return agentcli.Provider{}, "", err
 		}
 	}
-	if err := Precheck(p, e.Store.Root); err != nil {
-		return Provider{}, "", err
+	if err := agentcli.Precheck(p, e.Store.Root); err != nil {
+		return agentcli.Provider{}, "", err
+	}
+	if mode == agentstore.ModeWindow && p.InImage() {
+		if err := e.checkKey(p); err != nil {
+			return agentcli.Provider{}, "", err
+		}
 	}
 	return p, bin, nil
 }
 
 // checkKey refuses a CLI that would stop at its own sign-in screen in the
 // sandbox: none of the credentials it takes there is set.
-func (e *Env) checkKey(p Provider) error {
+func (e *Env) checkKey(p agentcli.Provider) error {
 	vars := sandbox.Credentials(p.Adapter)
 	for _, v := range vars {
 		if e.getenv(v) != "" {
@@ -157,7 +165,7 @@ func (e *Env) checkKey(p Provider) error {
 	if len(vars) == 0 {
 		return nil
 	}
-	return &NoKeyError{Provider: p.Name, Vars: vars, Where: keyPages[p.Adapter]}
+	return &agentcli.NoKeyError{Provider: p.Name, Vars: vars, Where: agentcli.KeyPage(p.Adapter)}
 }
 
 // Prepare creates the agent's directory and files. mode is agentstore.ModeWindow or
@@ -170,11 +178,6 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	pol, err := checkPolicy(req)
 	if err != nil {
 		return nil, err
-	}
-	if mode == agentstore.ModeWindow && p.InImage() {
-		if err := e.checkKey(p); err != nil {
-			return nil, err
-		}
 	}
 	rec := req.Target.Record
 	id, dir, err := e.Store.Create()
@@ -206,18 +209,18 @@ func (e *Env) Prepare(req Request, mode string) (_ *Prepared, err error) {
 	server := e.ServerEntry(rec.Instance, req.Level, id)
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{server.Command}, server.Args...))
-	s := Session{
+	s := agentcli.Session{
 		ID: id, Provider: p, Binary: bin, Level: req.Level.String(), Instance: rec.Instance,
 		Server: server, Context: ctx.Markdown(),
 		ContextFile: filepath.Join(dir, "context.md"), ContextJSON: filepath.Join(dir, "context.json"),
 		MCPConfig: filepath.Join(dir, "mcp.json"), Dir: dir,
 		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Policy: pol,
 	}
-	l, err := Plan(s)
+	l, err := agentcli.Plan(s)
 	if err != nil {
 		return nil, err
 	}
-	cj, err := marshalIndent(ctx)
+	cj, err := jsonwire.Indent(ctx)
 	if err != nil {
 		return nil, err
 	}

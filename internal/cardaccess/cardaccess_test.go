@@ -107,6 +107,7 @@ func card(t *testing.T) (dir, outside string) {
 }
 
 func TestCardGivesTheContainerTheCard(t *testing.T) {
+	t.Parallel()
 	dir, outside := card(t)
 	// Control: before the grant the container's uid writes nothing.
 	if canWrite(t, container, filepath.Join(dir, "t1/hello.c")) {
@@ -159,6 +160,7 @@ func TestCardGivesTheContainerTheCard(t *testing.T) {
 // TestDefaultsNameTheStudent: what the container makes, the student (here
 // uid 4343) may change.
 func TestDefaultsNameTheStudent(t *testing.T) {
+	t.Parallel()
 	dir, _ := card(t)
 	const student = 4343
 	if _, err := Card(dir, Grant{Container: container, Student: student}); err != nil {
@@ -177,6 +179,7 @@ func TestDefaultsNameTheStudent(t *testing.T) {
 }
 
 func TestSocketDirAndTraverse(t *testing.T) {
+	t.Parallel()
 	needs.Root(t, "acting as another uid")
 	base := openDir(t)
 	inst := filepath.Join(base, "inst")
@@ -231,6 +234,7 @@ func acl(t *testing.T, p string) posixacl.ACL {
 // stand-in for a board's serial port: the null device's numbers, mode
 // 0600 as udev leaves a tty to root and its group).
 func TestDevice(t *testing.T) {
+	t.Parallel()
 	needs.Root(t, "making a device node")
 	dir := openDir(t)
 	node := filepath.Join(dir, "ttyACM-test")
@@ -258,6 +262,7 @@ func TestDevice(t *testing.T) {
 
 // TestSocket: a socket gets the entry; anything else is refused.
 func TestSocket(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "s.sock")
 	ln, err := net.Listen("unix", p)

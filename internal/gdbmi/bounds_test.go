@@ -49,6 +49,7 @@ func fakeBridge(t *testing.T, answer func(tok string, w *bufio.Writer)) string {
 // maxEventLine keep only their class and a cut text, a line of empty
 // lists stops at maxValues, and a line over maxResultLine is skipped.
 func TestHostileBridgeBounded(t *testing.T) {
+	t.Parallel()
 	chunk := strings.Repeat("x", 64<<10)
 	sock := fakeBridge(t, func(tok string, w *bufio.Writer) {
 		// Events first: a huge untokened console record, and a huge
@@ -99,6 +100,7 @@ func TestHostileBridgeBounded(t *testing.T) {
 }
 
 func TestParseValueCap(t *testing.T) {
+	t.Parallel()
 	_, err := Parse("^done,x=[" + strings.Repeat("[],", maxValues) + "[]]")
 	if err == nil || !strings.Contains(err.Error(), "values in one record") {
 		t.Fatalf("a record of %d values: %v", maxValues+1, err)

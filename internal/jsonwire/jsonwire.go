@@ -9,6 +9,7 @@
 package jsonwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"math/bits"
@@ -22,6 +23,20 @@ import (
 // Marshal returns the JSON encoding of v.
 func Marshal(v any) ([]byte, error) {
 	return Append(make([]byte, 0, estimate(v, 4)), v)
+}
+
+// Indent returns v as JSON indented by two spaces, with a final newline and
+// <, > and & as they are: for files a person or a program reads, not for
+// HTML.
+func Indent(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // estimate guesses the encoded size of v, so that a large result is

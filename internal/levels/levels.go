@@ -86,6 +86,17 @@ var tools = []Tool{
 	{"gdb_command", Full, 0},
 }
 
+// gateTools are the tools a session has only when the SSH gate serves it:
+// the gate's own verbs, offered as tools of that session. They are not in
+// Tools or ToolNames, which list what any server at a level offers (a
+// forwarder such as the teacher's class server has no gate behind it).
+var gateTools = []Tool{
+	{"gate_status", Observe, 0}, // every grant has the status verb
+}
+
+// GateTools returns the gate-only tools with their ranges.
+func GateTools() []Tool { return append([]Tool(nil), gateTools...) }
+
 // Tools returns the table, in the server's registration order.
 func Tools() []Tool { return append([]Tool(nil), tools...) }
 

@@ -232,6 +232,9 @@ func TestAuditThroughTheServer(t *testing.T) {
 // TestAgentFlagChecked: an --agent that is not an agent id is a usage error,
 // before anything is served or logged.
 func TestAgentFlagChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds stem-mcp; mcpcmd's TestServeChecksTheAgentFlag is the in-process twin")
+	}
 	for _, bad := range []string{"x;id", "../a1b2c3", "A1B2C3", "a1b2c3d", strings.Repeat("a", 200), "a1b2c3\n"} {
 		cmd := exec.Command(stemMCP(t), "serve", "--level", "observe", "--agent", bad)
 		cmd.Env = []string{"XDG_RUNTIME_DIR=" + t.TempDir(), "STEM_STATE_DIR=" + t.TempDir()}

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"sort"
@@ -77,5 +78,32 @@ func TestInProcessHigherToolsAreAbsent(t *testing.T) {
 		if n := c.sent(h); n != 1 {
 			t.Errorf("control: %s at full sent %d, want 1", c.tool, n)
 		}
+	}
+}
+
+// A gate-served session has gate_status at every level, answering with the
+// gate's status; a session the gate does not serve has no such tool (the
+// control: the same level without the gate).
+func TestInProcessGateStatusAtEveryLevel(t *testing.T) {
+	t.Parallel()
+	for _, l := range []mcpserver.Level{mcpserver.Observe, mcpserver.Assist, mcpserver.Full} {
+		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
+			status := func(context.Context) (any, error) { return map[string]any{"grant": "g-" + l.String()}, nil }
+			h := mcptest.New(t, mcptest.Options{Level: l, GateStatus: status})
+			if !slices.Contains(h.Tools(), mcpserver.GateStatusTool) {
+				t.Fatalf("%s: no %s in %v", l, mcpserver.GateStatusTool, h.Tools())
+			}
+			if r := h.Call(mcpserver.GateStatusTool, nil); r.IsError || r.Fields["grant"] != "g-"+l.String() {
+				t.Fatalf("%s: %s answered %+v", l, mcpserver.GateStatusTool, r)
+			}
+			plain := mcptest.New(t, mcptest.Options{Level: l})
+			if slices.Contains(plain.Tools(), mcpserver.GateStatusTool) {
+				t.Fatalf("%s: %s without a gate", l, mcpserver.GateStatusTool)
+			}
+			if _, err := plain.CallErr(mcpserver.GateStatusTool, nil); err == nil {
+				t.Fatalf("%s: %s called without a gate", l, mcpserver.GateStatusTool)
+			}
+		})
 	}
 }

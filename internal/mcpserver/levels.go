@@ -9,19 +9,19 @@ import "github.com/stem-edu/stem/internal/levels"
 func definitions() []toolDef {
 	var out []toolDef
 	out = append(out, sessionTools()...)
-	out = append(out, paneObserveTools()...)
-	out = append(out, nvimObserveTools()...)
+	out = append(out, paneReadTools()...)
+	out = append(out, nvimReadTools()...)
 	out = append(out, blameTools()...)
-	out = append(out, gdbObserveTools()...)
+	out = append(out, gdbStatusTools()...)
 	out = append(out, eventTools()...)
-	out = append(out, nvimAssistTools()...)
+	out = append(out, nvimEditTools()...)
 	out = append(out, proposalTools()...)
 	out = append(out, sendKeysTools()...)
-	out = append(out, gdbAssistTools()...)
+	out = append(out, gdbControlTools()...)
 	out = append(out, taskActionTools()...)
-	out = append(out, nvimFullTools()...)
-	out = append(out, paneFullTools()...)
-	out = append(out, gdbFullTools()...)
+	out = append(out, nvimFreeTextTools()...)
+	out = append(out, paneRunTools()...)
+	out = append(out, gdbCommandTools()...)
 	return out
 }
 

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -70,4 +71,58 @@ func TestWithLevelsTableDecides(t *testing.T) {
 	if d := got[2]; d.tool.Description != "any pane" || d.at(Assist) || !d.at(Full) {
 		t.Errorf("second keys entry: %q at assist %v, at full %v", d.tool.Description, d.at(Assist), d.at(Full))
 	}
+}
+
+// The gate-only tools take their ranges from levels' gate table as every
+// other tool takes its own from the main table: each definition has its
+// entry and each entry its definition, and none of them is a tool of the
+// main table (a forwarder would then offer a gate verb with no gate).
+func TestGateTableMatchesDefinitions(t *testing.T) {
+	got := gateTools()
+	table := levels.GateTools()
+	if len(got) != len(table) || len(table) == 0 {
+		t.Fatalf("%d gate definitions with a range, %d entries in levels' gate table", len(got), len(table))
+	}
+	for i, e := range table {
+		d := got[i]
+		if d.tool.Name != e.Name || d.min != e.Min || d.max != e.Max {
+			t.Errorf("gate tool %d: defined %s %v-%v, table says %s %v-%v", i, d.tool.Name, d.min, d.max, e.Name, e.Min, e.Max)
+		}
+		if levels.Known(e.Name) {
+			t.Errorf("%s is in both the gate table and the main table", e.Name)
+		}
+	}
+	// Control: without its table entry the definition exists at no level.
+	for _, d := range withLevels([]toolDef{gateStatusTool()}, nil) {
+		t.Errorf("%s has a range with no table entry", d.tool.Name)
+	}
+}
+
+// A description that names a level (an agent reads "(full level)") must
+// name the level the table gives that definition, so the text cannot
+// drift from the one statement of the range.
+func TestDescriptionsNameTheTablesLevel(t *testing.T) {
+	for _, d := range append(allTools(), gateTools()...) {
+		if bad := wrongLevelWords(d); len(bad) > 0 {
+			t.Errorf("%s (%v-%v) says %q", d.tool.Name, d.min, d.max, bad)
+		}
+	}
+	// Control: the check sees a description that names another level.
+	d := toolDef{min: Assist}
+	d.tool.Description = "Type keys (full level)."
+	if len(wrongLevelWords(d)) == 0 {
+		t.Error("an assist definition described as full level passed")
+	}
+}
+
+var levelWord = regexp.MustCompile(`\b(observe|assist|full) level\b`)
+
+func wrongLevelWords(d toolDef) []string {
+	var bad []string
+	for _, m := range levelWord.FindAllStringSubmatch(d.tool.Description, -1) {
+		if m[1] != d.min.String() {
+			bad = append(bad, m[0])
+		}
+	}
+	return bad
 }

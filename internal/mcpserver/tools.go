@@ -82,11 +82,15 @@ func (s *Server) register() {
 		})
 	}
 	if s.opt.GateStatus != nil {
-		d := gateStatusTool()
-		d.tool = rawSchema(d.tool)
-		s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return s.call(ctx, []toolDef{d}, req)
-		})
+		for _, d := range gateTools() {
+			if !d.at(s.opt.Level) {
+				continue
+			}
+			d.tool = rawSchema(d.tool)
+			s.mcp.AddTool(d.tool, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return s.call(ctx, []toolDef{d}, req)
+			})
+		}
 	}
 	s.registerResources()
 }

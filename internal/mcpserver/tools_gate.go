@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stem-edu/stem/internal/levels"
 )
 
 // GateStatusTool is the name of the tool a gate-served session adds.
@@ -14,11 +16,12 @@ const GateStatusTool = "gate_status"
 // gate serves: the same answer for the same grant (the allowed instances,
 // whether tmux and Neovim answer, the grant's name, level and expiry), so
 // a teacher's open session can poll it without a new SSH connection. It
-// exists at every level because every grant already gets it as a verb.
-// The gate audits each call; the server audits only its refusals.
+// takes its level range from levels' gate table, as every tool takes its
+// own from levels' table. The gate audits each call; the server audits
+// only its refusals.
 func gateStatusTool() toolDef {
 	return toolDef{
-		min: Observe, clean: true, timeout: 10 * time.Second,
+		clean: true, timeout: 10 * time.Second,
 		tool: mcp.NewTool(GateStatusTool,
 			mcp.WithDescription("The SSH gate's status for this grant: the account, the grant's name, level and expiry, and each instance the grant allows with whether its tmux and Neovim answer. The same as the gate's status verb; each call is written to the student's audit log."),
 			readOnly()),
@@ -26,6 +29,13 @@ func gateStatusTool() toolDef {
 			return s.opt.GateStatus(ctx)
 		},
 	}
+}
+
+// gateTools returns the gate-only definitions with their ranges from
+// levels' gate table, in its order; like allTools, a definition the table
+// does not name exists at no level.
+func gateTools() []toolDef {
+	return withLevels([]toolDef{gateStatusTool()}, levels.GateTools())
 }
 
 // Tools returns the definitions of the tools a server at level l offers

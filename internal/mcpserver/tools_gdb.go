@@ -15,7 +15,7 @@ import (
 
 const maxWaitMS = 30000
 
-func gdbObserveTools() []toolDef {
+func gdbStatusTools() []toolDef {
 	return []toolDef{{
 		clean: true,
 		tool: mcp.NewTool("gdb_status",
@@ -133,7 +133,7 @@ func runControl(ctx context.Context, s *Server, cmd gdbmi.Command, wait time.Dur
 	}
 }
 
-func gdbAssistTools() []toolDef {
+func gdbControlTools() []toolDef {
 	return []toolDef{
 		{
 			effect: true, clean: true,
@@ -256,7 +256,7 @@ func hardwareAddress(profile, doing string, a uint64) error {
 	return nil
 }
 
-func gdbFullTools() []toolDef {
+func gdbCommandTools() []toolDef {
 	return []toolDef{{
 		effect: true, clean: true,
 		tool: mcp.NewTool("gdb_command",

@@ -24,7 +24,7 @@ const (
 	defaultReadByte = 64 * 1024
 )
 
-func nvimObserveTools() []toolDef {
+func nvimReadTools() []toolDef {
 	return []toolDef{
 		{
 			tool: mcp.NewTool("nvim_status",

@@ -18,7 +18,7 @@ const (
 	maxExBytes   = 64 * 1024
 )
 
-func nvimAssistTools() []toolDef {
+func nvimEditTools() []toolDef {
 	return []toolDef{
 		{
 			effect: true,
@@ -228,7 +228,7 @@ func runHint(ctx context.Context, s *Server, req mcp.CallToolRequest) (any, erro
 	return map[string]any{"path": cp.Rel, "line": line, "hint_id": id}, nil
 }
 
-func nvimFullTools() []toolDef {
+func nvimFreeTextTools() []toolDef {
 	return []toolDef{
 		{
 			effect: true,

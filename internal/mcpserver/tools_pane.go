@@ -50,7 +50,7 @@ func withPane() mcp.ToolOption {
 	return mcp.WithString("pane", mcp.Required(), mcp.Description("pane id such as %3, from pane_list"), mcp.MaxLength(12))
 }
 
-func paneObserveTools() []toolDef {
+func paneReadTools() []toolDef {
 	return []toolDef{
 		{
 			// Titles, window names, commands and @stem_ options are set
@@ -346,7 +346,7 @@ func sendKeysTools() []toolDef {
 	}
 }
 
-func paneFullTools() []toolDef {
+func paneRunTools() []toolDef {
 	return []toolDef{
 		{
 			effect: true, timeout: (maxRunTimeout + 5000) * time.Millisecond,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/class/standin"
@@ -224,7 +224,7 @@ func writeProvider(b *testing.B, a *testenv.Account, every time.Duration) {
 [providers.soak]
 command = [%q, "--report", "{home}/report.json", "--soak-every", %q, "--soak-report", "{home}/soak.json"]
 `, client, every.String())
-	if err := os.WriteFile(filepath.Join(a.Base, "config", agent.ConfigFile), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(a.Base, "config", agentcli.ConfigFile), []byte(cfg), 0o600); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -37,6 +37,9 @@ type Options struct {
 	// Share serves the instance of another harness (its directories,
 	// record and fakes) from a second server, as a second client would.
 	Share *Harness
+	// GateStatus, when set, serves the session as the SSH gate does: its
+	// gate_status tool answers with what this returns.
+	GateStatus func(context.Context) (any, error)
 }
 
 // Harness is one in-process stem-mcp session on a fake instance.
@@ -82,7 +85,7 @@ func New(t testing.TB, opt Options) *Harness {
 		Getenv:   func(string) string { return "" }, ErrOut: lockedWriter{h},
 		Inspector: h.Engine,
 		Dirs:      &xdg.Dirs{Runtime: in.Dirs.Runtime, State: in.Dirs.State, Config: in.Dirs.Config, Home: in.Dirs.Home},
-		Connect:   h.connect,
+		Connect:   h.connect, GateStatus: opt.GateStatus,
 	})
 	if err != nil {
 		t.Fatal(err)

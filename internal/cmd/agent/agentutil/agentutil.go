@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/cmdutil"
@@ -26,12 +27,12 @@ import (
 )
 
 // Providers loads the provider configuration.
-func Providers(f *cmdutil.Factory) (*agent.Providers, error) {
+func Providers(f *cmdutil.Factory) (*agentcli.Providers, error) {
 	d, err := f.Dirs()
 	if err != nil {
 		return nil, err
 	}
-	return agent.LoadProviders(d.Config)
+	return agentcli.LoadProviders(d.Config)
 }
 
 // NewEnv builds the agent environment. The agent inherits this process's
@@ -45,7 +46,7 @@ func NewEnv(f *cmdutil.Factory) (*agent.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := agent.LoadProviders(d.Config)
+	ps, err := agentcli.LoadProviders(d.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 			return err
 		}
 		fmt.Fprintf(ios.ErrOut, "stemctl: agent %s: %s on %s at level %s, here (MCP server %q: %s)\n",
-			p.Record.ID, p.Record.Provider, p.Record.Instance, p.Record.Level, agent.ServerName, serverLine(p.Record.MCP))
+			p.Record.ID, p.Record.Provider, p.Record.Instance, p.Record.Level, agentcli.ServerName, serverLine(p.Record.MCP))
 		code, err := env.RunHere(p, in, out, errOut)
 		if err != nil {
 			return err
@@ -230,7 +231,7 @@ func Launch(ctx context.Context, f *cmdutil.Factory, o LaunchOptions) error {
 	}
 	out := ios.Out
 	fmt.Fprintf(out, "agent %s: %s on %s at level %s, in window %q (%s) of the student's tmux\n", rec.ID, rec.Provider, rec.Instance, rec.Level, rec.Provider, rec.Window)
-	fmt.Fprintf(out, "  MCP      server %q: %s\n", agent.ServerName, serverLine(rec.MCP))
+	fmt.Fprintf(out, "  MCP      server %q: %s\n", agentcli.ServerName, serverLine(rec.MCP))
 	fmt.Fprintf(out, "  context  %s (and the resource stem://context)\n", rec.Context)
 	fmt.Fprintf(out, "  see it   stemctl attach %s\n", rec.Instance)
 	fmt.Fprintf(out, "  stop     stemctl agent stop %s\n", rec.ID)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/cmd/agent/agentutil"
 	"github.com/stem-edu/stem/internal/cmdutil"
@@ -23,7 +23,7 @@ type Options struct {
 
 // Entry is one provider as listed.
 type Entry struct {
-	agent.Provider
+	agentcli.Provider
 	// Sandbox is where `agent start` runs the CLI: the agent image, for
 	// a CLI it carries.
 	Sandbox string `json:"sandbox,omitempty"`
@@ -49,7 +49,7 @@ stem MCP server and the task context. Example agents.toml:
   [providers.codex]
   args = ["--model", "o4-mini"]       # appended to every codex agent
 
-Placeholders for custom commands: ` + strings.Join(agent.Placeholders, " ") + `.`,
+Placeholders for custom commands: ` + strings.Join(agentcli.Placeholders, " ") + `.`,
 		Example: `  stemctl agent providers
   stemctl agent providers --json`,
 		Args: cobra.NoArgs,
@@ -77,7 +77,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		switch {
 		case len(p.Command) == 0:
-			e.Missing = "no command configured (" + agent.ConfigFile + ")"
+			e.Missing = "no command configured (" + agentcli.ConfigFile + ")"
 		case p.InImage():
 			e.Sandbox = image
 			e.Path = path // for --here; none needed otherwise

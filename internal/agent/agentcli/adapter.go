@@ -1,8 +1,6 @@
-package agent
+package agentcli
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
+	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
@@ -267,7 +266,7 @@ func geminiLaunch(s Session) (Launch, error) {
 		settings["privacy"] = map[string]any{"usageStatisticsEnabled": false}
 		settings["general"] = map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false}
 	}
-	data, err := marshalIndent(settings)
+	data, err := jsonwire.Indent(settings)
 	if err != nil {
 		return Launch{}, err
 	}
@@ -363,15 +362,4 @@ func CheckSettingsDir(dir string) error {
 			return nil
 		}
 	}
-}
-
-func marshalIndent(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }

@@ -1,14 +1,12 @@
-// Package agent runs AI agent CLIs (Codex, Claude Code, Gemini CLI, or any
-// command) next to a student's session: the agent process runs on the host
-// (where the CLI, its credentials and the network are), reaches the session
-// only through a stem-mcp server fixed to one instance and one access level,
-// and its terminal appears in a new window of the student's tmux through a
-// relay (see package ptyproto), or in the caller's terminal with --here.
-//
-// Providers are data (a command, extra arguments, what to install) plus a
-// small adapter that knows how one CLI takes an MCP server and a context
-// file. Nothing outside the adapters knows any vendor's flags.
-package agent
+// Package agentcli is the catalogue of agent CLIs stem can launch (Codex,
+// Claude Code, Gemini CLI, or any command): providers are data (a command,
+// extra arguments, what to install) read from the built-ins and agents.toml,
+// plus a small adapter per kind of CLI that knows how it takes an MCP server
+// and a context file, and turns a Session into the Launch to run. Nothing
+// outside the adapters knows any vendor's flags; package agent launches and
+// supervises what Plan returns, and `stemctl agent providers` lists the
+// catalogue without linking either.
+package agentcli
 
 import (
 	"errors"
@@ -274,6 +272,15 @@ var keyPages = map[string]string{
 	"codex":  "platform.openai.com, API keys",
 	"gemini": "aistudio.google.com, Get API key",
 }
+
+// InImage reports whether the provider's program is one the agent image
+// carries: a built-in CLI named without a path.
+func (p Provider) InImage() bool {
+	return len(p.Command) > 0 && !strings.Contains(p.Command[0], "/") && p.Builtin && p.Adapter != AdapterCustom
+}
+
+// KeyPage says where keys for the adapter's CLI are made ("" for none).
+func KeyPage(adapter string) string { return keyPages[adapter] }
 
 // Binary resolves the provider's program with the PATH in path (the
 // caller's environment, so the same program the student would run).
