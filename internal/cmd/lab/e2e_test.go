@@ -183,7 +183,7 @@ func TestLabAddTwice(t *testing.T) {
 		if out, err := bAcct.Command(context.Background(), "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", c.have, bConf).CombinedOutput(); err != nil {
 			t.Fatalf("%v %s", err, out)
 		}
-		out, errOut, code := stemctl(t, bin, "lab", "add", b, "--lab-dir", labDir, "--shared-store", "none", "--image", native, "--json")
+		out, errOut, code := stemctl(t, bin, "lab", "add", b, "--lab-dir", labDir, "--shared-store", "none", "--image", native, "--host", "labhost", "--json")
 		if code != 0 {
 			t.Fatalf("lab add %s: exit %d\n%s\n%s", b, code, out, errOut)
 		}
