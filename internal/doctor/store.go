@@ -78,7 +78,7 @@ func checkImageIDs(e *Env) Result {
 	r.Detail = fmt.Sprintf("%s does not store images as the containers' ids (remap-uids and remap-gids %q): the first stemctl up of each image waits several seconds while Podman copies it, and the copy takes its size again on disk", e.StorageConf, want)
 	fix := strings.ReplaceAll(strings.TrimSpace(OwnStorageConf(m)), "\n", `\n`)
 	fix = strings.ReplaceAll(fix, `"`, `\"`)
-	r.Fix = fmt.Sprintf(`printf "%s\n" > %s   (images loaded before keep the copy; an image loaded after is stored as the containers' ids; or, as root, stemctl lab update %s)`, fix, e.StorageConf, e.User)
+	r.Fix = fmt.Sprintf(`printf "%s\n" > %s   (an image loaded before still gets Podman's copy on its first container, one loaded after none; or, as root, stemctl lab update %s writes it)`, fix, e.StorageConf, e.User)
 	return r
 }
 
