@@ -55,6 +55,9 @@ git worktree remove --force "$base" 2>/dev/null
 # stemctl up of a new instance as root and as a non-root student with
 # rootless Podman (the benchmark makes the account: needs root).
 bench ./internal/cmd/e2e/ 'UpNew' 10
+# A student's first up of an image: a new account from stemctl lab add,
+# as after a reboot, its Podman service started by that up (needs root).
+bench ./internal/cmd/lab/ 'FirstRootlessUp' 3 60m
 bench ./internal/cardgit/ 'Check' 2000
 bench ./internal/cardaccess/ 'CardUnchanged' 200
 bench ./internal/cmd/debug/ 'StopToSign' 100
@@ -158,6 +161,12 @@ row "\`up\`, new instance (in stemctl)" BenchmarkUpCreate p50-ms ms "< 1.5 s" "i
 row "\`stemctl up\`, new instance (wall clock)" CLI:up-create-wall "" ms "< 1.5 s" "bin/stemctl process start to exit, after \`stemctl rm\`"
 row "\`stemctl up\`, new instance, root's Podman" BenchmarkUpNew/rootful p50-ms ms "< 1.5 s" "bin/stemctl process start to exit, as root with rootful Podman"
 row "\`stemctl up\`, new instance, a student's rootless Podman" BenchmarkUpNew/rootless p50-ms ms "< 1.5 s" "as above, as a non-root account with its own rootless Podman"
+row "first rootless \`stemctl up\` of an image, own store" BenchmarkFirstRootlessUp/own p50-ms ms "< 2 s" "a new account from \`stemctl lab add\` (image loaded, stored as the containers' ids), as after a reboot: bin/stemctl process start to exit, the Podman service's start included"
+row "… of it, the Podman service's start" BenchmarkFirstRootlessUp/own service-p50-ms ms "" "\`podman system service\` started by that up to its socket answering (stemctl's service log)"
+row "… of it, \`up\` in stemctl" BenchmarkFirstRootlessUp/own manager-up-p50-ms ms "" "instance.Manager.Up: create, start, both sockets answering"
+row "first rootless \`stemctl up\`, own store without remap" BenchmarkFirstRootlessUp/own-unmapped p50-ms ms "" "as above, storage.conf with the overlay driver alone (what lab wrote before): Podman copies the image for stem's ids"
+row "first rootless \`stemctl up\`, shared store" BenchmarkFirstRootlessUp/shared p50-ms ms "< 2 s" "as above, the account reading lab's shared store through fuse-overlayfs"
+row "… of it, the Podman service's start" BenchmarkFirstRootlessUp/shared service-p50-ms ms "" "as above"
 row "card git check" BenchmarkCheck ns/op µs "" "the card's .git identity and the nested-repository scan (inf/bss)"
 row "card ACL walk, nothing to change" BenchmarkCardUnchanged ns/op ms "" "what every \`up\` pays for the container's access to the card: 1,000 files in 50 directories, each ACL read through its descriptor"
 row "\`up\` of a healthy instance (in stemctl)" BenchmarkUpReuse p50-ms ms "< 150 ms" "instance.Manager.Up that reuses: resolve, inspect, probe both servers"

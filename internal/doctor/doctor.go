@@ -114,7 +114,7 @@ func Run(ctx context.Context, e *Env) []Result {
 	eng, svc, err := connect(ctx, e, pi)
 	rs = append(rs, checkService(svc, err))
 	rs = append(rs, checkSubIDs(e), checkRuntimeDir(e), checkLinger(e))
-	rs = append(rs, checkStorage(e, pi), checkSharedStore(e), checkCgroups(e, pi))
+	rs = append(rs, checkStorage(e, pi), checkSharedStore(e), checkImageIDs(e), checkCgroups(e, pi))
 	rs = append(rs, checkACL("acl-workspace", e.Workspace, e), checkACL("acl-runtime", e.Runtime, e))
 	imgs, present := checkImages(ctx, e, eng, err)
 	rs = append(rs, checkRuntime(ctx, e, eng, err, present))

@@ -86,6 +86,8 @@ func fakeEnv(t *testing.T) (*Env, *fakeEngine) {
 	}
 	writeFile(t, e.SubIDs.SubUID, "other:100000:65536\nstu:165536:65536\n")
 	writeFile(t, e.SubIDs.SubGID, "other:100000:65536\nstu:165536:65536\n")
+	e.StorageConf = filepath.Join(dir, "storage.conf")
+	writeFile(t, e.StorageConf, OwnStorageConf(idmap.Map{EngineBase: 1, Host: 165536, HostGID: 165536, Size: 65536}))
 	if err := os.Mkdir(e.Runtime, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func TestHostileHome(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, []byte(storageConf), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(plainStorageConf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(canary, "config", "containers", "storage.conf")); err != nil {

@@ -129,23 +129,26 @@ func ensureRuntime(ctx context.Context, o *Options, a *Account) Step {
 
 func tmpfilesPath(o *Options, name string) string { return doctor.TmpfilesPath(o.TmpfilesDir, name) }
 
-// storageConf picks overlay: Podman 4.3 may pick vfs, which copies the
-// whole image for every container.
-const storageConf = "[storage]\ndriver = \"overlay\"\n"
+// plainStorageConf is what lab wrote for an account's own store before
+// it stored images as the containers' ids: lab replaces it.
+const plainStorageConf = "[storage]\ndriver = \"overlay\"\n"
 
 // ensurePodmanConfig writes the account's storage.conf (reading the
 // shared store unless why says why not) and, when the host needs one,
 // containers.conf. A file the student changed is kept; one lab wrote
-// for the other kind of store is replaced.
+// for the other kind of store, or an older one of lab's, is replaced.
 func ensurePodmanConfig(ctx context.Context, o *Options, a *Account, why string) Step {
 	st := Step{Account: a.Name, Name: "podman config"}
-	conf, mode := storageConf, "own image store: "+why
-	var labs []string
+	own := plainStorageConf
+	if m, err := idmap.Rootless(o.SubIDs, a.Name, strconv.Itoa(a.UID)); err == nil {
+		own = doctor.OwnStorageConf(m)
+	}
+	conf, mode := own, "own image store: "+why
+	labs := []string{plainStorageConf, own}
 	if o.Shared != nil {
 		labs = append(labs, o.Shared.StorageConf())
 		if why == "" {
 			conf, mode = o.Shared.StorageConf(), "shared image store "+o.Shared.Root
-			labs = []string{storageConf}
 		}
 	}
 	files := [][2]string{{".config/containers/storage.conf", conf}}

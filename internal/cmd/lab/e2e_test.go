@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/stem-edu/stem/internal/access"
+	"github.com/stem-edu/stem/internal/doctor"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/lab"
 	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
@@ -36,7 +39,7 @@ const native = "localhost/stem-native-amd64:latest"
 // readableBin copies stemctl and stem-mcp where every account can run
 // them (the test build directory is root's alone), as an administrator
 // installs them in /usr/local/bin.
-func readableBin(t *testing.T) string {
+func readableBin(t testing.TB) string {
 	t.Helper()
 	testenv.Binary(t, "stemctl", "./cmd/stemctl")
 	built := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
@@ -59,13 +62,13 @@ func readableBin(t *testing.T) string {
 }
 
 // stemctl runs root's stemctl and returns its stdout and exit code.
-func stemctl(t *testing.T, bin string, args ...string) (string, string, int) {
+func stemctl(t testing.TB, bin string, args ...string) (string, string, int) {
 	t.Helper()
 	return stemctlEnv(t, bin, nil, args...)
 }
 
 // stemctlEnv is stemctl with env added to root's environment.
-func stemctlEnv(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+func stemctlEnv(t testing.TB, bin string, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -84,7 +87,7 @@ func stemctlEnv(t *testing.T, bin string, env []string, args ...string) (string,
 	return stdout.String(), stderr.String(), 0
 }
 
-func steps(t *testing.T, out string) []lab.Step {
+func steps(t testing.TB, out string) []lab.Step {
 	t.Helper()
 	var s []lab.Step
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
@@ -95,7 +98,7 @@ func steps(t *testing.T, out string) []lab.Step {
 
 // accountName is a fresh account name; the account is removed (as lab rm
 // would, without the archive) when the test ends.
-func accountName(t *testing.T) string {
+func accountName(t testing.TB) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := student.Prefix + "l" + hex.EncodeToString(b)
@@ -162,6 +165,37 @@ func TestLabAddTwice(t *testing.T) {
 	}
 	t.Logf("second run: %v", time.Since(start))
 
+	// An account lab enrolled before it stored images as the containers'
+	// ids gets the new storage.conf; one the student wrote stays.
+	bAcct, err := lab.Lookup(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bConf := filepath.Join(bAcct.Home, ".config", "containers", "storage.conf")
+	bIDs, err := idmap.Rootless(idmap.DefaultFiles, b, strconv.Itoa(bAcct.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ have, want, result string }{
+		{"[storage]\ndriver = \"overlay\"\n", doctor.OwnStorageConf(bIDs), lab.Done},
+		{"[storage]\ndriver = \"vfs\"\n", "[storage]\ndriver = \"vfs\"\n", lab.Already},
+	} {
+		if out, err := bAcct.Command(context.Background(), "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", c.have, bConf).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		out, errOut, code := stemctl(t, bin, "lab", "add", b, "--lab-dir", labDir, "--shared-store", "none", "--image", native, "--host", "labhost", "--json")
+		if code != 0 {
+			t.Fatalf("lab add %s: exit %d\n%s\n%s", b, code, out, errOut)
+		}
+		st := findStep(t, steps(t, out), b, "podman config")
+		if data, _ := os.ReadFile(bConf); st.Result != c.result || string(data) != c.want {
+			t.Errorf("storage.conf %q: %+v, now\n%s", c.have, st, data)
+		}
+	}
+	if out, err := bAcct.Command(context.Background(), "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", doctor.OwnStorageConf(bIDs), bConf).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+
 	out, errOut, code = stemctl(t, bin, "lab", "status", "--lab-dir", labDir, "--json")
 	var sts []lab.Status
 	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 2 {
@@ -200,6 +234,20 @@ func TestLabAddTwice(t *testing.T) {
 	if st := run("status", "native-amd64-demo-hello-t1"); !strings.Contains(st, "state      running") {
 		t.Fatalf("status:\n%s", st)
 	}
+	// The image was stored as the containers' ids when lab loaded it:
+	// the first up used it as it is (BenchmarkFirstRootlessUp's
+	// own-unmapped shape is the control, where Podman copies it).
+	m, err := idmap.Rootless(idmap.DefaultFiles, acct.Name, strconv.Itoa(acct.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(acct.Home, ".config", "containers", "storage.conf")
+	if data, err := os.ReadFile(conf); err != nil || string(data) != doctor.OwnStorageConf(m) {
+		t.Errorf("%s: %v\n%s", conf, err, data)
+	}
+	if copied, err := mappedCopy(acct); err != nil || copied {
+		t.Errorf("the first up made a copy of the image for the containers' ids (%v)", err)
+	}
 	card := filepath.Join(acct.Home, "dev", "workspace", "stem", "demo", "hello")
 	if _, err := acct.Command(context.Background(), "sh", "-c", `echo mine > "$1/EDIT"`, "sh", card).CombinedOutput(); err != nil {
 		t.Fatal(err)
@@ -231,10 +279,6 @@ func TestLabAddTwice(t *testing.T) {
 
 	// lab update: a changed image reaches the account, the student's
 	// edit stays, and a second update changes nothing.
-	bAcct, err := lab.Lookup(b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bCard := filepath.Join(bAcct.Home, "dev", "workspace", "stem", "demo", "hello")
 	if out, err := bAcct.Command(context.Background(), "sh", "-c", `echo mine >> "$1/stem.toml"`, "sh", bCard).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)

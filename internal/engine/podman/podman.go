@@ -244,6 +244,7 @@ func startService(ctx context.Context, opts Options, path string) (*Service, err
 	cmd.Env = withoutEnv(os.Environ(), "CONTAINER_HOST", "CONTAINER_CONNECTION")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, ExplainError(fmt.Errorf("start the Podman service (%s): %w", podman, err))
 	}
@@ -267,6 +268,9 @@ func startService(ctx context.Context, opts Options, path string) (*Service, err
 			return nil, fmt.Errorf("start the Podman service: %w", ctx.Err())
 		case <-tick.C:
 			if probe(ctx, path) == nil {
+				// The service's share of a first command's wait, for
+				// whoever reads why it was slow.
+				fmt.Fprintf(logf, "--- answered after %d ms\n", time.Since(began).Milliseconds())
 				return svc, nil
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -270,7 +271,7 @@ func TestConnectStartsService(t *testing.T) {
 		t.Errorf("Service = %+v", s)
 	}
 	log, err := os.ReadFile(s.Log)
-	if err != nil || !strings.Contains(string(log), "system service --time=0 unix://"+sock) {
+	if err != nil || !strings.Contains(string(log), "system service --time=0 unix://"+sock) || !regexp.MustCompile(`(?m)^--- answered after [0-9]+ ms$`).Match(log) {
 		t.Errorf("service log %s: %v\n%s", s.Log, err, log)
 	}
 	// The service is in its own session, not in our process group.

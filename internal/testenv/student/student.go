@@ -18,7 +18,8 @@
 // Get makes one account per test process (useradd, with subordinate ids
 // for rootless Podman, a password-less login, /run/user/UID), gives it the
 // Podman configuration a student would write (~/.config/containers:
-// storage.conf with the overlay driver, and a copy of $CONTAINERS_CONF as
+// storage.conf with the overlay driver storing images as the ids of stem's
+// containers, and a copy of $CONTAINERS_CONF as
 // containers.conf when the host needs one) and loads each image it is
 // asked for into the account's own storage. Accounts left by a test
 // process that died are removed by the next Get.
@@ -41,6 +42,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/doctor"
+	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/procstat"
 )
 
@@ -176,8 +179,12 @@ func (s *Student) setup() error {
 	if err := os.MkdirAll(s.Runtime, 0o700); err != nil {
 		return err
 	}
+	m, err := idmap.Rootless(idmap.DefaultFiles, s.Name, strconv.Itoa(s.UID))
+	if err != nil {
+		return err
+	}
 	files := map[string]string{
-		".config/containers/storage.conf": "[storage]\ndriver = \"overlay\"\n",
+		".config/containers/storage.conf": doctor.OwnStorageConf(m),
 		".gitconfig":                      "[user]\n\tname = Test Student\n\temail = student@example.org\n[init]\n\tdefaultBranch = main\n",
 	}
 	if cc := os.Getenv("CONTAINERS_CONF"); cc != "" {
