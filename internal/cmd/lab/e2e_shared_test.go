@@ -28,7 +28,7 @@ const nodev = "localhost/stem-native-amd64:nodev"
 // shareableImage is the native image the shared store can hold: the
 // profile's own when its layers carry no device node (force_mask cannot
 // keep a device's owner), else nodev.
-func shareableImage(t *testing.T) string {
+func shareableImage(t testing.TB) string {
 	t.Helper()
 	dir, err := exec.Command("podman", "image", "mount", native).Output()
 	if err != nil {
@@ -46,7 +46,7 @@ func shareableImage(t *testing.T) string {
 
 // sharedStore is a shared image store of the test's own (not the
 // machine's), removed at the end.
-func sharedStore(t *testing.T) *lab.Shared {
+func sharedStore(t testing.TB) *lab.Shared {
 	t.Helper()
 	dir, err := os.MkdirTemp("/var/tmp", "stemlab-store")
 	if err != nil {
@@ -62,7 +62,7 @@ func sharedStore(t *testing.T) *lab.Shared {
 }
 
 // sharedPodman runs root's Podman on the test's store.
-func sharedPodman(t *testing.T, s *lab.Shared, args ...string) string {
+func sharedPodman(t testing.TB, s *lab.Shared, args ...string) string {
 	t.Helper()
 	full := append([]string{"--root", s.Root, "--runroot", s.RunRoot, "--storage-driver", "overlay",
 		"--storage-opt", "overlay.force_mask=shared", "--storage-opt", "overlay.mount_program=" + s.MountProgram}, args...)
@@ -108,7 +108,7 @@ func asAccount(ctx context.Context, a *lab.Account, name string, args ...string)
 	return stdout.String(), nil
 }
 
-func noErrors(t *testing.T, what string, errs []error) {
+func noErrors(t testing.TB, what string, errs []error) {
 	t.Helper()
 	for _, err := range errs {
 		if err != nil {
@@ -332,7 +332,7 @@ func TestLabThirtyStudentsSlow(t *testing.T) {
 	}
 }
 
-func findStep(t *testing.T, st []lab.Step, account, name string) lab.Step {
+func findStep(t testing.TB, st []lab.Step, account, name string) lab.Step {
 	t.Helper()
 	for _, s := range st {
 		if s.Account == account && s.Name == name {
@@ -344,7 +344,7 @@ func findStep(t *testing.T, st []lab.Step, account, name string) lab.Step {
 }
 
 // duBytes is the disk dir uses, in bytes (du -s).
-func duBytes(t *testing.T, dir string) int64 {
+func duBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	out, _ := exec.Command("du", "-s", "-B1", "-x", dir).Output()
 	f := strings.Fields(string(out))

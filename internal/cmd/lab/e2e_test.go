@@ -36,7 +36,7 @@ const native = "localhost/stem-native-amd64:latest"
 // readableBin copies stemctl and stem-mcp where every account can run
 // them (the test build directory is root's alone), as an administrator
 // installs them in /usr/local/bin.
-func readableBin(t *testing.T) string {
+func readableBin(t testing.TB) string {
 	t.Helper()
 	testenv.Binary(t, "stemctl", "./cmd/stemctl")
 	built := testenv.Binary(t, "stem-mcp", "./cmd/stem-mcp")
@@ -59,13 +59,13 @@ func readableBin(t *testing.T) string {
 }
 
 // stemctl runs root's stemctl and returns its stdout and exit code.
-func stemctl(t *testing.T, bin string, args ...string) (string, string, int) {
+func stemctl(t testing.TB, bin string, args ...string) (string, string, int) {
 	t.Helper()
 	return stemctlEnv(t, bin, nil, args...)
 }
 
 // stemctlEnv is stemctl with env added to root's environment.
-func stemctlEnv(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+func stemctlEnv(t testing.TB, bin string, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -84,7 +84,7 @@ func stemctlEnv(t *testing.T, bin string, env []string, args ...string) (string,
 	return stdout.String(), stderr.String(), 0
 }
 
-func steps(t *testing.T, out string) []lab.Step {
+func steps(t testing.TB, out string) []lab.Step {
 	t.Helper()
 	var s []lab.Step
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
@@ -95,7 +95,7 @@ func steps(t *testing.T, out string) []lab.Step {
 
 // accountName is a fresh account name; the account is removed (as lab rm
 // would, without the archive) when the test ends.
-func accountName(t *testing.T) string {
+func accountName(t testing.TB) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := student.Prefix + "l" + hex.EncodeToString(b)
