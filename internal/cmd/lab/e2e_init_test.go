@@ -31,8 +31,9 @@ func initLines(t *testing.T, out string) map[string]string {
 }
 
 // TestLabInitTwice: lab init installs the programs where an ordinary
-// account runs them and loads the image into a shared store the account
-// starts a container from; a second init changes nothing. A program
+// account runs them, loads the image into a shared store the account
+// starts a container from and records the course's cards, which lab add
+// then copies without --cards; a second init changes nothing. A program
 // changed since (a new build) is installed again, and nothing else.
 func TestLabInitTwice(t *testing.T) {
 	needs.Real(t, "Podman, stem's images, fuse-overlayfs and a real account")
@@ -54,7 +55,9 @@ func TestLabInitTwice(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(prefix) })
 	os.Chmod(prefix, 0o755)
 	prefix = filepath.Join(prefix, "bin")
-	args := []string{"lab", "init", "--prefix", prefix, "--shared-store", store.Root, "--image", img, "--lab-dir", t.TempDir()}
+	labDir := t.TempDir()
+	cards := filepath.Join(testenv.RepoRoot(), "examples", "workspace")
+	args := []string{"lab", "init", "--prefix", prefix, "--shared-store", store.Root, "--image", img, "--lab-dir", labDir, "--cards", cards}
 
 	out, errOut, code := stemctl(t, bin, args...)
 	if code != 0 {
@@ -62,7 +65,7 @@ func TestLabInitTwice(t *testing.T) {
 	}
 	first := initLines(t, out)
 	// The control for the second run: the first did the work.
-	for _, name := range append(programSteps(), "shared image "+img) {
+	for _, name := range append(programSteps(), "shared image "+img, "course cards") {
 		if first[name] != lab.Done {
 			t.Errorf("first init: %s %q\n%s", name, first[name], out)
 		}
@@ -126,6 +129,26 @@ func TestLabInitTwice(t *testing.T) {
 		t.Errorf("%s's own storage holds %d MB: the image was copied", s.Name, own>>20)
 	}
 
+	// lab add without --cards copies the cards init recorded.
+	if src, err := lab.CourseCards(labDir); err != nil || src != cards {
+		t.Fatalf("recorded cards %q %v", src, err)
+	}
+	name := accountName(t)
+	out, errOut, code = stemctl(t, bin, "lab", "add", name, "--lab-dir", labDir, "--shared-store", store.Root, "--image", img, "--json")
+	if code != 0 {
+		t.Fatalf("lab add: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if st := findStep(t, steps(t, out), name, "cards"); st.Result != lab.Done {
+		t.Errorf("cards: %+v", st)
+	}
+	a, err := lab.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.Home, "dev", "workspace", "stem", "demo", "hello", "stem.toml")); err != nil {
+		t.Errorf("the recorded cards did not reach %s: %v", name, err)
+	}
+
 	// A new build of one program is installed again; the rest stays.
 	if err := os.WriteFile(filepath.Join(bin, "stem-dial"), append(dial, 0), 0o755); err != nil {
 		t.Fatal(err)
@@ -135,7 +158,8 @@ func TestLabInitTwice(t *testing.T) {
 		t.Fatalf("lab init after a new build: exit %d\n%s\n%s", code, out, errOut)
 	}
 	third := initLines(t, out)
-	if third["install stem-dial"] != lab.Done || third["install stemctl"] != lab.Already || third["shared image "+img] != lab.Already {
+	if third["install stem-dial"] != lab.Done || third["install stemctl"] != lab.Already || third["shared image "+img] != lab.Already ||
+		third["course cards"] != lab.Already {
 		t.Errorf("after a new stem-dial: %v\n%s", third, out)
 	}
 }

@@ -19,6 +19,7 @@ type InitOptions struct {
 	common
 	Prefix string
 	Images []string
+	Cards  string
 }
 
 // NewCmdInit builds `stemctl lab init`.
@@ -32,8 +33,12 @@ func NewCmdInit(f *cmdutil.Factory, runF func(context.Context, *InitOptions) err
 /dev/fuse usable by every account (now, and at boot by a udev rule), and loads
 stem's images that root's Podman has (or the --image ones) into the shared
 image store (--shared-store), which lab add and import point each account
-at. A program or image already there is left.`,
+at, and, with --cards, records the course's cards (a directory or a git
+repository) in the lab's directory: add, import and update then copy them
+when they are given no --cards. A program, image or source already there is
+left.`,
 		Example: `  stemctl lab init
+  stemctl lab init --cards https://git.example.edu/course/cards.git
   stemctl lab init --prefix /opt/stem/bin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,6 +46,7 @@ at. A program or image already there is left.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "/usr/local/bin", "where to install the programs")
+	cmd.Flags().StringVar(&opts.Cards, "cards", "", "the course's cards for every account: a directory of SERIES/CARD/stem.toml, or a git repository holding one (#REF for a branch or tag)")
 	cmd.Flags().StringArrayVar(&opts.Images, "image", nil, "an image of root's Podman to share (repeat; default every stem image root has)")
 	opts.common.flags(cmd)
 	return cmd
@@ -62,6 +68,13 @@ func RunInit(ctx context.Context, opts *InitOptions) error {
 	out := opts.F.IOStreams.Out
 	o.Progress = progress(out)
 	_, err = lab.Install(filepath.Dir(self), opts.Prefix, o.Progress)
+	if opts.Cards != "" {
+		st := lab.SetCourseCards(ctx, o.Dir, opts.Cards)
+		o.Progress(st)
+		if st.Result == lab.Failed && err == nil {
+			err = fmt.Errorf("--cards: %s", st.Detail)
+		}
+	}
 	refs := opts.Images
 	if len(refs) == 0 {
 		for _, img := range doctor.Images() {
