@@ -75,23 +75,27 @@ func storeCheck(s *Shared) (doctor.Result, bool) {
 
 // merge puts root's results in place of the account's of the same name
 // (the account's order kept, root's others at the end) and marks each
-// with who answered it.
+// with who answered it. An account's answer to a check root made is
+// dropped, however many times it gives one.
 func merge(account, root []doctor.Result) []Result {
 	byRoot := map[string]doctor.Result{}
 	for _, r := range root {
 		byRoot[r.Name] = r
 	}
+	done := map[string]bool{}
 	var out []Result
 	for _, r := range account {
-		if rr, ok := byRoot[r.Name]; ok {
+		rr, ok := byRoot[r.Name]
+		switch {
+		case ok && !done[r.Name]:
 			out = append(out, Result{Result: rr, By: ByRoot})
-			delete(byRoot, r.Name)
-			continue
+			done[r.Name] = true
+		case !ok:
+			out = append(out, Result{Result: r, By: ByAccount})
 		}
-		out = append(out, Result{Result: r, By: ByAccount})
 	}
 	for _, r := range root {
-		if _, ok := byRoot[r.Name]; ok {
+		if !done[r.Name] {
 			out = append(out, Result{Result: r, By: ByRoot})
 		}
 	}

@@ -74,7 +74,9 @@ func TestStoreCheck(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	t.Parallel()
-	account := []doctor.Result{{Name: "podman", Status: doctor.OK}, {Name: "subordinate-ids", Status: doctor.OK}, {Name: "workspace", Status: doctor.OK}}
+	// The account answers subordinate-ids twice, hoping one survives.
+	account := []doctor.Result{{Name: "podman", Status: doctor.OK}, {Name: "subordinate-ids", Status: doctor.OK},
+		{Name: "workspace", Status: doctor.OK}, {Name: "subordinate-ids", Status: doctor.OK}}
 	root := []doctor.Result{{Name: "subordinate-ids", Status: doctor.Fail}, {Name: "shared-store", Status: doctor.OK}}
 	got := merge(account, root)
 	var names, by []string
