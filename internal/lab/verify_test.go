@@ -156,7 +156,9 @@ func TestStatusDoesNotTrustTheAccount(t *testing.T) {
 		t.Errorf("missing %v names what only the account answered", st.Missing)
 	}
 
-	if s := ensureSubIDs(ctx, o, a); s.Result != Done {
+	// Under the machine's lock, as lab takes it: another lab run may be
+	// choosing ranges now.
+	if s := locked(ctx, o, name, "subordinate ids", func() Step { return ensureSubIDs(ctx, o, a) }); s.Result != Done {
 		t.Fatalf("subordinate ids: %+v", s)
 	}
 	if s := ensureRuntime(ctx, o, a); s.Result != Done {
