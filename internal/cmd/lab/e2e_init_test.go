@@ -48,13 +48,13 @@ func TestLabInitTwice(t *testing.T) {
 	}
 	img := shareableImage(t)
 	store := sharedStore(t)
-	prefix, err := os.MkdirTemp("", "stemlab-prefix")
+	top, err := os.MkdirTemp("", "stemlab-prefix")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(prefix) })
-	os.Chmod(prefix, 0o755)
-	prefix = filepath.Join(prefix, "bin")
+	t.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	prefix := filepath.Join(top, "bin")
 	labDir := t.TempDir()
 	cards := filepath.Join(testenv.RepoRoot(), "examples", "workspace")
 	args := []string{"lab", "init", "--prefix", prefix, "--shared-store", store.Root, "--image", img, "--lab-dir", labDir, "--cards", cards}
