@@ -84,6 +84,13 @@ bench ./internal/agent/ 'EventToModel' 5
 bench ./internal/agent/ 'SandboxedAgentStart/rootful' 5
 # The dashboard's server: 30 students busy and idle, one student's page.
 bench ./internal/class/dashboard/ 'ThirtyBusy|ThirtyIdle|StudentPage' 500
+# A lab of 30 real accounts on one shared image store: one lab import of
+# the class's CSV, each student's first up, the disk each costs, lab status
+# and lab update after an image change (the accounts are removed after).
+bench ./internal/cmd/lab/ 'LabThirty' 1 60m
+# The task's make on the shared store (fuse-overlayfs) and on an account's
+# own copy of the image (kernel overlay), paired.
+bench ./internal/cmd/lab/ 'LabCompile' 10
 # The soak: 30 MCP clients on one instance, an agent through its relay and
 # the class server over 30 sessions, for BENCH_SOAK (default 30m) after a
 # warm-up; memory and descriptors of each process at its start and end.
@@ -231,6 +238,19 @@ row "\`stem-mcp class\` peak memory, 30, one flooding" BenchmarkClassUnderAttack
 row "\`stem-mcp class\` exit on SIGTERM, one flooding" BenchmarkClassUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"
 row "\`class serve\` peak memory, 30, calm" BenchmarkServeUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory of stemctl class serve from start"
 row "\`class serve\` peak memory, 30, one flooding" BenchmarkServeUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
+row "\`lab import\` of 30 students" BenchmarkLabThirty enrol30-s s "" "one \`stemctl lab import\` of a CSV of 30 new accounts onto a new shared image store (the native image loaded into it once), process start to exit"
+row "enrolment, per student" BenchmarkLabThirty enrol-per-student-ms ms "" "as above, divided by 30"
+row "first \`stemctl up\` of an enrolled student" BenchmarkLabThirty first-up-p50-ms ms "< 10 s" "each new account's first \`stemctl up\` (demo hello 1) right after the import, four students at a time, median of the 30"
+row "first \`stemctl up\` of an enrolled student, slowest" BenchmarkLabThirty first-up-max-ms ms "" "as above, the slowest of the 30"
+row "disk per enrolled student" BenchmarkLabThirty disk-per-student-MB MB "< 200 MB" "the student's home after one up (Podman's storage included) plus 1/30 of the shared store"
+row "a student's home after one up" BenchmarkLabThirty home-KB KB "" "du of the home: cards, configuration, the container's changes"
+row "the shared image store" BenchmarkLabThirty store-MB MB "" "du of the store holding the native image once"
+row "\`lab status\` of 30" BenchmarkLabThirty status30-s s "" "root's checks and \`stemctl doctor\` as each of the 30 (four at a time), process start to exit"
+row "\`lab update\` of 30, image changed" BenchmarkLabThirty update30-s s "" "a rebuilt image (a new id under the same name) loaded into the shared store and seen by each of the 30"
+row "the task's \`make\`, shared store" BenchmarkLabCompile shared-make-ms ms "" "demo hello 1's \`make\` after \`make clean\`, timed in the container, the image's files read through fuse-overlayfs"
+row "the task's \`make\`, own store" BenchmarkLabCompile own-make-ms ms "" "as above in an account with its own copy of the image (kernel overlay), paired"
+row "the task's first \`make\`, shared store" BenchmarkLabCompile shared-first-make-ms ms "" "the first \`make\` after \`stemctl up\`, one sample"
+row "the task's first \`make\`, own store" BenchmarkLabCompile own-first-make-ms ms "" "as above, own store"
 row "soak length" BenchmarkSoak minutes min "≥ 30 min" "30 MCP clients on one instance (each its own \`stem-mcp serve\`, one call every 500 ms), an agent calling through its relay at the same pace, \`stem-mcp class\` over 30 sessions (class_overview every 2 s)"
 row "soak warm-up" BenchmarkSoak warmup-minutes min "" "before the start is read: every caller has called and every \`stem-mcp\` the soak starts has run a collection its heap's growth set off (its gctrace), so memory is at its working size"
 row "soak calls" BenchmarkSoak calls calls "" "tool calls answered during the soak, all callers"

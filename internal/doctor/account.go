@@ -81,6 +81,10 @@ func CheckSubIDs(e *Env) Result { return checkSubIDs(e) }
 // GID, LingerDir and SystemdDir).
 func CheckLinger(e *Env) Result { return checkLinger(e) }
 
+// CheckRuntimeDir is the runtime-dir check alone (e needs User, UID, GID
+// and Runtime), for an administrator checking the account.
+func CheckRuntimeDir(e *Env) Result { return checkRuntimeDir(e) }
+
 func checkSubIDs(e *Env) Result {
 	r := Result{Name: "subordinate-ids", Required: true}
 	if !e.Rootless() {

@@ -163,8 +163,8 @@ func checkSSHD(e *Env) Result {
 		r.Detail = p + ": a teacher's grant can reach this account"
 		return r
 	}
-	if exists("/usr/sbin/sshd") {
-		r.Detail = "/usr/sbin/sshd: a teacher's grant can reach this account"
+	if exists(e.SSHD) {
+		r.Detail = e.SSHD + ": a teacher's grant can reach this account"
 		return r
 	}
 	r.Status = Warn

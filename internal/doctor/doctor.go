@@ -89,7 +89,10 @@ type Env struct {
 	// StorageConf is the account's containers-storage.conf; Fuse is the
 	// FUSE device (/dev/fuse).
 	StorageConf, Fuse string
-	Images            []Image
+	// SSHD is sshd's place when it is not on PATH (/usr/sbin/sshd, which
+	// an ordinary account's PATH often leaves out).
+	SSHD   string
+	Images []Image
 
 	LookPath func(string) (string, error)
 	// Output runs a program as the account and returns its stdout.

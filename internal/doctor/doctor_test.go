@@ -253,3 +253,62 @@ func TestWorkspaceAndGit(t *testing.T) {
 		t.Fatalf("no identity: %+v", r)
 	}
 }
+
+func TestStorageOverlay(t *testing.T) {
+	e, _ := fakeEnv(t)
+	if r := checkStorage(e, info{Driver: "overlay"}); r.Status != OK || r.Fix != "" {
+		t.Fatalf("overlay: %+v", r)
+	}
+	// podman info failing leaves the driver unknown: a warning, not OK.
+	e.Output = func(context.Context, string, ...string) (string, error) { return "", errors.New("exit status 125") }
+	if r := find(t, Run(context.Background(), e), "storage-driver"); r.Status != Warn || !strings.Contains(r.Detail, "unknown") {
+		t.Fatalf("podman info failing: %+v", r)
+	}
+}
+
+// TestSSHD: sshd on PATH or in its usual place passes; neither is a
+// warning naming the package (teacher access alone needs it).
+func TestSSHD(t *testing.T) {
+	e, _ := fakeEnv(t)
+	if r := checkSSHD(e); r.Status != OK || !strings.Contains(r.Detail, "/usr/bin/sshd") {
+		t.Fatalf("on PATH: %+v", r)
+	}
+	e.LookPath = func(p string) (string, error) {
+		if p == "sshd" {
+			return "", errors.New("not found")
+		}
+		return "/usr/bin/" + p, nil
+	}
+	e.SSHD = filepath.Join(e.Home, "sbin", "sshd")
+	writeFile(t, e.SSHD, "")
+	if r := checkSSHD(e); r.Status != OK || !strings.Contains(r.Detail, e.SSHD) {
+		t.Fatalf("outside PATH: %+v", r)
+	}
+	os.Remove(e.SSHD)
+	rs := Run(context.Background(), e)
+	r := find(t, rs, "sshd")
+	if r.Status != Warn || r.Required || r.Fix != "(as root) apt-get install openssh-server" || !strings.Contains(r.Detail, "teacher") {
+		t.Fatalf("missing: %+v", r)
+	}
+	if Failed(rs) {
+		t.Error("no sshd failed the account: only a teacher's access needs it")
+	}
+}
+
+// TestMCPMissing: without stem-mcp the account is not ready, and the fix
+// says how to get it.
+func TestMCPMissing(t *testing.T) {
+	e, _ := fakeEnv(t)
+	if r := checkMCP(e); r.Status != OK || r.Detail != "/usr/bin/stem-mcp" {
+		t.Fatalf("control: %+v", r)
+	}
+	e.MCP = func() (string, error) { return "", errors.New("stem-mcp not found beside /usr/local/bin/stemctl") }
+	rs := Run(context.Background(), e)
+	r := find(t, rs, "stem-mcp")
+	if r.Status != Fail || !r.Required || !strings.Contains(r.Detail, "not found") || !strings.HasPrefix(r.Fix, "make build") {
+		t.Fatalf("missing: %+v", r)
+	}
+	if !Failed(rs) {
+		t.Error("no stem-mcp, yet not Failed")
+	}
+}

@@ -12,7 +12,8 @@ import (
 	"github.com/stem-edu/stem/internal/doctor"
 )
 
-// Status is one account's readiness, from `stemctl doctor` run as it.
+// Status is one account's readiness: root's own checks (RootChecked)
+// and, for the rest, `stemctl doctor` run as the account.
 type Status struct {
 	Name  string `json:"name"`
 	Host  string `json:"host"`
@@ -21,8 +22,16 @@ type Status struct {
 	// could not run.
 	Missing []string `json:"missing,omitempty"`
 	// Warnings names the checks that are not fine but not required.
-	Warnings []string        `json:"warnings,omitempty"`
-	Checks   []doctor.Result `json:"checks,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	Checks   []Result `json:"checks,omitempty"`
+}
+
+// Result is one check's result and who answered it: ByRoot, or
+// ByAccount (the account's doctor, which the student could make print
+// anything).
+type Result struct {
+	doctor.Result
+	By string `json:"by"`
 }
 
 // report is `stemctl doctor --json`'s shape.
@@ -69,7 +78,8 @@ func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
 // statusParallel is how many accounts' doctors run at once.
 const statusParallel = 4
 
-// checkOne runs stemctl doctor as account n.
+// checkOne checks account n: root's own checks, then stemctl doctor run
+// as the account for the rest.
 func checkOne(ctx context.Context, o *Options, n, host string) Status {
 	st := Status{Name: n, Host: host}
 	a, err := Lookup(n)
@@ -80,21 +90,13 @@ func checkOne(ctx context.Context, o *Options, n, host string) Status {
 		st.Missing = []string{"account: " + err.Error()}
 		return st
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
-	cancel()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		st.Missing = []string{fmt.Sprintf("doctor: %v", err)}
-		return st
+	mine := rootChecks(o, a)
+	theirs, err := accountDoctor(ctx, o, a)
+	st.Checks = merge(theirs, mine)
+	if err != nil {
+		st.Missing = []string{err.Error()}
 	}
-	var rep report
-	if jerr := json.Unmarshal(data, &rep); jerr != nil {
-		st.Missing = []string{fmt.Sprintf("doctor: %v (%v)", jerr, err)}
-		return st
-	}
-	st.Ready, st.Checks = rep.OK, rep.Checks
-	for _, c := range rep.Checks {
+	for _, c := range st.Checks {
 		switch {
 		case c.Status == doctor.Fail && c.Required:
 			st.Missing = append(st.Missing, c.Name)
@@ -102,5 +104,26 @@ func checkOne(ctx context.Context, o *Options, n, host string) Status {
 			st.Warnings = append(st.Warnings, c.Name)
 		}
 	}
+	st.Ready = len(st.Missing) == 0
 	return st
+}
+
+// accountDoctor runs stemctl doctor --json as the account.
+func accountDoctor(ctx context.Context, o *Options, a *Account) ([]doctor.Result, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
+	cancel()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return nil, fmt.Errorf("doctor: %v", err)
+	}
+	var rep report
+	if jerr := json.Unmarshal(data, &rep); jerr != nil {
+		return nil, fmt.Errorf("doctor: %v (%v)", jerr, err)
+	}
+	if !rep.OK && !doctor.Failed(rep.Checks) {
+		// Its verdict and its checks disagree: believe neither.
+		return rep.Checks, fmt.Errorf("doctor: says not ok with no failed requirement")
+	}
+	return rep.Checks, nil
 }

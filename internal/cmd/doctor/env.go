@@ -55,6 +55,7 @@ func NewEnv(f *cmdutil.Factory) (*doctor.Env, error) {
 		CgroupRoot:  "/sys/fs/cgroup",
 		StorageConf: storageConfPath(f.Getenv, home),
 		Fuse:        "/dev/fuse",
+		SSHD:        "/usr/sbin/sshd",
 		Images:      Images(),
 		LookPath:    exec.LookPath,
 		Output:      output,

@@ -70,7 +70,7 @@ func (o *AddOptions) addFlags(cmd *cobra.Command) {
 	o.common.flags(cmd)
 	cmd.Flags().StringVar(&o.Host, "host", "", "this machine's name in the roster's USER@HOST (default its host name)")
 	cmd.Flags().StringArrayVar(&o.Images, "image", nil, "an image of root's Podman every account gets (repeat; default every stem image root has)")
-	cmd.Flags().StringVar(&o.Cards, "cards", "", "the course's cards: a directory of SERIES/CARD/stem.toml, or a git repository holding one (URL, user@host:path or PATH.git; #REF for a branch or tag)")
+	cmd.Flags().StringVar(&o.Cards, "cards", "", "the course's cards: a directory of SERIES/CARD/stem.toml, or a git repository holding one (URL, user@host:path or PATH.git; #REF for a branch or tag); default the ones lab init --cards recorded")
 	cmd.Flags().StringVar(&o.KeyFile, "grant", "", "the teacher's automation public key file: grant it to every account")
 	cmd.Flags().StringVar(&o.Teacher, "teacher", "", "the teacher's name for --grant")
 	cmd.Flags().StringVar(&o.Level, "level", "", "observe, assist or full, for --grant")
@@ -116,6 +116,12 @@ func prepare(ctx context.Context, opts *AddOptions, verb string, do func(*lab.Op
 		o.Host = opts.Host
 	}
 	o.Cards = opts.Cards
+	if o.Cards == "" {
+		// The course's cards, if lab init recorded them.
+		if o.Cards, err = lab.CourseCards(o.Dir); err != nil {
+			return err
+		}
+	}
 	if lab.IsGitSource(o.Cards) {
 		if !opts.JSON {
 			fmt.Fprintf(opts.F.IOStreams.ErrOut, "cards: cloning %s\n", o.Cards)

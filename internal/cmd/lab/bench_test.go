@@ -5,230 +5,227 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stem-edu/stem/internal/lab"
 	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
-// BenchmarkFirstRootlessUp times a student's first `stemctl up` of an
-// image: each iteration enrols a new account with `stemctl lab add` (the
-// image loaded for it; not timed), leaves it as after a reboot (no
-// process of the account, an empty runtime directory), then times its
-// first `stemctl up`, process start to exit: stemctl starts the Podman
-// service, as on a student's first command of the day. The service's share is read from stemctl's service log of that
-// same up and reported apart (service-p50-ms), as is the rest
-// (rest-p50-ms: process start, connecting, Manager.Up, exit) and, of it,
-// Manager.Up (manager-up-p50-ms: create with any copy Podman makes,
-// start, both sockets answering).
-//
-// Shapes: own, lab's fallback (the account's own image store, images
-// stored as the containers' ids); own-unmapped, the own store as lab
-// wrote it before (plain overlay: the image unloaded and loaded again
-// under it, so Podman copies it for the containers' ids on the first up);
-// shared, lab's shared store read through fuse-overlayfs.
-func BenchmarkFirstRootlessUp(b *testing.B) {
-	needs.Real(b, "Podman, stem's images and real accounts")
+// benchStudents is a class's size.
+const benchStudents = 30
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// benchImage builds ref FROM img with a version label: the "new image"
+// an update rolls out. Root's cached archive of it goes at the end.
+func benchImage(b *testing.B, img, ref, version string) {
+	b.Helper()
+	build := exec.Command("podman", "build", "-q", "-t", ref, "-f", "-", b.TempDir())
+	build.Stdin = strings.NewReader("FROM " + img + "\nLABEL org.opencontainers.image.version=" + version + "\n")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build %s: %v %s", ref, err, out)
+	}
+	id, _ := exec.Command("podman", "image", "inspect", "--format", "{{.Id}}", ref).Output()
+	b.Cleanup(func() {
+		os.Remove(filepath.Join("/var/cache/stem/images", strings.TrimPrefix(strings.TrimSpace(string(id)), "sha256:")+".tar"))
+	})
+}
+
+// BenchmarkLabThirty (minutes; one iteration is one class): one `lab
+// import` of a CSV of 30 new students onto a shared image store, each
+// student's first `stemctl up` (four at a time, as the thirty-student
+// test), the disk each student costs, `lab status` of the 30, and `lab
+// update` of the 30 after the image changed. The accounts are removed
+// at the end of the iteration.
+func BenchmarkLabThirty(b *testing.B) {
+	needs.Real(b, "Podman, stem's images, fuse-overlayfs and 30 real accounts")
 	needs.Root(b, "creates accounts")
 	bin := readableBin(b)
+	img := shareableImage(b)
 	cards := filepath.Join(testenv.RepoRoot(), "examples", "workspace")
-	for _, shape := range []string{"own", "own-unmapped", "shared"} {
-		b.Run(shape, func(b *testing.B) {
-			b.StopTimer()
-			img, storeArg := native, "none"
-			var store *lab.Shared
-			if shape == "shared" {
-				img, store = shareableImage(b), sharedStore(b)
-				storeArg = store.Root
-			}
-			labDir := b.TempDir()
-			var total, service, rest, inUp []time.Duration
-			for i := 0; i < b.N; i++ {
-				name := accountName(b)
-				out, errOut, code := stemctl(b, bin, "lab", "add", name, "--lab-dir", labDir, "--shared-store", storeArg,
-					"--image", img, "--cards", cards, "--host", "labhost", "--json")
-				if code != 0 {
-					b.Fatalf("lab add: exit %d\n%s\n%s", code, out, errOut)
-				}
-				if store != nil && img != native && i == 0 {
-					sharedPodman(b, store, "tag", img, native)
-				}
-				a, err := lab.Lookup(name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if shape == "own-unmapped" {
-					unmapped(b, a)
-				}
-				afterBoot(b, a)
-				start := time.Now()
-				up, err := asAccount(context.Background(), a, filepath.Join(bin, "stemctl"), "up", "native-amd64", "demo", "hello", "1", "--json")
-				d := time.Since(start)
-				if err != nil {
-					b.Fatalf("first up: %v", err)
-				}
-				var res struct {
-					Action   string        `json:"action"`
-					Duration time.Duration `json:"duration_ns"`
-				}
-				if err := json.Unmarshal([]byte(up), &res); err != nil || res.Action != "created" {
-					b.Fatalf("first up: %v\n%s", err, up)
-				}
-				svc, err := serviceStart(a)
-				if err != nil {
-					b.Fatal(err)
-				}
-				copied, err := mappedCopy(a)
-				if err != nil {
-					b.Fatal(err)
-				}
-				// The control: the plain store does copy the image, so the
-				// own shape's absence of a copy is stem's doing.
-				if want := shape == "own-unmapped"; copied != want {
-					b.Fatalf("%s: Podman made a mapped copy of the image: %v, want %v", shape, copied, want)
-				}
-				total, service, rest, inUp = append(total, d), append(service, svc), append(rest, d-svc), append(inUp, res.Duration)
-				if _, err := lab.Remove(context.Background(), &lab.Options{Dir: b.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}, name, time.Now()); err != nil {
-					b.Fatalf("remove %s: %v", name, err)
-				}
-			}
-			b.ReportMetric(p50ms(total), "p50-ms")
-			b.ReportMetric(p50ms(service), "service-p50-ms")
-			b.ReportMetric(p50ms(rest), "rest-p50-ms")
-			b.ReportMetric(p50ms(inUp), "manager-up-p50-ms")
-		})
-	}
-}
-
-// unmapped gives the account the storage.conf lab wrote before images
-// were stored as the containers' ids, and loads the image again under it.
-func unmapped(b *testing.B, a *lab.Account) {
-	b.Helper()
 	ctx := context.Background()
-	id, err := asAccount(ctx, a, "podman", "image", "inspect", "--format", "{{.Id}}", native)
-	if err != nil {
-		b.Fatal(err)
-	}
-	archive := filepath.Join("/var/cache/stem/images", strings.TrimSpace(id)+".tar")
-	conf := filepath.Join(a.Home, ".config", "containers", "storage.conf")
-	for _, args := range [][]string{
-		{"podman", "rmi", native},
-		{"sh", "-c", `printf '[storage]\ndriver = "overlay"\n' > "$1"`, "sh", conf},
-		{"podman", "load", "-q", "-i", archive},
-	} {
-		if _, err := asAccount(ctx, a, args[0], args[1:]...); err != nil {
-			b.Fatal(err)
+	var enrol, status, update []time.Duration
+	var ups []time.Duration
+	var home, store []int64
+	for range b.N {
+		b.StopTimer()
+		st := sharedStore(b)
+		labDir := b.TempDir()
+		csv := "name,full name,email\n"
+		var names []string
+		for i := range benchStudents {
+			n := accountName(b)
+			names = append(names, n)
+			csv += fmt.Sprintf("%s,Student %d,s%d@school.example\n", n, i, i)
 		}
+		list := filepath.Join(b.TempDir(), "class.csv")
+		os.WriteFile(list, []byte(csv), 0o644)
+		b.StartTimer()
+
+		t0 := time.Now()
+		out, errOut, code := stemctl(b, bin, "lab", "import", list, "--lab-dir", labDir, "--shared-store", st.Root,
+			"--image", img, "--cards", cards, "--host", "labhost", "--json")
+		enrol = append(enrol, time.Since(t0))
+		if code != 0 {
+			b.Fatalf("lab import: exit %d\n%s\n%s", code, out, errOut)
+		}
+		if img != native {
+			sharedPodman(b, st, "tag", img, native)
+		}
+		var accts []*lab.Account
+		for _, n := range names {
+			a, err := lab.Lookup(n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			accts = append(accts, a)
+		}
+		var mu sync.Mutex
+		noErrors(b, "stemctl up", asEach(accts, func(a *lab.Account) error {
+			t0 := time.Now()
+			if _, err := asAccount(ctx, a, filepath.Join(bin, "stemctl"), "up", "native-amd64", "demo", "hello", "1"); err != nil {
+				return err
+			}
+			mu.Lock()
+			ups = append(ups, time.Since(t0))
+			mu.Unlock()
+			return nil
+		}))
+		var h int64
+		for _, a := range accts {
+			h += duBytes(b, a.Home)
+		}
+		home = append(home, h/benchStudents)
+		store = append(store, duBytes(b, st.Root))
+
+		t0 = time.Now()
+		out, errOut, code = stemctl(b, bin, "lab", "status", "--lab-dir", labDir, "--shared-store", st.Root, "--json")
+		status = append(status, time.Since(t0))
+		var sts []lab.Status
+		if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != benchStudents {
+			b.Fatalf("lab status: exit %d %v\n%s\n%s", code, err, out, errOut)
+		}
+
+		// The changed image: version 1 rolled out first (untimed), then
+		// version 2, as after a rebuild.
+		b.StopTimer()
+		ref := "localhost/stemlabbench-" + strings.TrimPrefix(names[0], student.Prefix) + ":latest"
+		b.Cleanup(func() { exec.Command("podman", "rmi", "-f", ref).Run() })
+		upd := func(version string) time.Duration {
+			benchImage(b, img, ref, version)
+			t0 := time.Now()
+			out, errOut, code := stemctl(b, bin, "lab", "update", "--lab-dir", labDir, "--shared-store", st.Root, "--image", ref, "--json")
+			d := time.Since(t0)
+			if code != 0 {
+				b.Fatalf("lab update: exit %d\n%s\n%s", code, out, errOut)
+			}
+			return d
+		}
+		upd("1")
+		b.StartTimer()
+		update = append(update, upd("2"))
+		b.StopTimer()
+		// The accounts go now, not at the benchmark's end: the next
+		// iteration makes thirty more.
+		for _, n := range names {
+			lab.Remove(ctx, &lab.Options{Dir: b.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}, n, time.Now())
+		}
+		b.StartTimer()
 	}
+	slices.Sort(ups)
+	b.ReportMetric(msOf(median(enrol))/1000, "enrol30-s")
+	b.ReportMetric(msOf(median(enrol))/benchStudents, "enrol-per-student-ms")
+	b.ReportMetric(msOf(ups[len(ups)/2]), "first-up-p50-ms")
+	b.ReportMetric(msOf(ups[len(ups)-1]), "first-up-max-ms")
+	b.ReportMetric(msOf(median(status))/1000, "status30-s")
+	b.ReportMetric(msOf(median(update))/1000, "update30-s")
+	b.ReportMetric(float64(medianI(home))/1024, "home-KB")
+	b.ReportMetric(float64(medianI(store))/(1<<20), "store-MB")
+	b.ReportMetric((float64(medianI(home))+float64(medianI(store))/benchStudents)/(1<<20), "disk-per-student-MB")
 }
 
-// afterBoot leaves the account as a reboot would, for the first up of
-// the day: none of its processes (Podman's pause process, which holds
-// the account's user namespace, stays after lab's image load) and an
-// empty runtime directory (a tmpfs).
-func afterBoot(b *testing.B, a *lab.Account) {
-	b.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		pids := processesOf(a.UID)
-		if len(pids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s's processes %v outlive SIGKILL", a.Name, pids)
-		}
-		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ents, err := os.ReadDir(a.Runtime())
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(a.Runtime(), e.Name())); err != nil {
-			b.Fatal(err)
-		}
-	}
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
-// processesOf lists the pids whose real uid is uid.
-func processesOf(uid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+func medianI(v []int64) int64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkLabCompile: the task's `make` (demo/hello task 1, from `make
+// clean`) in a running instance of an account reading the shared store
+// through fuse-overlayfs beside one with its own copy of the image
+// (kernel overlay), timed inside the container; paired in each iteration.
+func BenchmarkLabCompile(b *testing.B) {
+	needs.Real(b, "Podman, stem's images, fuse-overlayfs and 2 real accounts")
+	needs.Root(b, "creates accounts")
+	bin := readableBin(b)
+	img := shareableImage(b)
+	st := sharedStore(b)
+	cards := filepath.Join(testenv.RepoRoot(), "examples", "workspace")
+	ctx := context.Background()
+	shared, own := accountName(b), accountName(b)
+	for _, c := range []struct{ name, store string }{{shared, st.Root}, {own, "none"}} {
+		out, errOut, code := stemctl(b, bin, "lab", "add", c.name, "--lab-dir", b.TempDir(), "--shared-store", c.store,
+			"--image", img, "--cards", cards, "--json")
+		if code != 0 {
+			b.Fatalf("lab add %s: exit %d\n%s\n%s", c.name, code, out, errOut)
 		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+	}
+	if img != native {
+		sharedPodman(b, st, "tag", img, native)
+	}
+	accts := map[string]*lab.Account{}
+	for _, n := range []string{shared, own} {
+		a, err := lab.Lookup(n)
 		if err != nil {
-			continue
+			b.Fatal(err)
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-				if f := strings.Fields(rest); len(f) > 0 && f[0] == strconv.Itoa(uid) {
-					out = append(out, pid)
-				}
-				break
+		if img != native && n == own {
+			if _, err := asAccount(ctx, a, "podman", "tag", img, native); err != nil {
+				b.Fatal(err)
 			}
 		}
-	}
-	return out
-}
-
-var answered = regexp.MustCompile(`(?m)^--- answered after ([0-9]+) ms$`)
-
-// serviceStart is how long the Podman service stemctl started took to
-// answer, from stemctl's log of it.
-func serviceStart(a *lab.Account) (time.Duration, error) {
-	p := filepath.Join(a.Home, ".local", "state", "stem", "podman-service.log")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return 0, fmt.Errorf("the service log: %w", err)
-	}
-	m := answered.FindAllSubmatch(data, -1)
-	if len(m) != 1 {
-		return 0, fmt.Errorf("%s: %d services started, want 1:\n%s", p, len(m), data)
-	}
-	ms, _ := strconv.Atoi(string(m[0][1]))
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// mappedCopy says whether Podman keeps a copy of an image of the
-// account's own store for another id mapping (containers/storage's
-// images.json: "mapped-layers").
-func mappedCopy(a *lab.Account) (bool, error) {
-	data, err := os.ReadFile(filepath.Join(a.Home, ".local", "share", "containers", "storage", "overlay-images", "images.json"))
-	if os.IsNotExist(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var imgs []struct {
-		Mapped []string `json:"mapped-layers"`
-	}
-	if err := json.Unmarshal(data, &imgs); err != nil {
-		return false, fmt.Errorf("images.json: %w", err)
-	}
-	for _, i := range imgs {
-		if len(i.Mapped) > 0 {
-			return true, nil
+		if _, err := asAccount(ctx, a, filepath.Join(bin, "stemctl"), "up", "native-amd64", "demo", "hello", "1"); err != nil {
+			b.Fatal(err)
 		}
+		accts[n] = a
 	}
-	return false, nil
-}
-
-func p50ms(s []time.Duration) float64 {
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return float64(s[len(s)/2].Microseconds()) / 1000
+	// One make, in ns, timed by the container's own clock.
+	const script = `make clean >/dev/null && s=$(date +%s%N) && make >/dev/null && e=$(date +%s%N) && echo $((e - s))`
+	makeOnce := func(a *lab.Account) time.Duration {
+		out, err := asAccount(ctx, a, filepath.Join(bin, "stemctl"), "exec", "native-amd64-demo-hello-t1", "--tty", "never", "--", "sh", "-c", script)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			b.Fatalf("make's time: %q", out)
+		}
+		return time.Duration(ns)
+	}
+	first := map[string]time.Duration{shared: makeOnce(accts[shared]), own: makeOnce(accts[own])}
+	var sh, ow []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		sh = append(sh, makeOnce(accts[shared]))
+		ow = append(ow, makeOnce(accts[own]))
+	}
+	b.ReportMetric(msOf(median(sh)), "shared-make-ms")
+	b.ReportMetric(msOf(median(ow)), "own-make-ms")
+	b.ReportMetric(msOf(first[shared]), "shared-first-make-ms")
+	b.ReportMetric(msOf(first[own]), "own-first-make-ms")
 }

@@ -108,7 +108,7 @@ func asAccount(ctx context.Context, a *lab.Account, name string, args ...string)
 	return stdout.String(), nil
 }
 
-func noErrors(t *testing.T, what string, errs []error) {
+func noErrors(t testing.TB, what string, errs []error) {
 	t.Helper()
 	for _, err := range errs {
 		if err != nil {
@@ -332,7 +332,7 @@ func TestLabThirtyStudentsSlow(t *testing.T) {
 	}
 }
 
-func findStep(t *testing.T, st []lab.Step, account, name string) lab.Step {
+func findStep(t testing.TB, st []lab.Step, account, name string) lab.Step {
 	t.Helper()
 	for _, s := range st {
 		if s.Account == account && s.Name == name {
@@ -344,7 +344,7 @@ func findStep(t *testing.T, st []lab.Step, account, name string) lab.Step {
 }
 
 // duBytes is the disk dir uses, in bytes (du -s).
-func duBytes(t *testing.T, dir string) int64 {
+func duBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	out, _ := exec.Command("du", "-s", "-B1", "-x", dir).Output()
 	f := strings.Fields(string(out))

@@ -31,8 +31,8 @@ import students, see which accounts are ready, remove one (its work archived
 first). Every step checks before it acts, so running a command again changes
 nothing. The accounts are listed in the lab's roster (` + DefaultDir + `/roster.csv),
 which the teacher imports with stemctl class import.`,
-		Example: `  stemctl lab init
-  stemctl lab add anna ben --cards /srv/course/cards
+		Example: `  stemctl lab init --cards /srv/course/cards
+  stemctl lab add anna ben
   stemctl lab import students.csv --cards /srv/course/cards --grant kowalski.pub --teacher kowalski --level observe
   stemctl lab status
   stemctl lab update --image localhost/stem-native-amd64:latest

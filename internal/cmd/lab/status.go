@@ -29,10 +29,16 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions)
 		Use:     "status [NAME...]",
 		Aliases: []string{"list"},
 		Short:   "Say which lab accounts are ready, and what the others lack (root)",
-		Long: `status runs stemctl doctor as every account of the lab's roster (or the
-named ones) and prints one line each: ready, or the failing requirements
-(stemctl lab doctor NAME shows each with its fix). The exit status is 1 when
-an account is not ready.`,
+		Long: `status checks every account of the lab's roster (or the named ones) and
+prints one line each: ready, or the failing requirements (stemctl lab doctor
+NAME shows each with its fix). The exit status is 1 when an account is not
+ready.
+
+Root checks the subordinate ids, the runtime directory and the shared image
+store itself; the other requirements are what stemctl doctor, run as the
+account, reports. The student owns their account and could make that report
+say anything, so a failing requirement it reports is marked "(reported)",
+and --json gives each check's "by": root or account.`,
 		Example: `  stemctl lab status
   stemctl lab list anna ben
   stemctl lab status --json | jq -r '.[] | select(.ready | not) | .name'`,
@@ -81,7 +87,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		for _, s := range list {
 			state := "ready"
 			if !s.Ready {
-				state = "missing: " + strings.Join(s.Missing, ", ")
+				state = "missing: " + strings.Join(marked(s), ", ")
 			}
 			if len(s.Warnings) > 0 {
 				state += " (warnings: " + strings.Join(s.Warnings, ", ") + ")"
@@ -91,9 +97,28 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "\nroot checked %s itself; the rest is each account's own stemctl doctor's report\n",
+			strings.Join(lab.RootChecked, ", "))
 	}
 	if !ready {
 		return &cmdutil.ExitError{Code: 1}
 	}
 	return nil
+}
+
+// marked are s's missing requirements, those its own doctor reported
+// marked so.
+func marked(s lab.Status) []string {
+	by := map[string]string{}
+	for _, c := range s.Checks {
+		by[c.Name] = c.By
+	}
+	var out []string
+	for _, m := range s.Missing {
+		if by[m] == lab.ByAccount {
+			m += " (reported)"
+		}
+		out = append(out, m)
+	}
+	return out
 }
