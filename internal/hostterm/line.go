@@ -45,6 +45,9 @@ func (r *Relay) lineText() string {
 			line += " · connected: " + clean(strings.Join(r.with, ", "))
 		}
 	}
+	if r.welcome != "" {
+		line += " · " + clean(r.welcome)
+	}
 	return line
 }
 

@@ -29,12 +29,14 @@ type Relay struct {
 	started    bool   // the stream has written: the terminal is tmux's now
 	drawn      []byte // the line as last drawn (nil: draw again)
 
-	pending []Question
-	state   keyState
-	armed   Question
-	note    string
-	inPaste bool
-	tail    []byte // the end of the last input read, for split paste markers
+	pending    []Question
+	state      keyState
+	armed      Question
+	note       string
+	inPaste    bool
+	welcome    string
+	welcomeFor time.Duration
+	tail       []byte // the end of the last input read, for split paste markers
 }
 
 // Options configure a Relay.
@@ -51,6 +53,12 @@ type Options struct {
 	// short name with its level), shown when no question is pending;
 	// nil shows nothing.
 	Participants func() []string
+	// Welcome ends the line at first (a newcomer's keys), for
+	// WelcomeFor (default 30 s) or until a question needs the room: the
+	// terminal is tmux's once it starts, so text printed before is never
+	// seen.
+	Welcome    string
+	WelcomeFor time.Duration
 }
 
 // participantsEvery is how often the host line reads who is connected.
@@ -58,7 +66,8 @@ const participantsEvery = time.Second
 
 // New returns a relay writing to term.
 func New(term io.Writer, opts Options) *Relay {
-	return &Relay{term: term, guard: NewGuard(io.Discard), qs: opts.Questions, line: opts.Line, name: opts.Name, who: opts.Participants}
+	return &Relay{term: term, guard: NewGuard(io.Discard), qs: opts.Questions, line: opts.Line, name: opts.Name, who: opts.Participants,
+		welcome: opts.Welcome, welcomeFor: opts.WelcomeFor}
 }
 
 // Output is the writer for the container's output.
@@ -141,6 +150,9 @@ func (r *Relay) Run(ctx context.Context) {
 	if r.who != nil {
 		go r.follow(ctx)
 	}
+	if r.welcome != "" {
+		go r.dropWelcome(ctx)
+	}
 	if r.qs == nil {
 		<-ctx.Done()
 		return
@@ -149,6 +161,27 @@ func (r *Relay) Run(ctx context.Context) {
 		r.mu.Lock()
 		r.setPending(qs)
 		r.mu.Unlock()
+	}
+}
+
+// dropWelcome takes the welcome off the line after its time.
+func (r *Relay) dropWelcome(ctx context.Context) {
+	d := r.welcomeFor
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.welcome != "" {
+		r.welcome = ""
+		r.redraw()
 	}
 }
 
@@ -176,6 +209,9 @@ func (r *Relay) follow(ctx context.Context) {
 // gone is dropped. Called with r.mu held.
 func (r *Relay) setPending(qs []Question) {
 	r.pending = qs
+	if len(qs) > 0 {
+		r.welcome = "" // a question needs the room
+	}
 	if r.state != idle && !r.isPending(r.armed.ID) {
 		r.state, r.note = idle, "the question was withdrawn"
 	}

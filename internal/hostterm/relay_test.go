@@ -327,3 +327,46 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestWelcomeOnTheLine: a newcomer's note ends the host line once tmux
+// has the terminal, gives way to a question for good, and leaves after
+// its time.
+func TestWelcomeOnTheLine(t *testing.T) {
+	t.Parallel()
+	var term syncBuf
+	r := New(&term, Options{Line: true, Name: "demo-t1", Questions: newFake(), Welcome: "detach: C-b d", WelcomeFor: time.Hour})
+	sizes := make(chan engine.TermSize, 1)
+	sizes <- engine.TermSize{Rows: 24, Cols: 80}
+	close(sizes)
+	<-r.Sizes(sizes)
+	r.Output().Write([]byte("x"))
+	if want := string(lineBytes("stem ▸ demo-t1 · detach: C-b d", 24, 80)); !strings.Contains(term.String(), want) {
+		t.Fatalf("no welcome on the line: %q", term.String())
+	}
+	r.mu.Lock()
+	r.setPending([]Question{q1})
+	r.setPending(nil)
+	r.mu.Unlock()
+	if want := string(lineBytes("stem ▸ demo-t1", 24, 80)); !strings.HasSuffix(term.String(), want) {
+		t.Fatalf("the welcome came back after a question: %q", term.String())
+	}
+
+	var term2 syncBuf
+	r2 := New(&term2, Options{Line: true, Name: "demo-t1", Welcome: "detach: C-b d", WelcomeFor: time.Millisecond})
+	sizes2 := make(chan engine.TermSize, 1)
+	sizes2 <- engine.TermSize{Rows: 24, Cols: 80}
+	close(sizes2)
+	<-r2.Sizes(sizes2)
+	r2.Output().Write([]byte("x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r2.Run(ctx)
+	want := string(lineBytes("stem ▸ demo-t1", 24, 80))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasSuffix(term2.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the welcome never left: %q", term2.String())
+		}
+		time.Sleep(time.Millisecond) // polling a condition
+	}
+}

@@ -101,8 +101,7 @@ func Run(ctx context.Context, opts *Options) error {
 		args = append(args, "-r")
 	}
 	spec := engine.ExecSpec{Cmd: args, Env: map[string]string{"TERM": containerTerm(opts.F.Getenv("TERM"))}}
-	welcome(opts)
-	code, err := relay(ctx, opts, m, rec.Instance, spec)
+	code, err := relay(ctx, opts, m, rec.Instance, spec, welcome(opts))
 	if err != nil {
 		return fmt.Errorf("attach %s: %w", rec.Instance, err)
 	}
@@ -134,19 +133,27 @@ func exitCode(code int) error {
 	return nil
 }
 
-// welcome points a student attaching for the first time to the guide,
-// once per account.
-func welcome(opts *Options) {
+// welcome is the host line's first note for a student attaching for the
+// first time on a terminal, once per account ("" after that).
+func welcome(opts *Options) string {
+	ios := opts.F.IOStreams
+	if opts.Questions == nil || !ios.IsStdinTTY() || !ios.IsStdoutTTY() {
+		return ""
+	}
 	dirs, err := opts.F.Dirs()
-	if err != nil || !opts.F.IOStreams.IsStdoutTTY() {
-		return
+	if err != nil {
+		return ""
 	}
 	mark := filepath.Join(dirs.State, "attach-welcomed")
 	if _, err := os.Stat(mark); err == nil {
-		return
+		return ""
 	}
 	if os.MkdirAll(dirs.State, 0o700) != nil || os.WriteFile(mark, nil, 0o600) != nil {
-		return
+		return ""
 	}
-	fmt.Fprintln(opts.F.IOStreams.ErrOut, "stem: first time here? The last row is stem's: questions for you and who is connected. Windows: C-b n / C-b p, detach: C-b d. The student guide is docs/student.md in stem's repository; `stemctl attach --help` says more.")
+	return welcomeText
 }
+
+// welcomeText is short: it follows the instance's name and who is
+// connected on one row.
+const welcomeText = "new here? C-b n/p windows · C-b d detach · docs/student.md"

@@ -14,7 +14,7 @@ import (
 // relay runs the container's tmux client with the caller's streams through
 // a hostterm.Relay: its output guarded always; on a terminal, the host
 // line on the last row and the answer chord read from the keyboard.
-func relay(ctx context.Context, opts *Options, m *instance.Manager, inst string, spec engine.ExecSpec) (int, error) {
+func relay(ctx context.Context, opts *Options, m *instance.Manager, inst string, spec engine.ExecSpec, welcome string) (int, error) {
 	ios := opts.F.IOStreams
 	in, inFile := ios.InFile()
 	onTerm := ios.IsStdinTTY() && ios.IsStdoutTTY() && inFile
@@ -31,7 +31,7 @@ func relay(ctx context.Context, opts *Options, m *instance.Manager, inst string,
 	if onTerm && opts.Questions != nil {
 		who = participants(opts.F, inst)
 	}
-	r := hostterm.New(ios.Out, hostterm.Options{Line: onTerm, Name: inst, Questions: qs, Participants: who})
+	r := hostterm.New(ios.Out, hostterm.Options{Line: onTerm, Name: inst, Questions: qs, Participants: who, Welcome: welcome})
 	spec.Tty = true
 	spec.Stdin, spec.Stdout, spec.Stderr = r.Input(ios.In), r.Output(), r.Output()
 	if onTerm {

@@ -28,6 +28,8 @@ func TestAttachShowsWhoIsConnected(t *testing.T) {
 	scr := record(f)
 	waitFor(t, 20*time.Second, "stemctl's client attached", func() bool { return a.clientCount(sock) == 1 })
 	waitFor(t, 20*time.Second, "the host line with nobody connected", scr.shows("stem ▸ "+inst+" · no agent or teacher connected"))
+	// A first attach ends the line with where to start.
+	waitFor(t, 20*time.Second, "the newcomer's keys on the line", scr.shows("connected · new here? C-b n/p windows · C-b d detach"))
 
 	a.must(0, "mcp", "select", inst)
 	c, err := client.NewStdioMCPClient(filepath.Join(bins(t), "stem-mcp"), a.Env, "serve", "--level", "observe")
