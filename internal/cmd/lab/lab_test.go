@@ -57,6 +57,7 @@ func TestNeedRoot(t *testing.T) {
 		RunRm(ctx, &RmOptions{F: f, common: c, Names: []string{"anna"}}),
 		RunInit(ctx, &InitOptions{F: f, common: c, Prefix: "/nonexistent"}),
 		RunUpdate(ctx, &AddOptions{F: f, common: c}),
+		RunDoctor(ctx, &DoctorOptions{F: f, common: c, Name: "anna"}),
 	}
 	for i, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "needs root") {
@@ -79,6 +80,39 @@ func TestStatusAndRmArgs(t *testing.T) {
 	cmd.SetArgs([]string{"anna", "ben"})
 	if err := cmd.Execute(); err != nil || rm == nil || len(rm.Names) != 2 {
 		t.Fatalf("%v %+v", err, rm)
+	}
+}
+
+func TestDoctorArgs(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	var got *DoctorOptions
+	cmd := NewCmdDoctor(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *DoctorOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"anna", "--json", "--shared-store", "none"})
+	if err := cmd.Execute(); err != nil || got == nil || got.Name != "anna" || !got.JSON || got.Store != "none" || got.Dir != DefaultDir {
+		t.Fatalf("%v %+v", err, got)
+	}
+	cmd = NewCmdDoctor(&cmdutil.Factory{IOStreams: ios}, func(context.Context, *DoctorOptions) error { t.Error("ran"); return nil })
+	cmd.SetArgs(nil)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.Execute(); !cmdutil.IsFlagError(err) {
+		t.Fatalf("no account named: %v", err)
+	}
+}
+
+// TestDoctorRefusals: lab doctor checks only an existing ordinary
+// account, before running anything as it.
+func TestDoctorRefusals(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Getenv: func(string) string { return "" }, Self: func() (string, error) { return "/bin/false", nil }}
+	c := common{Geteuid: func() int { return 0 }, Store: "none"}
+	for name, want := range map[string]string{"no-such-account-x": `account "no-such-account-x"`, "root": "system account"} {
+		err := RunDoctor(context.Background(), &DoctorOptions{F: f, common: c, Name: name})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
