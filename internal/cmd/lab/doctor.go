@@ -125,7 +125,7 @@ func printDoctor(w io.Writer, name string, st lab.Status) error {
 		if !checked[m] {
 			// The account's doctor gave no report.
 			fmt.Fprintf(tw, "✗\tdoctor\troot\t%s\n", termtext.OneLine(m, 0))
-			fmt.Fprintf(tw, "\t\t\tfix: %s\n", st.DoctorFix)
+			fmt.Fprintf(tw, "\t\t\tfix: %s\n", termtext.OneLine(st.DoctorFix, 0))
 		}
 	}
 	for _, c := range st.Checks {
