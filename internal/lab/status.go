@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -24,6 +26,9 @@ type Status struct {
 	// Warnings names the checks that are not fine but not required.
 	Warnings []string `json:"warnings,omitempty"`
 	Checks   []Result `json:"checks,omitempty"`
+	// DoctorFix is root's command for an account whose doctor gave no
+	// report (the reason is in Missing).
+	DoctorFix string `json:"doctor_fix,omitempty"`
 }
 
 // Result is one check's result and who answered it: ByRoot, or
@@ -78,23 +83,50 @@ func Check(ctx context.Context, o *Options, names []string) ([]Status, error) {
 // statusParallel is how many accounts' doctors run at once.
 const statusParallel = 4
 
-// checkOne checks account n: root's own checks, then stemctl doctor run
-// as the account for the rest.
+// checkOne checks account n of the roster.
 func checkOne(ctx context.Context, o *Options, n, host string) Status {
-	st := Status{Name: n, Host: host}
 	a, err := Lookup(n)
 	if err == nil {
 		err = a.ordinary()
 	}
 	if err != nil {
-		st.Missing = []string{"account: " + err.Error()}
-		return st
+		return Status{Name: n, Host: host, Missing: []string{"account: " + err.Error()}}
 	}
+	return verify(ctx, o, a, host)
+}
+
+// Doctor checks one account as Check checks each of the roster's (lab
+// doctor NAME); the account need not be in the roster.
+func Doctor(ctx context.Context, o *Options, name string) (*Account, Status, error) {
+	a, err := Lookup(name)
+	if err == nil {
+		err = a.ordinary()
+	}
+	if err != nil {
+		return nil, Status{}, err
+	}
+	// The roster only adds the host; an account lab did not add is
+	// checked all the same.
+	rows, _ := ReadRoster(o.Dir)
+	host := ""
+	for _, r := range rows {
+		if r.Name == a.Name {
+			host = r.Host
+		}
+	}
+	return a, verify(ctx, o, a, host), nil
+}
+
+// verify is root's own checks of a, then stemctl doctor run as a for
+// the rest, with root's answers in place of the account's.
+func verify(ctx context.Context, o *Options, a *Account, host string) Status {
+	st := Status{Name: a.Name, Host: host}
 	mine := rootChecks(o, a)
 	theirs, err := accountDoctor(ctx, o, a)
 	st.Checks = merge(theirs, mine)
 	if err != nil {
 		st.Missing = []string{err.Error()}
+		st.DoctorFix = doctorFix(o, a, err)
 	}
 	for _, c := range st.Checks {
 		switch {
@@ -108,14 +140,28 @@ func checkOne(ctx context.Context, o *Options, n, host string) Status {
 	return st
 }
 
+// doctorFix is what root runs when a's doctor gave no report: make
+// stemctl runnable by every account, or see the doctor's own error.
+func doctorFix(o *Options, a *Account, err error) string {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("(as root) install -m 0755 %s /usr/local/bin/stemctl   (and stem-mcp beside it: every account runs them)", o.Stemctl)
+	}
+	return fmt.Sprintf("(as root) runuser -l %s -c '%s doctor'   (its own error shows)", a.Name, o.Stemctl)
+}
+
 // accountDoctor runs stemctl doctor --json as the account.
 func accountDoctor(ctx context.Context, o *Options, a *Account) ([]doctor.Result, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	data, err := a.Command(cctx, o.Stemctl, "doctor", "--json").Output()
+	cmd := a.Command(cctx, o.Stemctl, "doctor", "--json")
+	if fi, err := os.Stat(a.Home); err != nil || !fi.IsDir() {
+		// Without a home the doctor still runs, and says so.
+		cmd.Dir = "/"
+	}
+	data, err := cmd.Output()
 	cancel()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		return nil, fmt.Errorf("doctor: %v", err)
+		return nil, fmt.Errorf("doctor: %w", err)
 	}
 	var rep report
 	if jerr := json.Unmarshal(data, &rep); jerr != nil {

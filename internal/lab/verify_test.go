@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,5 +182,21 @@ func TestStatusDoesNotTrustTheAccount(t *testing.T) {
 		if by[name] != want {
 			t.Errorf("%s answered by %q, want %s", name, by[name], want)
 		}
+	}
+}
+
+// TestDoctorFix: an account that cannot run stemctl is fixed by
+// installing it where every account can; any other failure of its
+// doctor by seeing the doctor's own error.
+func TestDoctorFix(t *testing.T) {
+	t.Parallel()
+	o := &Options{Stemctl: "/root/stem/bin/stemctl"}
+	a := &Account{Name: "anna"}
+	denied := fmt.Errorf("doctor: %w", &fs.PathError{Op: "fork/exec", Path: o.Stemctl, Err: syscall.EACCES})
+	if f := doctorFix(o, a, denied); !strings.HasPrefix(f, "(as root) install -m 0755 "+o.Stemctl+" /usr/local/bin/stemctl") {
+		t.Errorf("permission denied: %q", f)
+	}
+	if f := doctorFix(o, a, errors.New("doctor: unexpected end of JSON input")); f != "(as root) runuser -l anna -c '"+o.Stemctl+" doctor'   (its own error shows)" {
+		t.Errorf("no report: %q", f)
 	}
 }

@@ -42,11 +42,12 @@ func doctorJSON(t *testing.T, a *testenv.Account, want int) cmddoctor.Report {
 }
 
 // labDoctor runs root's stemctl lab doctor NAME --json (bin must be
-// readable by the account: it runs this stemctl as NAME).
+// readable by the account: it runs this stemctl as NAME). The account
+// keeps its own images: no shared store.
 func labDoctor(t *testing.T, bin, name string, want int) cmddoctor.Report {
 	t.Helper()
 	var stdout, stderr strings.Builder
-	cmd := exec.Command(filepath.Join(bin, "stemctl"), "lab", "doctor", name, "--json")
+	cmd := exec.Command(filepath.Join(bin, "stemctl"), "lab", "doctor", name, "--json", "--shared-store", "none", "--lab-dir", t.TempDir())
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/lab"
@@ -39,7 +38,7 @@ which the teacher imports with stemctl class import.`,
   stemctl lab rm anna
   stemctl lab doctor anna`,
 	}
-	cmd.AddCommand(doctor.NewCmdLabDoctor(f, nil), NewCmdInit(f, nil), NewCmdAdd(f, nil), NewCmdImport(f, nil),
+	cmd.AddCommand(NewCmdDoctor(f, nil), NewCmdInit(f, nil), NewCmdAdd(f, nil), NewCmdImport(f, nil),
 		NewCmdUpdate(f, nil), NewCmdStatus(f, nil), NewCmdRm(f, nil))
 	return cmd
 }

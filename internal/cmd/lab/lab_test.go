@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lab"
 )
 
 func TestAddFlags(t *testing.T) {
@@ -57,6 +59,7 @@ func TestNeedRoot(t *testing.T) {
 		RunRm(ctx, &RmOptions{F: f, common: c, Names: []string{"anna"}}),
 		RunInit(ctx, &InitOptions{F: f, common: c, Prefix: "/nonexistent"}),
 		RunUpdate(ctx, &AddOptions{F: f, common: c}),
+		RunDoctor(ctx, &DoctorOptions{F: f, common: c, Name: "anna"}),
 	}
 	for i, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "needs root") {
@@ -82,6 +85,39 @@ func TestStatusAndRmArgs(t *testing.T) {
 	}
 }
 
+func TestDoctorArgs(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	var got *DoctorOptions
+	cmd := NewCmdDoctor(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *DoctorOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"anna", "--json", "--shared-store", "none"})
+	if err := cmd.Execute(); err != nil || got == nil || got.Name != "anna" || !got.JSON || got.Store != "none" || got.Dir != DefaultDir {
+		t.Fatalf("%v %+v", err, got)
+	}
+	cmd = NewCmdDoctor(&cmdutil.Factory{IOStreams: ios}, func(context.Context, *DoctorOptions) error { t.Error("ran"); return nil })
+	cmd.SetArgs(nil)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.Execute(); !cmdutil.IsFlagError(err) {
+		t.Fatalf("no account named: %v", err)
+	}
+}
+
+// TestDoctorRefusals: lab doctor checks only an existing ordinary
+// account, before running anything as it.
+func TestDoctorRefusals(t *testing.T) {
+	t.Parallel()
+	ios, _, _, _ := iostreams.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Getenv: func(string) string { return "" }, Self: func() (string, error) { return "/bin/false", nil }}
+	c := common{Geteuid: func() int { return 0 }, Store: "none"}
+	for name, want := range map[string]string{"no-such-account-x": `account "no-such-account-x"`, "root": "system account"} {
+		err := RunDoctor(context.Background(), &DoctorOptions{F: f, common: c, Name: name})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 // TestImportBadFile: every bad row is reported and no account is looked
 // at (Self would be called first).
 func TestImportBadFile(t *testing.T) {
@@ -94,5 +130,37 @@ func TestImportBadFile(t *testing.T) {
 	err := RunImport(context.Background(), &AddOptions{F: f, common: common{Geteuid: func() int { return 0 }}, File: csv})
 	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "line 4: anna is already on line 2") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestPrintDoctor: each line names who answered it; an account's fix is
+// marked as its doctor's word and printed on one clean line, and a
+// doctor that gave no report gets root's fix.
+func TestPrintDoctor(t *testing.T) {
+	t.Parallel()
+	st := lab.Status{Name: "anna", Missing: []string{"doctor: exit status 2", "subordinate-ids", "workspace"},
+		DoctorFix: "(as root) runuser -l anna -c '/usr/local/bin/stemctl doctor'",
+		Checks: []lab.Result{
+			{Result: doctor.Result{Name: "subordinate-ids", Status: doctor.Fail, Required: true, Detail: "none", Fix: "(as root) usermod --add-subuids 1-2 anna"}, By: lab.ByRoot},
+			{Result: doctor.Result{Name: "workspace", Status: doctor.Fail, Required: true, Detail: "gone", Fix: "mkdir x\n\x1b[2Jrm -rf /"}, By: lab.ByAccount},
+		}}
+	var b bytes.Buffer
+	if err := printDoctor(&b, "anna", st); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"✗  doctor           root     doctor: exit status 2\n",
+		"fix: (as root) runuser -l anna -c '/usr/local/bin/stemctl doctor'\n",
+		"✗  subordinate-ids  root     none\n",
+		"fix: (as root) usermod --add-subuids 1-2 anna\n",
+		"✗  workspace        account  gone\n",
+		"fix (anna's doctor says): mkdir x rm -rf /\n",
+		"fixed: doctor: exit status 2, subordinate-ids, workspace (reported)\n",
+		"root checked subordinate-ids itself;",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
 	}
 }
