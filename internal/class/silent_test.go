@@ -94,8 +94,8 @@ func heartbeat(d time.Duration) time.Duration {
 }
 
 // goneWithin is how long the tests wait for a silent student to be gone:
-// well past the heartbeat's 5 s, well short of what a silent peer took
-// before it (the poll's 20 s wait plus the call's timeout).
+// well past the heartbeat's 5 s, well short of what a silent peer takes
+// without it (the poll's 20 s wait plus the call's timeout).
 const goneWithin = 20 * time.Second
 
 // A student whose packets stop (the relay holds them, closing nothing) is

@@ -24,7 +24,7 @@ import (
 
 // silentWithin is how long the test waits for a silent student's tile to
 // say gone: well past the hub's 5 s heartbeat, well short of the 35 s a
-// silent peer took without it (session_events' 20 s wait plus the 15 s
+// silent peer takes without it (session_events' 20 s wait plus the 15 s
 // timeout). With STEM_CONTROL_NO_HEARTBEAT set the hub runs without the
 // heartbeat (the control), and the wait fails.
 const silentWithin = 20 * time.Second
