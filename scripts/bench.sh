@@ -71,6 +71,9 @@ bench ./internal/gate/ 'Poll30$|Poll30Warm' 10
 bench ./internal/cmd/class/ 'ClassOverviewOpen' 50
 bench ./internal/cmd/class/ 'ClassOverviewCold' 5
 bench ./internal/cmd/class/ 'UnderAttack' 20
+# A student gone silent (a relay that holds their bytes, closes nothing):
+# the hub's heartbeat, and without it (35 s a sample).
+bench ./internal/class/ 'SilentStudentGone' 5
 bench ./internal/cmd/audit/blame/ 'BlameCommand' 50
 # The student in charge: proposals and approvals, through the server.
 bench ./internal/nvim/ 'Propose$' 200
@@ -236,6 +239,8 @@ row "\`class_overview\`, 30 students, one flooding" BenchmarkClassUnderAttack/at
 row "\`stem-mcp class\` peak memory, 30, calm" BenchmarkClassUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory from start, 30 honest stand-in students"
 row "\`stem-mcp class\` peak memory, 30, one flooding" BenchmarkClassUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
 row "\`stem-mcp class\` exit on SIGTERM, one flooding" BenchmarkClassUnderAttack/attack exit-s s "< 2 s" "SIGTERM to the process's end, during the flood"
+row "silent student → gone" BenchmarkSilentStudentGone/heartbeat p50-s s "< 8 s" "the relay between the teacher's ssh and a stand-in student's gate stops passing bytes without closing anything, to the hub ending that session as \"stopped answering\" (the dashboard's tile says gone within its next look); OpenSSH's ssh, the other student's session open"
+row "silent student → gone, no heartbeat" BenchmarkSilentStudentGone/off p50-s s "" "as above without the heartbeat: the open session_events call's deadline (its 20 s wait plus the 15 s timeout)"
 row "\`class serve\` peak memory, 30, calm" BenchmarkServeUnderAttack/calm peak-rss-MiB MiB "" "peak resident memory of stemctl class serve from start"
 row "\`class serve\` peak memory, 30, one flooding" BenchmarkServeUnderAttack/attack peak-rss-MiB MiB "< 2x calm" "as above, one of the 30 flooding"
 row "\`lab import\` of 30 students" BenchmarkLabThirty enrol30-s s "" "one \`stemctl lab import\` of a CSV of 30 new accounts onto a new shared image store (the native image loaded into it once), process start to exit"

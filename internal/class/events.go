@@ -37,6 +37,7 @@ type Link struct {
 	Error     string     `json:"error,omitempty"`   // why the last session ended or failed
 	Retry     *time.Time `json:"retry,omitempty"`   // the next attempt
 	CutOff    bool       `json:"cut_off,omitempty"` // the last session went past its budget (Error says which)
+	Silent    bool       `json:"silent,omitempty"`  // the last session ended because the student's side stopped answering
 	// Dropped counts this student's events the hub no longer keeps: each
 	// student has a fair share of the class's event memory, and their
 	// own oldest go first.
@@ -51,6 +52,10 @@ type HubOptions struct {
 	// (defaults 1s, 30s) and starts over after a session that lasted.
 	MinBackoff, MaxBackoff time.Duration
 	Ring                   int // events kept for the class (default 2048), shared fairly among the students
+	// Silent: an open session quiet this long (pinged meanwhile) ends, the
+	// student gone (default DefaultSilent; negative: only each call's
+	// deadline notices a silent peer).
+	Silent time.Duration
 	// Tools are the tool names the class may forward; a name a student's
 	// gate offers outside them is ignored (nil: any name of lower-case
 	// letters, digits and '_').
@@ -100,6 +105,9 @@ func NewHub(students []Student, opt HubOptions) *Hub {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
+	if opt.Silent == 0 {
+		opt.Silent = DefaultSilent
+	}
 	h := &Hub{students: students, opt: opt, links: map[string]*Link{}, open: map[string]*openSession{}, probing: map[string]*probeCall{}, work: map[string]*workLog{},
 		rings: map[string]*evring.Ring[Event]{}, perRing: max(minPerStudent, opt.Ring/max(1, len(students)))}
 	for _, s := range students {
@@ -141,7 +149,7 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 				l.Since = &now
 			}
 			l.Connected, l.Level, l.Error, l.Retry = false, "", clean(err.Error()), &retry
-			l.CutOff = errors.Is(err, errCutOff)
+			l.CutOff, l.Silent = errors.Is(err, errCutOff), errors.Is(err, errSilent)
 		})
 		select {
 		case <-ctx.Done():
@@ -186,6 +194,9 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 		return err
 	}
 	defer sess.close()
+	if h.opt.Silent > 0 {
+		go sess.watch(ctx, h.opt.Silent)
+	}
 	lctx, cancel := context.WithTimeout(ctx, h.opt.Timeout)
 	names, err := sess.tools(lctx)
 	cancel()
@@ -224,7 +235,7 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 		if first {
 			now := time.Now()
 			h.setLink(s.Name, func(l *Link) {
-				l.Connected, l.Instance, l.Level, l.Since, l.Error, l.Retry, l.CutOff = true, clean(instance), row.Level, &now, "", nil, false
+				l.Connected, l.Instance, l.Level, l.Since, l.Error, l.Retry, l.CutOff, l.Silent = true, clean(instance), row.Level, &now, "", nil, false, false
 			})
 		}
 		for _, ev := range evs {

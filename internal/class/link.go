@@ -78,10 +78,11 @@ func dialMCP(ctx context.Context, ssh string, args []string, timeout time.Durati
 	return s, nil
 }
 
-// explain prefers why the link was cut off, then adds what ssh or the
-// gate said on stderr.
+// explain prefers why the teacher's side ended the link (cut off, or the
+// student stopped answering), then adds what ssh or the gate said on
+// stderr.
 func (s *mcpSession) explain(err error) error {
-	if e := s.wire.Err(); e != nil && errors.Is(e, errCutOff) {
+	if e := s.wire.Err(); e != nil && (errors.Is(e, errCutOff) || errors.Is(e, errSilent)) {
 		return e
 	}
 	if msg := strings.TrimSpace(s.stderr.String()); msg != "" {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -54,8 +55,12 @@ type wire struct {
 	w     *os.File // ssh's stdin: a pipe, so writes take a deadline
 	r     io.Reader
 	slots chan struct{}
+	beat  chan struct{} // the heartbeat's own slot: full slots cannot starve it
 	wmu   chan struct{} // one writer at a time
 	wait  time.Duration // writeTimeout
+	born  time.Time
+	heard atomic.Int64 // the last byte from the student's side, since born
+	pings atomic.Int64
 
 	mu       sync.Mutex
 	pending  map[string]chan *transport.JSONRPCResponse
@@ -68,8 +73,28 @@ type wire struct {
 }
 
 func newWire(w *os.File, r io.Reader) *wire {
-	return &wire{w: w, r: r, wait: writeTimeout, slots: make(chan struct{}, maxInFlight), wmu: make(chan struct{}, 1),
+	t := &wire{w: w, r: r, wait: writeTimeout, slots: make(chan struct{}, maxInFlight), beat: make(chan struct{}, 1), wmu: make(chan struct{}, 1),
 		pending: map[string]chan *transport.JSONRPCResponse{}, done: make(chan struct{})}
+	t.born = time.Now()
+	return t
+}
+
+// quiet is how long the student's side has sent nothing (on the monotonic
+// clock: a step of the wall clock is no silence).
+func (t *wire) quiet() time.Duration {
+	return time.Since(t.born) - time.Duration(t.heard.Load())
+}
+
+// hearing notes every byte as it arrives, not per line: a long answer
+// over a slow link is heard while it is still coming.
+type hearing struct{ t *wire }
+
+func (h hearing) Read(p []byte) (int, error) {
+	n, err := h.t.r.Read(p)
+	if n > 0 {
+		h.t.heard.Store(int64(time.Since(h.t.born)))
+	}
+	return n, err
 }
 
 var _ transport.Interface = (*wire)(nil)
@@ -99,7 +124,7 @@ func (t *wire) Err() error {
 }
 
 func (t *wire) read() {
-	br := bufio.NewReaderSize(t.r, 64<<10)
+	br := bufio.NewReaderSize(hearing{t}, 64<<10)
 	var long []byte // a line longer than br's buffer, up to maxLine
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -207,19 +232,31 @@ func (t *wire) closedErr() error {
 // SendRequest writes the request and waits for its reply, its context or
 // the link's end, whichever comes first.
 func (t *wire) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	return t.send(ctx, req, t.slots)
+}
+
+// ping sends a JSON-RPC ping on the heartbeat's slot and waits for its
+// reply. Its ids are strings, apart from mcp-go's numbers.
+func (t *wire) ping(ctx context.Context) error {
+	id := mcp.NewRequestId(fmt.Sprintf("beat-%d", t.pings.Add(1)))
+	_, err := t.send(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodPing)}, t.beat)
+	return err
+}
+
+func (t *wire) send(ctx context.Context, req transport.JSONRPCRequest, slots chan struct{}) (*transport.JSONRPCResponse, error) {
 	select {
 	case <-t.done:
 		return nil, t.closedErr()
 	default:
 	}
 	select {
-	case t.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("no free slot for another call to this student (%d in flight): %w", maxInFlight, ctx.Err())
+		return nil, fmt.Errorf("no free slot for another call to this student (%d in flight): %w", cap(slots), ctx.Err())
 	case <-t.done:
 		return nil, t.closedErr()
 	}
-	defer func() { <-t.slots }()
+	defer func() { <-slots }()
 	key := req.ID.String()
 	ch := make(chan *transport.JSONRPCResponse, 1)
 	t.mu.Lock()

@@ -23,6 +23,8 @@ type ServeOptions struct {
 	Listen  string
 	Every   time.Duration
 	Timeout time.Duration
+	// Silent is the hub's (class.HubOptions): 0 its default, negative off.
+	Silent time.Duration
 	// Ready, when set, gets the page's address once it listens (tests).
 	Ready func(url string)
 }
@@ -106,7 +108,7 @@ func RunServe(ctx context.Context, opts *ServeOptions) error {
 	defer cancel()
 	// One session with each student's gate, as stem-mcp class keeps: the
 	// tiles, the student page and its actions all go through it.
-	hub := class.NewHub(r.Students, class.HubOptions{Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}})
+	hub := class.NewHub(r.Students, class.HubOptions{Options: class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout}, Silent: opts.Silent})
 	live := dashboard.NewLive(names, hub, board, dashboard.LiveOptions{Every: opts.Every, Timeout: opts.Timeout})
 	done := make(chan struct{})
 	go func() {
