@@ -1,11 +1,14 @@
 package agent_test
 
 import (
+	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
@@ -77,5 +80,67 @@ func TestSandboxCarriesHostLogin(t *testing.T) {
 		if strings.HasPrefix(m, filepath.Join(b.Base, "home")) {
 			t.Errorf("the sandbox mounts the host's home: %s", m)
 		}
+	}
+}
+
+// Codex signed in with ChatGPT on the host, no key: the carried auth.json
+// is used, its access token reaching the scripted model (a provider that
+// takes the OpenAI sign-in, as chatgpt.com's backend does), and the
+// proxy allows the sign-in's endpoints.
+func TestSandboxCarriesCodexLogin(t *testing.T) {
+	b := newBoxAccount(t, modelserver.Say("stem-login-done"))
+	var env []string
+	for _, kv := range b.env {
+		if !strings.HasPrefix(kv, "OPENAI_API_KEY=") {
+			env = append(env, kv)
+		}
+	}
+	b.env = env
+	cfg := filepath.Join(b.Base, "config", "agents.toml")
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := strings.Replace(string(data), `env_key=\"OPENAI_API_KEY\"`, `requires_openai_auth=true`, 1)
+	if with == string(data) {
+		t.Fatal("the codex provider of the test account changed: no env_key to replace")
+	}
+	if err := os.WriteFile(cfg, []byte(with), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const token = "stem-carried-chatgpt-access-token"
+	b64 := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	idToken := b64(`{"alg":"none"}`) + "." + b64(`{"email":"student@example.invalid","exp":4102444800,"https://api.openai.com/auth":{"chatgpt_plan_type":"plus","chatgpt_account_id":"acct-stem"}}`) + ".c2ln"
+	auth := `{"OPENAI_API_KEY":null,"tokens":{"id_token":"` + idToken + `","access_token":"` + token +
+		`","refresh_token":"stem-fake-refresh","account_id":"acct-stem"},"last_refresh":"` + time.Now().UTC().Format(time.RFC3339) + `"}`
+	dir := filepath.Join(b.Base, "home", ".codex")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "auth.json"), []byte(auth), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := b.start("codex")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s\nmodel requests: %d", readFile(rec.Log), len(b.ms.Requests()))
+		}
+	})
+	for _, h := range []string{"auth.openai.com:443", "chatgpt.com:443"} {
+		if !slices.Contains(rec.Egress, h) {
+			t.Errorf("egress without %s: %v", h, rec.Egress)
+		}
+	}
+	// Its first call to the model API (the model list) carries the
+	// token. Offline, Codex then stops: signed in with ChatGPT it also
+	// needs chatgpt.com itself, which no test can answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := b.ms.Wait(ctx, func(modelserver.Request) bool { return true })
+	if err != nil {
+		t.Fatalf("codex sent the model nothing: %v", err)
+	}
+	if got := req.Header.Get("Authorization"); got != "Bearer "+token {
+		t.Errorf("the model saw Authorization %q on %s, want the carried token", got, req.Path)
 	}
 }
