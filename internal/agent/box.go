@@ -91,6 +91,13 @@ func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, soc
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 		}
 	}
+	var login *agentcli.Carried
+	if p.InImage() {
+		var err error
+		if login, err = e.signIn(p); err != nil {
+			return nil, err
+		}
+	}
 	_, lines := screens[p.Adapter]
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true, EventLines: lines},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
@@ -100,6 +107,7 @@ func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, soc
 		ContextFile: filepath.Join(sandbox.ConfDir, "context.md"), ContextJSON: filepath.Join(sandbox.ConfDir, "context.json"),
 		MCPConfig: filepath.Join(sandbox.ConfDir, "mcp.json"), Dir: sandbox.ConfDir,
 		CardPath: req.Resolved.CardPath, TaskDir: req.Resolved.TaskDir, Extra: req.Extra, Policy: pol, Sandboxed: true,
+		HostLogin: login != nil,
 	}
 	l, err := agentcli.Plan(s)
 	if err != nil {
@@ -119,6 +127,12 @@ func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, soc
 	}
 	if err := writeFiles(home, seeds); err != nil {
 		return nil, err
+	}
+	if login != nil {
+		if err := carryLogin(home, login); err != nil {
+			return nil, err
+		}
+		e.progress("agent %s: signs in with a copy of %s", id, login.HostPath)
 	}
 	user, err := sandbox.Identify(os.Geteuid(), idmap.ForCaller)
 	if err != nil {
@@ -141,6 +155,7 @@ func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, soc
 	if len(eg) == 0 {
 		eg = sandbox.DefaultEgress(p.Adapter)
 	}
+	eg = withLogin(eg, login)
 	cs, err := sandbox.Spec(sandbox.Options{
 		AgentID: id, Instance: rec.Instance,
 		CardPath: req.Resolved.CardPath, CardWritable: req.Level >= levels.Full, ReadOnlyCardParts: sandbox.CardGit(req.Resolved.CardPath),

@@ -431,7 +431,7 @@ func TestRealCLIsInTheStudentsWindow(t *testing.T) {
 	noKeys := []string{"ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "OPENAI_API_KEY=", "CODEX_API_KEY=", "GEMINI_API_KEY=", "GOOGLE_API_KEY="}
 	for p, want := range map[string]string{"codex": "export OPENAI_API_KEY=", "claude": "export ANTHROPIC_API_KEY=", "gemini": "export GEMINI_API_KEY="} {
 		r, err := a.runEnv(noKeys, "agent", "start", p, "native-amd64", "demo", "hello", "1", "--background")
-		if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, "needs an API key in its sandbox") || !strings.Contains(r.Stderr, want) {
+		if err != nil || r.Code == 0 || !strings.Contains(r.Stderr, "needs an API key or a sign-in done on the host") || !strings.Contains(r.Stderr, want) {
 			t.Fatalf("%s without a key: %d %v\n%s", p, r.Code, err, r.Stderr)
 		}
 	}

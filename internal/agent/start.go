@@ -18,7 +18,6 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
-	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/levels"
@@ -125,7 +124,8 @@ func SocketPath(dir sockets.Dir, id string) (string, error) {
 // Check makes every refusal of Prepare that does not need the instance:
 // an unknown provider, a missing program, the adapter's checks (the
 // directory agents' files go to, a custom command's placeholders), and a
-// built-in CLI in its sandbox with no API key to sign in with. Callers
+// built-in CLI in its sandbox with neither an API key nor a sign-in of
+// its own on the host (signIn). Callers
 // run it before they start a container, so that a refusal leaves nothing
 // behind; the agent socket's length is covered by sockets.CheckLengths,
 // which `up` runs. It returns the provider and its program's path on the
@@ -146,26 +146,11 @@ func (e *Env) Check(name, mode string) (agentcli.Provider, string, error) {
 		return agentcli.Provider{}, "", err
 	}
 	if mode == agentstore.ModeWindow && p.InImage() {
-		if err := e.checkKey(p); err != nil {
+		if _, err := e.signIn(p); err != nil {
 			return agentcli.Provider{}, "", err
 		}
 	}
 	return p, bin, nil
-}
-
-// checkKey refuses a CLI that would stop at its own sign-in screen in the
-// sandbox: none of the credentials it takes there is set.
-func (e *Env) checkKey(p agentcli.Provider) error {
-	vars := sandbox.Credentials(p.Adapter)
-	for _, v := range vars {
-		if e.getenv(v) != "" {
-			return nil
-		}
-	}
-	if len(vars) == 0 {
-		return nil
-	}
-	return &agentcli.NoKeyError{Provider: p.Name, Vars: vars, Where: agentcli.KeyPage(p.Adapter)}
 }
 
 // Prepare creates the agent's directory and files. mode is agentstore.ModeWindow or

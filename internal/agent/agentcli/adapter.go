@@ -44,8 +44,11 @@ type Session struct {
 	// Extra are arguments from the command line (after --).
 	Extra []string
 	// Sandboxed: the CLI runs in the agent's sandbox (fresh home, API key
-	// from the environment, no login of the user's).
+	// from the environment, no login of the user's but HostLogin).
 	Sandboxed bool
+	// HostLogin: in the sandbox the CLI signs in with a copy of its own
+	// sign-in from the host (ReadHostLogin), not a key.
+	HostLogin bool
 	// Policy is the task's agent policy (nil: none); it also sets the
 	// CLI's own permissions (policy.go).
 	Policy *agentpolicy.Policy
@@ -256,10 +259,15 @@ func geminiLaunch(s Session) (Launch, error) {
 		settings["tools"] = map[string]any{"exclude": geminiWriteTools}
 	}
 	if s.Sandboxed {
-		// The sandbox has a fresh home (no Google login): the key in
-		// GEMINI_API_KEY is the way in. Gemini 0.61 otherwise takes
-		// GOOGLE_GEMINI_BASE_URL for a "gateway" auth it then refuses.
-		settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
+		// The sandbox has a fresh home: the way in is the key in
+		// GEMINI_API_KEY (Gemini 0.61 otherwise takes
+		// GOOGLE_GEMINI_BASE_URL for a "gateway" auth it then refuses),
+		// or the copy of the host's Google sign-in.
+		auth := "gemini-api-key"
+		if s.HostLogin {
+			auth = "oauth-personal"
+		}
+		settings["security"] = map[string]any{"auth": map[string]any{"selectedType": auth}}
 		// The sandbox reaches only the model: usage statistics and the
 		// update check would only be refused by its proxy, and the image
 		// is never updated in place.

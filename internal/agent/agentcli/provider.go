@@ -249,23 +249,6 @@ func (e *MissingError) Error() string {
 	return msg
 }
 
-// NoKeyError is a built-in CLI started in its sandbox with none of the
-// credentials it could sign in with there.
-type NoKeyError struct {
-	Provider string
-	Vars     []string
-	Where    string // where to get a key
-}
-
-func (e *NoKeyError) Error() string {
-	alt := ""
-	if len(e.Vars) > 1 {
-		alt = " (or " + strings.Join(e.Vars[1:], ", ") + ")"
-	}
-	return fmt.Sprintf("agent provider %s needs an API key in its sandbox and none is set: export %s=...%s in the shell you run stemctl from, then start it again (a key: %s). Signing in with a browser does not work in the sandbox, which reaches only the model's API",
-		e.Provider, e.Vars[0], alt, e.Where)
-}
-
 // keyPages says where each adapter's keys are made.
 var keyPages = map[string]string{
 	"claude": "console.anthropic.com, API keys",
