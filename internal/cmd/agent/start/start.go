@@ -95,11 +95,11 @@ joins the instance of that task. Arguments after -- go to the provider's CLI.`,
 
 // Run starts the agent.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
-	if err != nil {
+	var r *workspace.Resolved
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here, func() (err error) {
+		r, err = resolve(ctx, opts)
 		return err
-	}
-	r, err := resolve(ctx, opts)
+	})
 	if err != nil {
 		return err
 	}
