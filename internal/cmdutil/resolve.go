@@ -12,6 +12,27 @@ import (
 // TaskArgs are the PROFILE SERIES CARD TASK positional arguments.
 const TaskArgs = "PROFILE SERIES CARD TASK"
 
+// InstanceOrTask accepts what a per-task command takes: nothing (in a
+// task's directory), INSTANCE, or PROFILE SERIES CARD TASK.
+func InstanceOrTask(verb string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 && len(args) != 4 {
+			return FlagErrorf("%s takes INSTANCE or %s (or nothing, in a task's directory)", verb, TaskArgs)
+		}
+		return nil
+	}
+}
+
+// AddTaskFlags adds --target and --device, for a command that may make
+// the instance of PROFILE SERIES CARD TASK; the task's arguments start at
+// argument first (for completing --target).
+func AddTaskFlags(cmd *cobra.Command, target *string, devices *[]string, first int) {
+	cmd.Flags().StringVar(target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")
+	cmd.Flags().StringArrayVar(devices, "device", nil, "host device to pass in to a new instance (rp2350 only; repeatable)")
+	cmd.RegisterFlagCompletionFunc("target", CompleteTarget(first))
+	cmd.RegisterFlagCompletionFunc("device", CompleteDevices())
+}
+
 // ResolveTask resolves PROFILE SERIES CARD TASK [--target] in the workspace.
 func ResolveTask(f *Factory, args []string, target string) (*workspace.Resolved, error) {
 	// The workspace resolver reads an empty profile as "the task's own";

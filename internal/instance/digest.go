@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
+	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -28,22 +28,10 @@ func DefaultDigestCache() string {
 // maxDigests bounds the cache (one entry per binary path seen).
 const maxDigests = 8
 
-// fileStamp is what identifies a file's content without reading it: a
-// rewrite changes its size, mtime or ctime (ctime cannot be set back), a
-// replacement its device and inode.
-type fileStamp struct {
-	Dev, Ino, Size   uint64
-	MtimeNs, CtimeNs int64
-	SHA256           string `json:",omitempty"`
-}
-
-func stampOf(fi os.FileInfo) (fileStamp, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStamp{}, false
-	}
-	return fileStamp{Dev: uint64(st.Dev), Ino: st.Ino, Size: uint64(st.Size),
-		MtimeNs: st.Mtim.Nano(), CtimeNs: st.Ctim.Nano()}, true
+// cached is a binary's digest as of one stamp of the file.
+type cached struct {
+	filestamp.Stamp
+	SHA256 string
 }
 
 // binaryIdentity is the configuration hash's identity of the stem-mcp
@@ -58,18 +46,14 @@ func binaryIdentity(cache, path string) string {
 	if err != nil {
 		return ""
 	}
-	stamp, ok := stampOf(fi)
-	entries := map[string]fileStamp{}
+	stamp, ok := filestamp.Of(fi)
+	entries := map[string]cached{}
 	if ok && cache != "" {
 		if data, err := os.ReadFile(cache); err == nil {
 			json.Unmarshal(data, &entries)
 		}
-		if e, hit := entries[path]; hit && e.SHA256 != "" {
-			want := e
-			want.SHA256 = ""
-			if want == stamp {
-				return "sha256:" + e.SHA256
-			}
+		if e, hit := entries[path]; hit && e.SHA256 != "" && e.Stamp == stamp {
+			return "sha256:" + e.SHA256
 		}
 	}
 	sum, after, err := digestFile(path)
@@ -78,11 +62,10 @@ func binaryIdentity(cache, path string) string {
 	}
 	// Only a file that did not change while it was read is remembered.
 	if ok && after == stamp && cache != "" {
-		stamp.SHA256 = sum
 		if len(entries) >= maxDigests {
-			entries = map[string]fileStamp{}
+			entries = map[string]cached{}
 		}
-		entries[path] = stamp
+		entries[path] = cached{Stamp: stamp, SHA256: sum}
 		// A cache: writing it is best effort.
 		if data, err := json.Marshal(entries); err == nil && os.MkdirAll(filepath.Dir(cache), 0o700) == nil {
 			sockets.WriteFileAtomic(cache, data, 0o600)
@@ -92,20 +75,20 @@ func binaryIdentity(cache, path string) string {
 }
 
 // digestFile hashes path and returns the stamp of the file it read.
-func digestFile(path string) (string, fileStamp, error) {
+func digestFile(path string) (string, filestamp.Stamp, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fileStamp{}, err
+		return "", filestamp.Stamp{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fileStamp{}, fmt.Errorf("read %s: %w", path, err)
+		return "", filestamp.Stamp{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return "", fileStamp{}, err
+		return "", filestamp.Stamp{}, err
 	}
-	stamp, _ := stampOf(fi)
+	stamp, _ := filestamp.Of(fi)
 	return hex.EncodeToString(h.Sum(nil)), stamp, nil
 }

@@ -67,7 +67,7 @@ func TestBinaryIdentityUsesTheCache(t *testing.T) {
 	bin := filepath.Join(dir, "stem-mcp")
 	os.WriteFile(bin, []byte("binary\n"), 0o755)
 	binaryIdentity(cache, bin)
-	var entries map[string]fileStamp
+	var entries map[string]cached
 	data, err := os.ReadFile(cache)
 	if err != nil || json.Unmarshal(data, &entries) != nil {
 		t.Fatalf("cache %s: %v %s", cache, err, data)

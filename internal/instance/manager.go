@@ -45,6 +45,9 @@ type Manager struct {
 	// nil keeps the engine's default user namespace (tests of other
 	// parts).
 	IDMap func() (idmap.Map, error)
+	// DigestCache is the file that caches stem-mcp's digest (empty: the
+	// user's DefaultDigestCache()).
+	DigestCache string
 }
 
 // Action says what Up did.
@@ -105,7 +108,7 @@ func (m *Manager) Up(ctx context.Context, r *workspace.Resolved, o UpOptions) (U
 	if err != nil {
 		return UpResult{}, fmt.Errorf("image for profile %s: %w", r.Profile.Name, err)
 	}
-	opt := PlanOptions{Layout: m.Layout, ImageID: img.ID, MCPBinary: m.MCPBinary, Devices: o.Devices}
+	opt := PlanOptions{Layout: m.Layout, ImageID: img.ID, MCPBinary: m.MCPBinary, Devices: o.Devices, DigestCache: m.DigestCache}
 	if m.IDMap != nil {
 		idm, err := m.IDMap()
 		if err != nil {

@@ -51,22 +51,14 @@ directory of the card, it is that task's instance.`,
 		Example: `  stemctl debug hazard3-sim inf bss 4
   stemctl debug native-amd64 demo hello 1 --no-build
   stemctl debug native-amd64-demo-hello-t1 --json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 && len(args) != 4 {
-				return cmdutil.FlagErrorf("debug takes INSTANCE or %s (or nothing, in a task's directory)", cmdutil.TaskArgs)
-			}
-			return nil
-		},
+		Args:              cmdutil.InstanceOrTask("debug"),
 		ValidArgsFunction: cmdutil.CompleteTask(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")
-	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
-	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
-	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
+	cmdutil.AddTaskFlags(cmd, &opts.Target, &opts.Devices, 0)
 	noBuild := cmd.Flags().Bool("no-build", false, "do not run the task's build command first")
 	cmd.PreRun = func(*cobra.Command, []string) { opts.Build = !*noBuild }
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

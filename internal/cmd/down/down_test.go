@@ -15,6 +15,7 @@ const inst = "native-amd64-demo-hello-t1"
 // TestDownKeepsUnsavedWork: with unsaved buffers down stops nothing and
 // names them; --force stops; the message says how to start it again.
 func TestDownKeepsUnsavedWork(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(up.NewCmdUp(w.F, nil), "native-amd64", "demo", "hello", "1"); err != nil {
 		t.Fatal(err)

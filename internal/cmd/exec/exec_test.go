@@ -20,6 +20,7 @@ const inst = "native-amd64-demo-hello-t1"
 // extra environment, its output reaches
 // stdout and its exit status is stemctl's; usage mistakes say the form.
 func TestExecPassesCommandAndExitCode(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(up.NewCmdUp(w.F, nil), "native-amd64", "demo", "hello", "1"); err != nil {
 		t.Fatal(err)

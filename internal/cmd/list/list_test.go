@@ -16,6 +16,7 @@ const inst = "native-amd64-demo-hello-t1"
 // TestListShowsStates: an empty registry says how to start; a running
 // and then a stopped instance show as such, in the table and in --json.
 func TestListShowsStates(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(list.NewCmdList(w.F, nil)); err != nil || !strings.Contains(w.ErrOut.String(), "no instances: start one with `stemctl up") {
 		t.Fatalf("empty list: %v %q", err, w.ErrOut)

@@ -19,6 +19,7 @@ const inst = "native-amd64-demo-hello-t1"
 // an unknown instance among the arguments is reported, the others still
 // go, and the exit code says something failed.
 func TestRmRemovesAndReportsEach(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(up.NewCmdUp(w.F, nil), "native-amd64", "demo", "hello", "1"); err != nil {
 		t.Fatal(err)

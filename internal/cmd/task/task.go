@@ -72,23 +72,15 @@ reused first, as with ` + "`stemctl up`" + `), or nothing in a task's directory 
 the card (the instance of that task). The command comes from the card's
 stem.toml at the moment you run this, so edits to the manifest apply at once. The
 exit status is the command's.`,
-		Example: examples(verb),
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 && len(args) != 4 {
-				return cmdutil.FlagErrorf("%s takes INSTANCE or %s (or nothing, in a task's directory)", v, cmdutil.TaskArgs)
-			}
-			return nil
-		},
+		Example:           examples(verb),
+		Args:              cmdutil.InstanceOrTask(v),
 		ValidArgsFunction: cmdutil.CompleteTask(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
 			return cmdutil.RunOr(cmd.Context(), opts, runF, RunVerb)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Target, "target", "", "build target when giving PROFILE SERIES CARD TASK")
-	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
-	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
-	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
+	cmdutil.AddTaskFlags(cmd, &opts.Target, &opts.Devices, 0)
 	cmd.Flags().StringVar(&opts.TTY, "tty", "auto", "allocate a terminal: auto, always or never")
 	cmd.RegisterFlagCompletionFunc("tty", cmdutil.Fixed("auto", "always", "never"))
 	cmd.Flags().BoolVar(&opts.Print, "print", false, "print the command instead of running it")

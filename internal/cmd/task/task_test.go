@@ -16,6 +16,7 @@ import (
 // runs the manifest's test command in the task's directory inside it,
 // says what it runs, and exits with the command's code.
 func TestTaskRunsTheManifestCommand(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	var mu sync.Mutex
 	var ran []engine.ExecSpec
@@ -43,6 +44,7 @@ func TestTaskRunsTheManifestCommand(t *testing.T) {
 // TestTaskWithoutTheVerb: a task with no deploy command says so and
 // runs nothing.
 func TestTaskWithoutTheVerb(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	w.Engine.ExecFunc = func(engine.Container, engine.ExecSpec) (int, error) {
 		t.Error("a command ran")

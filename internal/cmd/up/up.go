@@ -60,10 +60,7 @@ turns.`,
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")
-	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "host device to pass in (rp2350 only; repeatable)")
-	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(0))
-	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
+	cmdutil.AddTaskFlags(cmd, &opts.Target, &opts.Devices, 0)
 	cmd.Flags().BoolVar(&opts.Select, "select", false, "also make this the instance MCP providers talk to")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "re-create the instance even if its editor has unsaved changes (they are lost)")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -16,6 +16,7 @@ const inst = "native-amd64-demo-hello-t1"
 // summary on stdout), the second reuses the same container; --json gives
 // the record and the action.
 func TestUpCreatesThenReuses(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(up.NewCmdUp(w.F, nil), "native-amd64", "demo", "hello", "1"); err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestUpCreatesThenReuses(t *testing.T) {
 // TestUpExplainsBadArguments: a misspelt card gets a suggestion, a
 // wrong count of arguments a usage error; neither makes a container.
 func TestUpExplainsBadArguments(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	err := w.Run(up.NewCmdUp(w.F, nil), "native-amd64", "demo", "helo", "1")
 	if err == nil || !strings.Contains(err.Error(), `did you mean "hello"`) {

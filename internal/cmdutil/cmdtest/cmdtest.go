@@ -61,8 +61,6 @@ func New(t testing.TB) *World {
 	w := &World{Engine: enginetest.NewFake(), WS: filepath.Join(base, "ws"), MCP: filepath.Join(base, "stem-mcp")}
 	w.Dirs = xdg.Dirs{Home: filepath.Join(base, "home"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"),
 		Runtime: rt, UID: os.Getuid()}
-	// The Manager keeps a digest of stem-mcp in the user's cache.
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(base, "cache"))
 	for _, d := range []string{w.Dirs.Home, w.Dirs.State, w.Dirs.Config} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
@@ -102,6 +100,7 @@ func New(t testing.TB) *World {
 		return &instance.Manager{
 			Engine: w.Engine, Registry: reg, Layout: layout, MCPBinary: w.MCP, Workspace: w.WS,
 			Servers: servers, Progress: errOut, SocketTimeout: 2 * time.Second,
+			DigestCache:  filepath.Join(base, "cache", "mcp-digest.json"),
 			NvimModified: func(context.Context, string) ([]string, error) { return w.Unsaved, w.UnsavedErr },
 			NvimQuit:     func(context.Context, string) { w.Quit++ },
 		}, nil

@@ -26,6 +26,9 @@ import (
 // removes what a create that reached the dying service left under its
 // name. Other calls fail with an error that says the service was started
 // again and the command can be run again, never with "start the service".
+// A call the service dies holding (a Stop it waits out, say) ends the
+// same way: the bindings send it again, up to three times, and the dial
+// is refused.
 
 // restarted reports whether err says the service is gone (a dial of its
 // socket refused, or the socket removed) and, for an engine that starts

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
 )
@@ -108,5 +109,75 @@ func TestServiceKilledMidCommandIsStartedAgain(t *testing.T) {
 	}
 	if probe(testCtx(t), sock) != nil {
 		t.Fatal("no service answers after the refused Rename")
+	}
+}
+
+// The service killed while it holds a call: a Stop it is waiting out (the
+// container ignores its first SIGTERM). The call is asked again of a
+// service started again, as a Stop may be, and the container ends
+// stopped; an engine that does not start services fails the call (the
+// control: the call was in the dying service's hands).
+func TestServiceKilledHoldingACall(t *testing.T) {
+	podmanTest(t)
+	for _, starts := range []bool{false, true} {
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "run", "podman.sock")
+		e, err := Connect(testCtx(t), Options{URI: "unix://" + sock, StartService: true, LogDir: filepath.Join(dir, "log")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids := []int{e.Service().PID}
+		t.Cleanup(func() {
+			if pid, err := peerPID(sock); err == nil {
+				pids = append(pids, pid)
+			}
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+		})
+		spec := sleeper(nil)
+		// The first SIGTERM is ignored, a second ends it.
+		spec.Command = []string{"sh", "-c", "trap '[ -e /tmp/t ] && exit 0; : >/tmp/t; echo got-term' TERM; echo ready; while :; do sleep 0.1; done"}
+		id, err := e.Create(testCtx(t), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Remove(context.Background(), id, true) })
+		if err := e.Start(testCtx(t), id); err != nil {
+			t.Fatal(err)
+		}
+		logs := func() string {
+			out, _ := e.LogTail(testCtx(t), id, 10)
+			return out
+		}
+		for !strings.Contains(logs(), "ready") {
+		}
+		eng := *e
+		eng.opts.StartService = starts
+		stopped := make(chan error, 1)
+		go func() { stopped <- eng.Stop(testCtx(t), id, 2*time.Minute) }()
+		// The service has the Stop once the container got its SIGTERM.
+		for !strings.Contains(logs(), "got-term") {
+		}
+		pid, err := peerPID(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+		err = <-stopped
+		if !starts {
+			if err == nil || probe(testCtx(t), sock) == nil {
+				t.Fatalf("control: Stop with its service killed and nothing to start it: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Stop with its service killed under it: %v", err)
+		}
+		c, err := e.Inspect(testCtx(t), id)
+		if err != nil || c.Running {
+			t.Fatalf("after the Stop the container is %+v, %v; want it stopped", c, err)
+		}
 	}
 }

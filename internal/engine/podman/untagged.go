@@ -22,24 +22,6 @@ const Tags = "remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriv
 // ErrNoBindings is what Connect returns in a binary built without Tags.
 var ErrNoBindings = errors.New("this binary was built without the Podman bindings (the build tags " + Tags + "): build it with `make build`")
 
-// Options configure Connect (see the tagged build).
-type Options struct {
-	URI          string
-	StartService bool
-	LogDir       string
-	StartTimeout time.Duration
-	CallTimeout  time.Duration
-	Podman       string
-	Getenv       func(string) string
-}
-
-// Service describes a service Connect started.
-type Service struct {
-	URI string
-	PID int
-	Log string
-}
-
 // Engine is never made in this build: Connect fails.
 type Engine struct{}
 

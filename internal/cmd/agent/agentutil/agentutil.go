@@ -79,11 +79,16 @@ func removeSandbox(f *cmdutil.Factory) func(context.Context, string) error {
 }
 
 // CheckLaunch checks what start and attach are given before anything
-// runs: --level, then the provider (CheckProvider).
-func CheckLaunch(f *cmdutil.Factory, provider, level string, here bool) (levels.Level, error) {
+// runs: --level, then which instance (instance, which finds it without
+// starting anything: outside every card that is the mistake to name, not
+// the provider's key), then the provider (CheckProvider).
+func CheckLaunch(f *cmdutil.Factory, provider, level string, here bool, instance func() error) (levels.Level, error) {
 	l, err := levels.Parse(level)
 	if err != nil {
 		return 0, cmdutil.FlagErrorf("--level: %v", err)
+	}
+	if err := instance(); err != nil {
+		return 0, err
 	}
 	if err := CheckProvider(f, provider, here); err != nil {
 		return 0, err

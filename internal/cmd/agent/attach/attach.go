@@ -75,11 +75,11 @@ directory of the card, the instance of that task.`,
 
 // Run starts the agent on the running instance.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
-	if err != nil {
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here, func() (err error) {
+		opts.Instance, err = cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
 		return err
-	}
-	if opts.Instance, err = cmdutil.InstanceOr(ctx, opts.F, opts.Instance); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	m, err := opts.F.Manager(ctx)

@@ -12,6 +12,7 @@ import (
 // TestNoAgents: list says how to start one; stop refuses what is not an
 // agent id and says where ids come from.
 func TestNoAgents(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(list.NewCmdList(w.F, nil)); err != nil || !strings.Contains(w.ErrOut.String(), "no agents are running (start one: stemctl agent start PROVIDER") {
 		t.Fatalf("list: %v %q", err, w.ErrOut)

@@ -13,6 +13,7 @@ import (
 // in the sandbox image (not missing from PATH), and custom as missing
 // until agents.toml names a command.
 func TestProvidersRunInTheSandboxImage(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(providers.NewCmdProviders(w.F, nil), "--json"); err != nil {
 		t.Fatal(err)

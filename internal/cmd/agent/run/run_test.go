@@ -19,6 +19,7 @@ import (
 // starts, and the failure reaches `agent start` as an error line on the
 // readiness descriptor, which is closed after it.
 func TestRunNeedsTheAgentsDirectory(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	cmd := run.NewCmdRun(w.F)
 	if !cmd.Hidden {

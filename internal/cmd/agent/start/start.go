@@ -87,10 +87,7 @@ joins the instance of that task. Arguments after -- go to the provider's CLI.`,
 			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Target, "target", "", "build target (rp2350: rp2350-rv or rp2350-arm)")
-	cmd.Flags().StringArrayVar(&opts.Devices, "device", nil, "device for a new instance (rp2350 only; repeatable)")
-	cmd.RegisterFlagCompletionFunc("target", cmdutil.CompleteTarget(1))
-	cmd.RegisterFlagCompletionFunc("device", cmdutil.CompleteDevices())
+	cmdutil.AddTaskFlags(cmd, &opts.Target, &opts.Devices, 1)
 	agentutil.AddLaunchFlags(cmd, &opts.Level, &opts.Here, &opts.Background)
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
@@ -98,11 +95,11 @@ joins the instance of that task. Arguments after -- go to the provider's CLI.`,
 
 // Run starts the agent.
 func Run(ctx context.Context, opts *Options) error {
-	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here)
-	if err != nil {
+	var r *workspace.Resolved
+	level, err := agentutil.CheckLaunch(opts.F, opts.Provider, opts.Level, opts.Here, func() (err error) {
+		r, err = resolve(ctx, opts)
 		return err
-	}
-	r, err := resolve(ctx, opts)
+	})
 	if err != nil {
 		return err
 	}

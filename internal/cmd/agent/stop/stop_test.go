@@ -11,6 +11,7 @@ import (
 // With no agents, every selector says so and how to see them; an id
 // that looks right but names no agent is refused, not taken as done.
 func TestStopWithNoAgents(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	for _, args := range [][]string{{"--all"}, {"--all", "--json"}, {"--provider", "codex"}} {
 		err := w.Run(stop.NewCmdStop(w.F, nil), args...)

@@ -13,6 +13,7 @@ import (
 // TestShowEventFilter: every event the log writes is accepted; a name
 // that is none is a usage error listing them, not an empty table.
 func TestShowEventFilter(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	for _, e := range audit.Events() {
 		if err := w.Run(show.NewCmdShow(w.F, nil), "--event", e); err != nil {

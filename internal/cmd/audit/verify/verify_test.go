@@ -20,6 +20,7 @@ const inst = "native-amd64-demo-hello-t1"
 // chain intact; a line changed afterwards breaks the chain and verify
 // says where.
 func TestShowAndVerify(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(up.NewCmdUp(w.F, nil), "native-amd64", "demo", "hello", "1"); err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func rows(t *testing.T, w *cmdtest.World) []row {
 // never null. A registered instance is listed unselected until
 // `mcp select` picks it, with its full container id in --json.
 func TestListEmptyThenSelected(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	if err := w.Run(mcplist.NewCmdList(w.F, nil)); err != nil || w.Out.Len() != 0 || !strings.Contains(w.ErrOut.String(), "start one with `stemctl up`") {
 		t.Fatalf("empty list: %v out %q err %q", err, w.Out, w.ErrOut)

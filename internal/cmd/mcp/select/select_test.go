@@ -19,6 +19,7 @@ const inst = "native-amd64-demo-hello-t1"
 // says what to run; select refuses an unknown instance, then selects a
 // running one, which list stars and status reports healthy.
 func TestSelectListStatus(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	err := w.Run(mcpstatus.NewCmdStatus(w.F, nil))
 	var ee *cmdutil.ExitError

@@ -36,6 +36,7 @@ func exit3(err error) bool {
 // its container stops, the same selection is exit 3 naming the check that
 // failed, and the table says what the problem is.
 func TestStatusJSONFollowsTheSelection(t *testing.T) {
+	t.Parallel()
 	w := cmdtest.New(t)
 	res, err := status(t, w)
 	if !exit3(err) || res.Selected || res.OK || res.Error == "" || res.Link == "" {
