@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -93,8 +94,21 @@ func OptionalInstance(usage string) cobra.PositionalArgs {
 		if len(args) > 1 {
 			return FlagErrorf("%s takes at most one argument: %s, or nothing in a task's directory of the card (got %d)", cmd.CommandPath(), usage, len(args))
 		}
+		if len(args) == 1 {
+			return namedInstance(args[0])
+		}
 		return nil
 	}
+}
+
+// namedInstance refuses an instance named by an empty argument (an unset
+// shell variable): it names no instance, and is not the same as naming
+// none, which means the task directory's.
+func namedInstance(name string) error {
+	if strings.TrimSpace(name) == "" {
+		return fmt.Errorf("no such instance %q: name one (`stemctl list` shows them), or give none in a task's directory of the card", name)
+	}
+	return nil
 }
 
 // AddJSONFlag adds the standard --json flag.

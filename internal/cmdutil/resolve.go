@@ -19,6 +19,9 @@ func InstanceOrTask(verb string) cobra.PositionalArgs {
 		if len(args) > 1 && len(args) != 4 {
 			return FlagErrorf("%s takes INSTANCE or %s (or nothing, in a task's directory)", verb, TaskArgs)
 		}
+		if len(args) == 1 {
+			return namedInstance(args[0])
+		}
 		return nil
 	}
 }

@@ -143,7 +143,9 @@ func consentFlow(t *testing.T, a *testenv.Account) {
 	waitState(t, a, inst, "exited")
 	must("up", "native-amd64", "demo", "hello", "1")
 	stillTight("up after the container exited")
-	must("down", inst, "--timeout", "1s")
+	// --force: the editor started again shows the swap-file message the
+	// kill left, so down cannot ask it for unsaved changes.
+	must("down", inst, "--timeout", "1s", "--force")
 	must("up", "native-amd64", "demo", "hello", "1")
 	stillTight("down + up")
 	// A changed configuration (another stem-mcp) re-creates the container
