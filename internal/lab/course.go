@@ -82,3 +82,32 @@ func writeAtomic(path, data string) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// StoreChoicePath keeps the image store lab init, add, import or update
+// was last given (a path, or "none"): lab status and the others use it
+// when --shared-store names none, so a lab enrolled with its own stores
+// is not checked against a shared one it never had.
+func StoreChoicePath(dir string) string { return filepath.Join(dir, "shared-store") }
+
+// StoreChoice is the store recorded in dir ("" for none recorded).
+func StoreChoice(dir string) (string, error) {
+	data, err := os.ReadFile(StoreChoicePath(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the lab's image store: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// SetStoreChoice records store ("none" or an absolute path) in dir.
+func SetStoreChoice(dir, store string) error {
+	if have, err := StoreChoice(dir); err == nil && have == store {
+		return nil
+	}
+	if err := writeAtomic(StoreChoicePath(dir), store+"\n"); err != nil {
+		return fmt.Errorf("record the lab's image store: %w", err)
+	}
+	return nil
+}

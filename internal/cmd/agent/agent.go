@@ -19,8 +19,9 @@ func NewCmdAgent(f *cmdutil.Factory) *cobra.Command {
 		Use:   "agent <command>",
 		Short: "Run AI agents (Codex, Claude, Gemini, ...) in a student's task session",
 		Long: `An agent CLI runs in a sandbox: a container of its own beside the student's, with
-no network but the model's API (through stem's egress proxy) and the API key from
-your environment. The built-in CLIs (codex, claude, gemini) come with the agent
+no network but the model's API (through stem's egress proxy), signed in with the
+API key from your environment or, without one, with the CLI's own sign-in done
+once on the host (its one credential file is copied in). The built-in CLIs (codex, claude, gemini) come with the agent
 image (make agent-image); nothing needs installing on the host. It works in the
 student's session through stem-mcp, fixed to one instance and one access level, and
 its terminal opens in a new window of the student's tmux, so the student sees and

@@ -34,7 +34,7 @@ type AddOptions struct {
 
 // NewCmdAdd builds `stemctl lab add NAME...`.
 func NewCmdAdd(f *cmdutil.Factory, runF func(context.Context, *AddOptions) error) *cobra.Command {
-	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid}}
+	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid, Records: true}}
 	cmd := &cobra.Command{
 		Use:   "add NAME...",
 		Short: "Create or prepare student accounts for stem (root)",

@@ -196,7 +196,8 @@ func TestLabAddTwice(t *testing.T) {
 		t.Fatalf("%v %s", err, out)
 	}
 
-	out, errOut, code = stemctl(t, bin, "lab", "status", "--lab-dir", labDir, "--shared-store", "none", "--json")
+	// No --shared-store: status takes the store add was given (none).
+	out, errOut, code = stemctl(t, bin, "lab", "status", "--lab-dir", labDir, "--json")
 	var sts []lab.Status
 	if err := json.Unmarshal([]byte(out), &sts); err != nil || code != 0 || len(sts) != 2 {
 		t.Fatalf("lab status: exit %d %v\n%s\n%s", code, err, out, errOut)

@@ -12,7 +12,7 @@ import (
 
 // NewCmdImport builds `stemctl lab import FILE.csv`.
 func NewCmdImport(f *cmdutil.Factory, runF func(context.Context, *AddOptions) error) *cobra.Command {
-	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid}}
+	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid, Records: true}}
 	cmd := &cobra.Command{
 		Use:   "import FILE.csv",
 		Short: "Create or prepare the accounts of a class list (root)",

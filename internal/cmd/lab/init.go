@@ -24,7 +24,7 @@ type InitOptions struct {
 
 // NewCmdInit builds `stemctl lab init`.
 func NewCmdInit(f *cmdutil.Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
-	opts := &InitOptions{F: f, common: common{Geteuid: os.Geteuid}}
+	opts := &InitOptions{F: f, common: common{Geteuid: os.Geteuid, Records: true}}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Install stem for every account of this machine (root)",

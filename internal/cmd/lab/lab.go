@@ -48,13 +48,30 @@ type common struct {
 	Dir string
 	// Store is the shared image store ("none": each account its own).
 	Store string
+	// storeGiven: --shared-store was on the command line; else the lab
+	// directory's recorded choice, then the default, applies.
+	storeGiven bool
+	// Records: the command enrols or changes accounts, so a store it is
+	// given is recorded for the others.
+	Records bool
 	// Geteuid is os.Geteuid (tests).
 	Geteuid func() int
 }
 
 func (c *common) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.Dir, "lab-dir", DefaultDir, "the lab's directory: its roster and the removed accounts' archives")
-	cmd.Flags().StringVar(&c.Store, "shared-store", lab.DefaultShared.Root, `the image store every account reads ("none": each account loads its own copy)`)
+	c.Store = lab.DefaultShared.Root
+	cmd.Flags().Var(storeFlag{c}, "shared-store", `the image store every account reads ("none": each account loads its own copy); default: what init, add or import were last given`)
+}
+
+// storeFlag is --shared-store, noting that it was given.
+type storeFlag struct{ c *common }
+
+func (s storeFlag) String() string { return s.c.Store }
+func (s storeFlag) Type() string   { return "path" }
+func (s storeFlag) Set(v string) error {
+	s.c.Store, s.c.storeGiven = v, true
+	return nil
 }
 
 func (c *common) needRoot(what string) error {
@@ -79,6 +96,9 @@ func (c *common) options(f *cmdutil.Factory) (*lab.Options, error) {
 		SubIDs: idmap.DefaultFiles, LingerDir: "/var/lib/systemd/linger", SystemdDir: "/run/systemd/system",
 		TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock",
 	}
+	if err := c.storeChoice(); err != nil {
+		return nil, err
+	}
 	switch c.Store {
 	case "none":
 	case "", lab.DefaultShared.Root:
@@ -102,6 +122,28 @@ func (c *common) options(f *cmdutil.Factory) (*lab.Options, error) {
 		o.ContainersConf = string(data)
 	}
 	return o, nil
+}
+
+// storeChoice settles Store: the flag when given (recorded by a command
+// that enrols), else the lab directory's record, else the default.
+func (c *common) storeChoice() error {
+	if !c.storeGiven {
+		rec, err := lab.StoreChoice(c.Dir)
+		if err != nil {
+			return err
+		}
+		if rec != "" {
+			c.Store = rec
+		}
+		return nil
+	}
+	if c.Store != "none" && !filepath.IsAbs(c.Store) {
+		return cmdutil.FlagErrorf("--shared-store %q: give an absolute path or none", c.Store)
+	}
+	if c.Records {
+		return lab.SetStoreChoice(c.Dir, filepath.Clean(c.Store))
+	}
+	return nil
 }
 
 // progress prints each step as it ends: "anna: image ... ok (detail)".

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/iostreams"
@@ -162,5 +164,48 @@ func TestPrintDoctor(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
+	}
+}
+
+// The store an enrolling command was given is what the others use when
+// they are given none; a command that only looks records nothing.
+func TestStoreChoiceRecorded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	parse := func(c *common, args ...string) {
+		t.Helper()
+		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return c.storeChoice() }}
+		c.flags(cmd)
+		cmd.SetArgs(append([]string{"--lab-dir", dir}, args...))
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := &common{}
+	parse(status)
+	if status.Store != lab.DefaultShared.Root {
+		t.Fatalf("nothing recorded: %q, want the default", status.Store)
+	}
+	parse(&common{Records: true}, "--shared-store", "none")
+	status = &common{}
+	parse(status)
+	if status.Store != "none" {
+		t.Fatalf("after add --shared-store none: %q", status.Store)
+	}
+	parse(&common{}, "--shared-store", "/srv/store") // status: looks only
+	status = &common{}
+	parse(status)
+	if status.Store != "none" {
+		t.Fatalf("a look changed the record: %q", status.Store)
+	}
+	parse(&common{Records: true}, "--shared-store", "/srv/store/")
+	status = &common{}
+	parse(status)
+	if status.Store != "/srv/store" {
+		t.Fatalf("after init --shared-store /srv/store/: %q", status.Store)
+	}
+	if err := (&common{Dir: dir, Store: "rel", storeGiven: true}).storeChoice(); err == nil {
+		t.Fatal("a relative store was taken")
 	}
 }

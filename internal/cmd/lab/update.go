@@ -12,7 +12,7 @@ import (
 
 // NewCmdUpdate builds `stemctl lab update [NAME...]`.
 func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *AddOptions) error) *cobra.Command {
-	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid}}
+	opts := &AddOptions{F: f, common: common{Geteuid: os.Geteuid, Records: true}}
 	cmd := &cobra.Command{
 		Use:   "update [NAME...]",
 		Short: "Roll new images and cards out to every lab account (root)",
