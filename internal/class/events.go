@@ -38,6 +38,9 @@ type Link struct {
 	Retry     *time.Time `json:"retry,omitempty"`   // the next attempt
 	CutOff    bool       `json:"cut_off,omitempty"` // the last session went past its budget (Error says which)
 	Silent    bool       `json:"silent,omitempty"`  // the last session ended because the student's side stopped answering
+	// NoInstance: the student's side answered, but none of their
+	// instances does (stopped, or not started): reachable, not gone.
+	NoInstance bool `json:"no_instance,omitempty"`
 	// Dropped counts this student's events the hub no longer keeps: each
 	// student has a fair share of the class's event memory, and their
 	// own oldest go first.
@@ -149,7 +152,7 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 				l.Since = &now
 			}
 			l.Connected, l.Level, l.Error, l.Retry = false, "", clean(err.Error()), &retry
-			l.CutOff, l.Silent = errors.Is(err, errCutOff), errors.Is(err, errSilent)
+			l.CutOff, l.Silent, l.NoInstance = errors.Is(err, errCutOff), errors.Is(err, errSilent), errors.Is(err, errNoInstance)
 		})
 		select {
 		case <-ctx.Done():
@@ -159,6 +162,10 @@ func (h *Hub) keep(ctx context.Context, s Student) {
 		backoff = min(2*backoff, h.opt.MaxBackoff)
 	}
 }
+
+// errNoInstance: the student's gate answered, and no instance of theirs
+// does.
+var errNoInstance = errors.New("no instance of this student answers (none started, or tmux and Neovim are down)")
 
 // serve asks the student's gate which instance answers, opens an MCP
 // session on it and relays its events until the session fails.
@@ -175,7 +182,7 @@ func (h *Hub) serve(ctx context.Context, s Student) error {
 		}
 	}
 	if instance == "" {
-		return errors.New("no instance of this student answers (none started, or tmux and Neovim are down)")
+		return errNoInstance
 	}
 	tg, _, err := h.opt.Resolve(ctx, s)
 	if err != nil {

@@ -123,6 +123,7 @@ func storm(t testing.TB, n int, seed uint64, stalled bool) stormResult {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	s := newStormServer(t)
 	res := stormResult{at: map[string]int{}}
+	before := "none" // where the last client was killed
 	for i := 0; i < n; i++ {
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), stormChild+"="+s.srv.Socket+","+s.busy)
@@ -168,12 +169,14 @@ func storm(t testing.TB, n int, seed uint64, stalled bool) stormResult {
 		switch {
 		case !s.alive():
 			res.deaths++
-			t.Logf("kill %d (at %s, killed %v): the tmux server died", i, where, killed)
+			t.Logf("kill %d (at %s, killed %v; the kill before at %s): the tmux server died", i, where, killed, before)
 			s = newStormServer(t)
 		case !killed:
 			res.dropped++
+			where = "ended by itself"
 			t.Logf("kill %d: the client ended before it was killed, the server lives on (%v): %s", i, werr, strings.TrimSpace(stderr.String()))
 		}
+		before = where
 	}
 	// The last client's end is processed by the time the server answers.
 	s.srv.Tmux(t, "list-clients")

@@ -24,7 +24,8 @@ type fakeSource struct {
 	answers map[string][]string
 	events  []class.Event
 	calls   []fakeCall
-	status  int // StatusOf calls (each a gate_status line in the audit log)
+	status  int          // StatusOf calls (each a gate_status line in the audit log)
+	links   []class.Link // the hub's links; nil: a refused s3
 }
 
 type fakeCall struct {
@@ -105,6 +106,11 @@ func (f *fakeSource) Since(ctx context.Context, seq int64, wait time.Duration) [
 }
 
 func (f *fakeSource) Links() []class.Link {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.links != nil {
+		return append([]class.Link(nil), f.links...)
+	}
 	return []class.Link{{Student: "s3", Error: "key-refused: the <b>grant</b> was revoked"}}
 }
 

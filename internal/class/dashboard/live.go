@@ -73,7 +73,9 @@ func (l *Live) Run(ctx context.Context) {
 // open, and asks for their status every StatusEvery. A student whose open
 // session ended is gone: their tile says so at once (their last screen
 // stays, no longer live) and no status is asked for until the hub has a
-// session again; the other students' tiles are fed by their own loops.
+// session again, or their gate answers with no instance running (then
+// their status says which is down); the other students' tiles are fed
+// by their own loops.
 func (l *Live) keep(ctx context.Context, student string) {
 	var lastStatus time.Time
 	var pane string
@@ -83,10 +85,13 @@ func (l *Live) keep(ctx context.Context, student string) {
 	defer tick.Stop()
 	for {
 		_, _, open := l.src.Grant(student)
-		if open && gone {
+		k, _ := l.link(student)
+		// A student whose gate answers with no instance running is not
+		// gone: their status says which instance is down.
+		if open && gone || gone && k.NoInstance {
 			gone, lastStatus, pane = false, time.Time{}, "" // back: everything anew
 		}
-		if !open && wasOpen {
+		if !open && wasOpen && !k.NoInstance {
 			gone = true
 		}
 		wasOpen = open
@@ -110,7 +115,7 @@ func (l *Live) keep(ctx context.Context, student string) {
 			l.gone(student)
 		default:
 			why := "not connected yet"
-			if k, ok := l.link(student); ok && k.Error != "" {
+			if k.Error != "" {
 				why = k.Error
 			}
 			l.board.Update(student, func(t *Tile) { t.Error = oneLine(why) })
