@@ -440,3 +440,28 @@ func classMCP(t *testing.T, bin string, env []string, open []string, s1, s2 *tes
 		}
 	}
 }
+
+// teacherClass is the teacher's stemctl in process: a Factory on
+// teacherHome with the built binaries in bin, what it prints, and run,
+// which runs `stemctl class ARGS` and fails the test on an error.
+func teacherClass(t *testing.T, teacherHome, bin string) (f *cmdutil.Factory, out *bytes.Buffer, run func(args ...string)) {
+	ios, _, out, errOut := iostreams.Test()
+	cfg := filepath.Join(teacherHome, ".config", "stem")
+	f = &cmdutil.Factory{
+		IOStreams: ios,
+		Getenv:    func(k string) string { return map[string]string{"HOME": teacherHome}[k] },
+		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: teacherHome, Config: cfg}, nil },
+		Self:      func() (string, error) { return filepath.Join(bin, "stemctl"), nil },
+		MCPBinary: func() (string, error) { return filepath.Join(bin, "stem-mcp"), nil },
+	}
+	run = func(args ...string) {
+		t.Helper()
+		cmd := NewCmdClass(f)
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("stemctl class %v: %v\n%s", args, err, errOut)
+		}
+	}
+	return f, out, run
+}

@@ -12,14 +12,11 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/class/dashboard/browsertest"
-	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
-	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
-	"github.com/stem-edu/stem/internal/xdg"
 )
 
 // killWhere SIGKILLs the processes of uid whose command line matches,
@@ -73,24 +70,7 @@ func TestClassServeStudentGoneMidStream(t *testing.T) {
 	const n = 3
 	lab := newLab(t, []string{levels.Observe.String(), levels.Observe.String(), levels.Observe.String()}, bin, key.PublicLine)
 
-	ios, _, _, errOut := iostreams.Test()
-	cfg := filepath.Join(teacherHome, ".config", "stem")
-	f := &cmdutil.Factory{
-		IOStreams: ios,
-		Getenv:    func(k string) string { return map[string]string{"HOME": teacherHome}[k] },
-		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: teacherHome, Config: cfg}, nil },
-		Self:      func() (string, error) { return filepath.Join(bin, "stemctl"), nil },
-		MCPBinary: func() (string, error) { return filepath.Join(bin, "stem-mcp"), nil },
-	}
-	run := func(args ...string) {
-		t.Helper()
-		cmd := NewCmdClass(f)
-		cmd.SetArgs(args)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		if err := cmd.Execute(); err != nil {
-			t.Fatalf("stemctl class %v: %v\n%s", args, err, errOut)
-		}
-	}
+	f, _, run := teacherClass(t, teacherHome, bin)
 	// One known_hosts for both daemons: each has its own host key.
 	known := filepath.Join(teacherHome, "known_hosts")
 	kh := readFile(t, srv.KnownHosts) + readFile(t, leaving.KnownHosts)

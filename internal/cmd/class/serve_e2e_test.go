@@ -17,14 +17,11 @@ import (
 
 	"github.com/stem-edu/stem/internal/class/dashboard"
 	"github.com/stem-edu/stem/internal/class/dashboard/browsertest"
-	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
-	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/teacherkey"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
-	"github.com/stem-edu/stem/internal/xdg"
 )
 
 // studentPage opens real students' pages in the browser: s1's (assist)
@@ -164,24 +161,7 @@ func TestClassServeRealStudentsInBrowser(t *testing.T) {
 	const n = 5
 	lab := newLab(t, []string{levels.Assist.String(), levels.Observe.String(), levels.Observe.String(), levels.Observe.String(), levels.Observe.String()}, bin, key.PublicLine)
 
-	ios, _, out, errOut := iostreams.Test()
-	cfg := filepath.Join(teacherHome, ".config", "stem")
-	f := &cmdutil.Factory{
-		IOStreams: ios,
-		Getenv:    func(k string) string { return map[string]string{"HOME": teacherHome}[k] },
-		Dirs:      func() (xdg.Dirs, error) { return xdg.Dirs{Home: teacherHome, Config: cfg}, nil },
-		Self:      func() (string, error) { return filepath.Join(bin, "stemctl"), nil },
-		MCPBinary: func() (string, error) { return filepath.Join(bin, "stem-mcp"), nil },
-	}
-	run := func(args ...string) {
-		t.Helper()
-		cmd := NewCmdClass(f)
-		cmd.SetArgs(args)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		if err := cmd.Execute(); err != nil {
-			t.Fatalf("stemctl class %v: %v\n%s", args, err, errOut)
-		}
-	}
+	f, out, run := teacherClass(t, teacherHome, bin)
 	run("init", "lab", "--key", key.PrivatePath, "--ssh-option", "UserKnownHostsFile="+srv.KnownHosts,
 		"--ssh-option", "GlobalKnownHostsFile=/dev/null", "--ssh-option", "StrictHostKeyChecking=yes", "--ssh-option", "LogLevel=ERROR")
 	typists := make([]*typist, n)
