@@ -14,7 +14,7 @@ import (
 	"github.com/stem-edu/stem/internal/doctor"
 )
 
-// Status is one account's readiness: root's own checks (RootChecked)
+// Status is one account's readiness: root's own checks (rootChecks)
 // and, for the rest, `stemctl doctor` run as the account.
 type Status struct {
 	Name  string `json:"name"`

@@ -14,10 +14,6 @@ const (
 	ByAccount = "account"
 )
 
-// RootChecked are the checks lab status answers from root's own view of
-// the machine; every other check is the account's own doctor's word.
-var RootChecked = []string{"subordinate-ids", "runtime-dir", "runtime-dir-lasts", "shared-store"}
-
 // rootChecks are the facts about account a that root reads itself, with
 // no process of the account's involved: the student owns their account
 // and everything run as it (its doctor, its shell, any process it may

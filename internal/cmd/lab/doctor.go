@@ -112,12 +112,8 @@ var marks = map[doctor.Status]string{doctor.OK: "✓", doctor.Warn: "!", doctor.
 // clean: the student wrote them.
 func printDoctor(w io.Writer, name string, st lab.Status) error {
 	checked := map[string]bool{}
-	var byRoot []string
 	for _, c := range st.Checks {
 		checked[c.Name] = true
-		if c.By == lab.ByRoot {
-			byRoot = append(byRoot, c.Name)
-		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tCHECK\tBY\tDETAIL")
@@ -151,6 +147,23 @@ func printDoctor(w io.Writer, name string, st lab.Status) error {
 		fmt.Fprintf(w, "\n%s is ready for stemctl up\n", name)
 	}
 	_, err := fmt.Fprintf(w, "root checked %s itself; the rest is %s's own stemctl doctor's report\n",
-		strings.Join(byRoot, ", "), name)
+		strings.Join(rootChecked(st), ", "), name)
 	return err
+}
+
+// rootChecked names the checks root answered itself for any of list, in
+// the order they were made: what was checked, not what lab could check
+// (no shared store, no store check).
+func rootChecked(list ...lab.Status) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, st := range list {
+		for _, c := range st.Checks {
+			if c.By == lab.ByRoot && !seen[c.Name] {
+				seen[c.Name] = true
+				names = append(names, c.Name)
+			}
+		}
+	}
+	return names
 }

@@ -209,3 +209,22 @@ func TestStoreChoiceRecorded(t *testing.T) {
 		t.Fatal("a relative store was taken")
 	}
 }
+
+// The closing line names the checks root made, not those it could make:
+// a lab with no shared store has no store check to claim.
+func TestRootCheckedNamesWhatRootChecked(t *testing.T) {
+	t.Parallel()
+	res := func(name, by string) lab.Result {
+		return lab.Result{Result: doctor.Result{Name: name}, By: by}
+	}
+	noStore := lab.Status{Name: "anna", Checks: []lab.Result{
+		res("subordinate-ids", lab.ByRoot), res("runtime-dir", lab.ByRoot), res("shared-store", lab.ByAccount)}}
+	if got := strings.Join(rootChecked(noStore), ","); got != "subordinate-ids,runtime-dir" {
+		t.Errorf("no shared store: root checked %q", got)
+	}
+	withStore := lab.Status{Name: "ben", Checks: []lab.Result{
+		res("subordinate-ids", lab.ByRoot), res("shared-store", lab.ByRoot)}}
+	if got := strings.Join(rootChecked(noStore, withStore), ","); got != "subordinate-ids,runtime-dir,shared-store" {
+		t.Errorf("one account with a shared store: root checked %q", got)
+	}
+}

@@ -98,7 +98,7 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 			return err
 		}
 		fmt.Fprintf(out, "\nroot checked %s itself; the rest is each account's own stemctl doctor's report\n",
-			strings.Join(lab.RootChecked, ", "))
+			strings.Join(rootChecked(list...), ", "))
 	}
 	if !ready {
 		return &cmdutil.ExitError{Code: 1}
