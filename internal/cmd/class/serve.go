@@ -71,20 +71,9 @@ func RunServe(ctx context.Context, opts *ServeOptions) error {
 	if opts.Every <= 0 {
 		return cmdutil.FlagErrorf("--every must be positive")
 	}
-	cfg, err := configDir(opts.F)
+	r, err := loadClass(opts.F, opts.Class)
 	if err != nil {
 		return err
-	}
-	name, err := pickClass(cfg, opts.Class)
-	if err != nil {
-		return err
-	}
-	r, err := class.Load(cfg, name)
-	if err != nil {
-		return err
-	}
-	if len(r.Students) == 0 {
-		return fmt.Errorf("class %s has no students: add them with `stemctl class add %s USER@HOST`", r.Name, r.Name)
 	}
 	loopback, err := isLoopback(opts.Listen)
 	if err != nil {
