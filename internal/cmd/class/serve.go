@@ -53,12 +53,7 @@ one class.`,
 		Example: `  stemctl class serve lab3
   stemctl class serve lab3 --listen 127.0.0.1:8080`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Class = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunServe)
-		},
+		RunE: cmdutil.RunEOptional(&opts.Class, opts, runF, RunServe),
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:0", "address to listen on; other than loopback only when you mean it (the page shows every student's screen)")
 	cmd.Flags().DurationVar(&opts.Every, "every", 500*time.Millisecond, "look at each student's screen this often")

@@ -60,12 +60,7 @@ may be left out when there is one class.`,
   stemctl class status lab3 --json
   stemctl class status lab3 --watch --every 10s --timeout 5s`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Class = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunStatus)
-		},
+		RunE: cmdutil.RunEOptional(&opts.Class, opts, runF, RunStatus),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	cmd.Flags().BoolVar(&opts.Watch, "watch", false, "redraw the table in place until interrupted, who needs help first")
