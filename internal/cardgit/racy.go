@@ -64,28 +64,18 @@ func RacyNote(fs []Finding, n int) string {
 // root's .git, .stem and .rv), directories entered relative to the
 // descriptor of the one above with nothing followed, up to maxEntries.
 func eachEntry(ctx context.Context, card string, f func(dfd int, rel, name string, typ uint8)) error {
-	root, err := unix.Open(card, dirFlags&^unix.O_NOFOLLOW, 0)
+	stack, err := openCard(card)
 	if err != nil {
 		return fmt.Errorf("scan card %s: %w", card, err)
 	}
-	type dir struct {
-		fd  int
-		rel string
-	}
-	stack := []dir{{root, ""}}
-	defer func() {
-		for _, d := range stack {
-			unix.Close(d.fd)
-		}
-	}()
+	defer stack.close()
 	count := 0
 	buf := make([]byte, 32<<10)
 	for len(stack) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+		d := stack.pop()
 		ents, err := readDir(d.fd, buf)
 		if err != nil {
 			unix.Close(d.fd)
@@ -99,17 +89,11 @@ func eachEntry(ctx context.Context, card string, f func(dfd int, rel, name strin
 			if d.rel == "" && (e.name == ".git" || e.name == ".stem" || e.name == ".rv") {
 				continue
 			}
-			typ := e.typ
-			if typ == unix.DT_UNKNOWN {
-				typ = typeAt(d.fd, e.name)
-			}
+			typ := e.typeIn(d.fd)
 			rel := filepath.Join(d.rel, e.name)
 			f(d.fd, rel, e.name, typ)
-			if typ != unix.DT_DIR {
-				continue
-			}
-			if fd, err := unix.Openat(d.fd, e.name, dirFlags, 0); err == nil {
-				stack = append(stack, dir{fd, rel})
+			if typ == unix.DT_DIR {
+				stack.enter(d, e.name, rel)
 			}
 		}
 		unix.Close(d.fd)

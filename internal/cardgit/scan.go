@@ -40,20 +40,11 @@ func Nested(ctx context.Context, card string) ([]Finding, error) {
 }
 
 func nested(ctx context.Context, card string, limit int) ([]Finding, error) {
-	root, err := unix.Open(card, dirFlags&^unix.O_NOFOLLOW, 0)
+	stack, err := openCard(card)
 	if err != nil {
 		return nil, fmt.Errorf("scan card %s: %w", card, err)
 	}
-	type dir struct {
-		fd  int
-		rel string
-	}
-	stack := []dir{{root, ""}}
-	defer func() {
-		for _, d := range stack {
-			unix.Close(d.fd)
-		}
-	}()
+	defer stack.close()
 	var out []Finding
 	entries := 0
 	buf := make([]byte, 32<<10)
@@ -61,8 +52,7 @@ func nested(ctx context.Context, card string, limit int) ([]Finding, error) {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+		d := stack.pop()
 		ents, err := readDir(d.fd, buf)
 		if err != nil {
 			unix.Close(d.fd)
@@ -86,24 +76,16 @@ func nested(ctx context.Context, card string, limit int) ([]Finding, error) {
 			case "objects", "commondir":
 				objects = true
 			}
-			typ := e.typ
-			if typ == unix.DT_UNKNOWN {
-				typ = typeAt(d.fd, e.name)
-			}
+			typ := e.typeIn(d.fd)
 			if e.name == ".git" {
 				if d.rel != "" {
 					out = append(out, Finding{Path: filepath.Join(card, d.rel, e.name), What: "a .git " + typeName(typ)})
 				}
 				continue // neither the card's own nor a nested one is entered
 			}
-			if typ != unix.DT_DIR {
-				continue
+			if typ == unix.DT_DIR {
+				stack.enter(d, e.name, filepath.Join(d.rel, e.name))
 			}
-			fd, err := unix.Openat(d.fd, e.name, dirFlags, 0)
-			if err != nil {
-				continue // swapped for a symlink, or gone: nothing to follow
-			}
-			stack = append(stack, dir{fd, filepath.Join(d.rel, e.name)})
 		}
 		if head && refs && objects {
 			out = append(out, Finding{Path: filepath.Join(card, d.rel), What: "a bare repository (HEAD, refs and objects)"})

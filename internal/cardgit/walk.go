@@ -55,20 +55,11 @@ const maxIgnoreFile = 1 << 20
 // directory holding HEAD, refs and objects, is refused: git would take
 // either for a repository. limit bounds the entries listed.
 func walkCard(ctx context.Context, card string, limit int) (*listing, error) {
-	root, err := unix.Open(card, dirFlags&^unix.O_NOFOLLOW, 0)
+	stack, err := openCard(card)
 	if err != nil {
 		return nil, fmt.Errorf("read card %s: %w", card, err)
 	}
-	type dir struct {
-		fd  int
-		rel string
-	}
-	stack := []dir{{root, ""}}
-	defer func() {
-		for _, d := range stack {
-			unix.Close(d.fd)
-		}
-	}()
+	defer stack.close()
 	l := &listing{ignores: map[string][]byte{}}
 	count := 0
 	buf := make([]byte, 32<<10)
@@ -76,8 +67,7 @@ func walkCard(ctx context.Context, card string, limit int) (*listing, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("read card %s: %w", card, err)
 		}
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+		d := stack.pop()
 		ents, err := readDir(d.fd, buf)
 		if err != nil {
 			unix.Close(d.fd)
@@ -105,10 +95,7 @@ func walkCard(ctx context.Context, card string, limit int) (*listing, error) {
 			if e.name == ".git" {
 				return nil, &Error{Card: card, Problems: []Problem{{Path: path.Join(card, rel), What: "a .git " + typeName(e.typ) + " (a nested repository)", Nested: true}}}
 			}
-			typ := e.typ
-			if typ == unix.DT_UNKNOWN {
-				typ = typeAt(d.fd, e.name)
-			}
+			typ := e.typeIn(d.fd)
 			if typ != unix.DT_DIR {
 				l.entries = append(l.entries, seen{rel, typ})
 				if e.name == ".gitignore" && typ == unix.DT_REG {
@@ -118,11 +105,7 @@ func walkCard(ctx context.Context, card string, limit int) (*listing, error) {
 				}
 				continue
 			}
-			fd, err := unix.Openat(d.fd, e.name, dirFlags, 0)
-			if err != nil {
-				continue // swapped for a symlink or gone: nothing to enter
-			}
-			stack = append(stack, dir{fd, rel})
+			stack.enter(d, e.name, rel)
 		}
 		if head && refs && objects {
 			unix.Close(d.fd)

@@ -124,3 +124,23 @@ func RunOr[O any](ctx context.Context, opts O, runF, run func(context.Context, O
 	}
 	return run(ctx, opts)
 }
+
+// RunE is the RunE of a command whose arguments its Args checked and
+// whose options take nothing more from them: RunOr with the command's
+// context.
+func RunE[O any](opts O, runF, run func(context.Context, O) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		return RunOr(cmd.Context(), opts, runF, run)
+	}
+}
+
+// RunEOptional is RunE for a command of one optional argument, which it
+// stores in *arg when given.
+func RunEOptional[O any](arg *string, opts O, runF, run func(context.Context, O) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			*arg = args[0]
+		}
+		return RunOr(cmd.Context(), opts, runF, run)
+	}
+}

@@ -1,11 +1,13 @@
 package cmdutil
 
 import (
+	"context"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
@@ -49,6 +51,33 @@ func ResolveTask(f *Factory, args []string, target string) (*workspace.Resolved,
 		return nil, err
 	}
 	return ws.Resolve(args[0], args[1], args[2], args[3], target)
+}
+
+// InstanceOrTaskArgs reads the arguments InstanceOrTask accepted. It
+// resolves PROFILE SERIES CARD TASK before Podman is reached, so bad
+// names and manifests are reported without it and before anything is
+// made; else it returns the instance named or, with no arguments, the
+// one of the task directory dir ("": the working directory).
+func InstanceOrTaskArgs(ctx context.Context, f *Factory, dir string, args []string, target string) (string, *workspace.Resolved, error) {
+	switch len(args) {
+	case 0:
+		name, err := InstanceHere(ctx, f, dir)
+		return name, nil, err
+	case 4:
+		r, err := ResolveTask(f, args, target)
+		return "", r, err
+	}
+	return args[0], nil, nil
+}
+
+// ResolveRecord resolves the task an instance's record names, in the
+// record's workspace.
+func ResolveRecord(rec registry.Record) (*workspace.Resolved, error) {
+	ws, err := workspace.Open(rec.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
 }
 
 // CompleteTask completes PROFILE SERIES CARD TASK from the workspace.

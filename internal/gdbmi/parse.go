@@ -55,6 +55,27 @@ func (p *parser) peek() byte {
 	return 0
 }
 
+// skip reads c if it is next, and says whether it was.
+func (p *parser) skip(c byte) bool {
+	if p.peek() == c {
+		p.pos++
+		return true
+	}
+	return false
+}
+
+// next reads what follows an element of a tuple or list: ',' before
+// another, or end, the last; it says whether it was end.
+func (p *parser) next(end byte, what string) (bool, error) {
+	if p.skip(',') {
+		return false, nil
+	}
+	if p.skip(end) {
+		return true, nil
+	}
+	return false, p.fail("expected ',' or '%c' in %s", end, what)
+}
+
 func (p *parser) eof() bool { return p.pos >= len(p.s) }
 
 func (p *parser) record() (Record, error) {
@@ -163,34 +184,21 @@ func (p *parser) value(depth int) (Value, error) {
 	case '{':
 		p.pos++
 		v := Value{Kind: ValueTuple}
-		if p.peek() == '}' {
-			p.pos++
-			return v, nil
-		}
-		for {
+		for done := p.skip('}'); !done; {
 			f, err := p.element(depth + 1)
 			if err != nil {
 				return Value{}, err
 			}
 			v.Fields = append(v.Fields, f)
-			switch p.peek() {
-			case ',':
-				p.pos++
-			case '}':
-				p.pos++
-				return v, nil
-			default:
-				return Value{}, p.fail("expected ',' or '}' in tuple")
+			if done, err = p.next('}', "tuple"); err != nil {
+				return Value{}, err
 			}
 		}
+		return v, nil
 	case '[':
 		p.pos++
 		v := Value{Kind: ValueList}
-		if p.peek() == ']' {
-			p.pos++
-			return v, nil
-		}
-		for {
+		for done := p.skip(']'); !done; {
 			if p.peek() == '"' || p.peek() == '{' || p.peek() == '[' {
 				if len(v.Fields) > 0 {
 					return Value{}, p.fail("list mixes values and results")
@@ -210,16 +218,12 @@ func (p *parser) value(depth int) (Value, error) {
 				}
 				v.Fields = append(v.Fields, f)
 			}
-			switch p.peek() {
-			case ',':
-				p.pos++
-			case ']':
-				p.pos++
-				return v, nil
-			default:
-				return Value{}, p.fail("expected ',' or ']' in list")
+			var err error
+			if done, err = p.next(']', "list"); err != nil {
+				return Value{}, err
 			}
 		}
+		return v, nil
 	}
 	return Value{}, p.fail("expected a value")
 }

@@ -16,11 +16,7 @@ import (
 
 // Down stops an instance's container; its record and state stay.
 func (m *Manager) Down(ctx context.Context, ref string, timeout time.Duration) (registry.Record, error) {
-	rec, err := m.Registry.Find(ctx, ref)
-	if err != nil {
-		return rec, err
-	}
-	unlock, err := m.Registry.LockInstance(ctx, rec.Instance)
+	rec, unlock, err := m.findLocked(ctx, ref)
 	if err != nil {
 		return rec, err
 	}
@@ -55,11 +51,7 @@ func (m *Manager) DiscardEdits(ctx context.Context, rec registry.Record) {
 // Remove deletes the container, its socket directories, its registry record,
 // and the selection if it pointed there. The card repository is untouched.
 func (m *Manager) Remove(ctx context.Context, ref string) (registry.Record, error) {
-	rec, err := m.Registry.Find(ctx, ref)
-	if err != nil {
-		return rec, err
-	}
-	unlock, err := m.Registry.LockInstance(ctx, rec.Instance)
+	rec, unlock, err := m.findLocked(ctx, ref)
 	if err != nil {
 		return rec, err
 	}
@@ -118,4 +110,18 @@ func (m *Manager) Exec(ctx context.Context, ref string, spec engine.ExecSpec) (i
 		return -1, err
 	}
 	return m.Engine.Exec(ctx, rec.ContainerID, spec)
+}
+
+// findLocked finds ref's record and takes its instance lock, so nothing
+// else brings the instance up or down meanwhile; the caller unlocks.
+func (m *Manager) findLocked(ctx context.Context, ref string) (registry.Record, func(), error) {
+	rec, err := m.Registry.Find(ctx, ref)
+	if err != nil {
+		return rec, nil, err
+	}
+	unlock, err := m.Registry.LockInstance(ctx, rec.Instance)
+	if err != nil {
+		return rec, nil, err
+	}
+	return rec, unlock, nil
 }

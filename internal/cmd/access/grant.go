@@ -52,9 +52,7 @@ automation key must be a separate key, made with "stemctl access keygen".`,
       --instance hazard3-sim-inf-bss-t4 --from 192.168.10.0/24 --expires 2030-06-30
   stemctl access grant --name lab-helper --key helper.pub --level full --expires 2h`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunGrant)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunGrant),
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the teacher's name for this grant (required)")
 	cmd.Flags().StringVar(&opts.KeyFile, "key", "", "the teacher's automation public key file, or - for stdin (required)")

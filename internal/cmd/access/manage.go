@@ -32,9 +32,7 @@ fingerprint, and whether its authorized_keys line is in place.`,
 		Example: `  stemctl access list
   stemctl access list --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunList)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunList),
 	}
 	addKeysFlag(cmd, &opts.AuthorizedKeys)
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
@@ -168,9 +166,7 @@ lines that cannot be read. Exit status 0 when all is consistent, 1 otherwise.`,
 		Example: `  stemctl access check
   stemctl access check --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunCheck)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunCheck),
 	}
 	addKeysFlag(cmd, &opts.AuthorizedKeys)
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
@@ -231,9 +227,7 @@ already opens a shell there.`,
 		Example: `  stemctl access keygen --name kowalski
   stemctl access keygen --name kowalski --out ~/keys/stem_kowalski`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunKeygen)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunKeygen),
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the teacher's name (required); names the files and the key comment")
 	cmd.Flags().StringVar(&opts.Out, "out", "", "private key path (default ~/.ssh/stem_NAME; the public key gets .pub)")

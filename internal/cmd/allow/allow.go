@@ -126,24 +126,11 @@ type Listing struct {
 
 // Run lists, adds or takes back one permission.
 func Run(ctx context.Context, opts *Options) error {
-	reg, err := opts.F.Registry()
+	rec, err := cmdutil.FindInstance(ctx, opts.F, opts.Instance)
 	if err != nil {
 		return err
 	}
-	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
-	if err != nil {
-		return err
-	}
-	opts.Instance = inst
-	rec, err := reg.Find(ctx, opts.Instance)
-	if err != nil {
-		return err
-	}
-	dirs, err := opts.F.Dirs()
-	if err != nil {
-		return err
-	}
-	st, err := consent.Open(dirs.State)
+	st, err := cmdutil.Consents(opts.F)
 	if err != nil {
 		return err
 	}
@@ -299,11 +286,7 @@ func completeArgs(f *cmdutil.Factory) cobra.CompletionFunc {
 		if err != nil {
 			return nil, nofile
 		}
-		dirs, err := f.Dirs()
-		if err != nil {
-			return nil, nofile
-		}
-		st, err := consent.Open(dirs.State)
+		st, err := cmdutil.Consents(f)
 		if err != nil {
 			return nil, nofile
 		}

@@ -64,12 +64,7 @@ LINES and the streams are relayed (filtered, without the host line).
   stemctl attach hazard3-sim-inf-bss-t4 --read-only`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Instance = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE:              cmdutil.RunEOptional(&opts.Instance, opts, runF, Run),
 	}
 	cmd.Flags().BoolVarP(&opts.ReadOnly, "read-only", "r", false, "attach as a read-only tmux client")
 	return cmd

@@ -228,12 +228,7 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
   stemctl class list lab3
   stemctl class list lab3 --json`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Class = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, runList)
-		},
+		RunE: cmdutil.RunEOptional(&opts.Class, opts, runF, runList),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

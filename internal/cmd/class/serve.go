@@ -53,12 +53,7 @@ one class.`,
 		Example: `  stemctl class serve lab3
   stemctl class serve lab3 --listen 127.0.0.1:8080`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Class = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunServe)
-		},
+		RunE: cmdutil.RunEOptional(&opts.Class, opts, runF, RunServe),
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:0", "address to listen on; other than loopback only when you mean it (the page shows every student's screen)")
 	cmd.Flags().DurationVar(&opts.Every, "every", 500*time.Millisecond, "look at each student's screen this often")
@@ -71,20 +66,9 @@ func RunServe(ctx context.Context, opts *ServeOptions) error {
 	if opts.Every <= 0 {
 		return cmdutil.FlagErrorf("--every must be positive")
 	}
-	cfg, err := configDir(opts.F)
+	r, err := loadClass(opts.F, opts.Class)
 	if err != nil {
 		return err
-	}
-	name, err := pickClass(cfg, opts.Class)
-	if err != nil {
-		return err
-	}
-	r, err := class.Load(cfg, name)
-	if err != nil {
-		return err
-	}
-	if len(r.Students) == 0 {
-		return fmt.Errorf("class %s has no students: add them with `stemctl class add %s USER@HOST`", r.Name, r.Name)
 	}
 	loopback, err := isLoopback(opts.Listen)
 	if err != nil {

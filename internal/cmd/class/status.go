@@ -60,12 +60,7 @@ may be left out when there is one class.`,
   stemctl class status lab3 --json
   stemctl class status lab3 --watch --every 10s --timeout 5s`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Class = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunStatus)
-		},
+		RunE: cmdutil.RunEOptional(&opts.Class, opts, runF, RunStatus),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	cmd.Flags().BoolVar(&opts.Watch, "watch", false, "redraw the table in place until interrupted, who needs help first")
@@ -83,20 +78,9 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	if opts.Every <= 0 {
 		return cmdutil.FlagErrorf("--every must be positive")
 	}
-	cfg, err := configDir(opts.F)
+	r, err := loadClass(opts.F, opts.Class)
 	if err != nil {
 		return err
-	}
-	name, err := pickClass(cfg, opts.Class)
-	if err != nil {
-		return err
-	}
-	r, err := class.Load(cfg, name)
-	if err != nil {
-		return err
-	}
-	if len(r.Students) == 0 {
-		return fmt.Errorf("class %s has no students: add them with `stemctl class add %s USER@HOST` or `stemctl class import %s FILE.csv`", r.Name, r.Name, r.Name)
 	}
 	sopt := class.Options{Resolve: resolver(opts.F, r), Timeout: opts.Timeout, Parallel: opts.Parallel}
 	ios := opts.F.IOStreams
@@ -153,23 +137,35 @@ func RunStatus(ctx context.Context, opts *StatusOptions) error {
 	}
 }
 
-// pickClass is name, or the only class there is.
-func pickClass(cfg, name string) (string, error) {
-	if name != "" {
-		return name, nil
-	}
-	names, err := class.Classes(cfg)
+// loadClass loads the class name, or the only class there is, and
+// refuses one with no students: there is nobody to watch.
+func loadClass(f *cmdutil.Factory, name string) (*class.Roster, error) {
+	cfg, err := configDir(f)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	switch len(names) {
-	case 1:
-		return names[0], nil
-	case 0:
-		return "", cmdutil.FlagErrorf("there is no class yet: make one with `stemctl class init NAME`")
-	default:
-		return "", cmdutil.FlagErrorf("which class? %s", strings.Join(names, ", "))
+	if name == "" {
+		names, err := class.Classes(cfg)
+		if err != nil {
+			return nil, err
+		}
+		switch len(names) {
+		case 1:
+			name = names[0]
+		case 0:
+			return nil, cmdutil.FlagErrorf("there is no class yet: make one with `stemctl class init NAME`")
+		default:
+			return nil, cmdutil.FlagErrorf("which class? %s", strings.Join(names, ", "))
+		}
 	}
+	r, err := class.Load(cfg, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Students) == 0 {
+		return nil, fmt.Errorf("class %s has no students: add them with `stemctl class add %s USER@HOST` or `stemctl class import %s FILE.csv`", r.Name, r.Name, r.Name)
+	}
+	return r, nil
 }
 
 // resolver reaches each student as `stemctl teacher status` would, with

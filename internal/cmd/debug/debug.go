@@ -15,7 +15,6 @@ import (
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/registry"
-	"github.com/stem-edu/stem/internal/workspace"
 )
 
 // Options are debug's inputs.
@@ -68,21 +67,9 @@ directory of the card, it is that task's instance.`,
 // Run opens the layout.
 func Run(ctx context.Context, opts *Options) error {
 	var rec registry.Record
-	var r *workspace.Resolved
-	var err error
-	if len(opts.Args) == 0 {
-		here, err := cmdutil.InstanceHere(ctx, opts.F, "")
-		if err != nil {
-			return err
-		}
-		opts.Args = []string{here}
-	}
-	if len(opts.Args) == 4 {
-		// Resolve before connecting to Podman: bad names and manifests are
-		// reported without the service and before anything is created.
-		if r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target); err != nil {
-			return err
-		}
+	name, r, err := cmdutil.InstanceOrTaskArgs(ctx, opts.F, "", opts.Args, opts.Target)
+	if err != nil {
+		return err
 	}
 	m, err := opts.F.Manager(ctx)
 	if err != nil {
@@ -95,15 +82,11 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		rec = res.Record
 	} else {
-		rec, err = m.Running(ctx, opts.Args[0])
+		rec, err = m.Running(ctx, name)
 		if err != nil {
 			return err
 		}
-		ws, err := workspace.Open(rec.Workspace)
-		if err != nil {
-			return err
-		}
-		if r, err = ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target); err != nil {
+		if r, err = cmdutil.ResolveRecord(rec); err != nil {
 			return err
 		}
 	}

@@ -51,9 +51,7 @@ status is 1 when a requirement of stemctl up fails.`,
 		Example: `  stemctl doctor
   stemctl doctor --json | jq -r '.checks[] | select(.status != "ok") | .fix'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE: cmdutil.RunE(opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

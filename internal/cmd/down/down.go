@@ -38,12 +38,7 @@ Without INSTANCE, in a task's directory of the card, the instance of that task.`
   stemctl down native-amd64-demo-hello-t1 --force`,
 		Args:              cmdutil.OptionalInstance("INSTANCE"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Instance = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE:              cmdutil.RunEOptional(&opts.Instance, opts, runF, Run),
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Second, "how long to wait before killing the container")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "stop even if the editor has unsaved changes (they are lost)")

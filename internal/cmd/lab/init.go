@@ -41,9 +41,7 @@ left.`,
   stemctl lab init --cards https://git.example.edu/course/cards.git
   stemctl lab init --prefix /opt/stem/bin`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunInit)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunInit),
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "/usr/local/bin", "where to install the programs")
 	cmd.Flags().StringVar(&opts.Cards, "cards", "", "the course's cards for every account: a directory of SERIES/CARD/stem.toml, or a git repository holding one (#REF for a branch or tag)")

@@ -27,9 +27,7 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Example: `  stemctl list
   stemctl list --json | jq -r '.[] | select(.state=="running") | .record.instance'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE: cmdutil.RunE(opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

@@ -93,23 +93,11 @@ type Report struct {
 
 // Run shows the policy, or loosens its floor.
 func Run(ctx context.Context, opts *Options) error {
-	inst, err := cmdutil.InstanceOr(ctx, opts.F, opts.Instance)
+	rec, err := cmdutil.FindInstance(ctx, opts.F, opts.Instance)
 	if err != nil {
 		return err
 	}
-	reg, err := opts.F.Registry()
-	if err != nil {
-		return err
-	}
-	rec, err := reg.Find(ctx, inst)
-	if err != nil {
-		return err
-	}
-	dirs, err := opts.F.Dirs()
-	if err != nil {
-		return err
-	}
-	st, err := consent.Open(dirs.State)
+	st, err := cmdutil.Consents(opts.F)
 	if err != nil {
 		return err
 	}
@@ -132,7 +120,7 @@ func Run(ctx context.Context, opts *Options) error {
 		if cerr != nil {
 			return fmt.Errorf("cannot loosen the policy of %s: %w", rec.Instance, cerr)
 		}
-		done, err := loosen(ctx, opts, st, reg, rec, rep)
+		done, err := loosen(ctx, opts, st, rec, rep)
 		if err != nil {
 			return err
 		}
@@ -178,7 +166,11 @@ func inForce(floor, card *agentpolicy.Policy) agentpolicy.Policy {
 
 // loosen asks, then records card as the floor and as the registry's
 // policy (what stem-mcp and agent start meet the card with).
-func loosen(ctx context.Context, opts *Options, st *consent.Store, reg *registry.Registry, rec registry.Record, rep Report) (bool, error) {
+func loosen(ctx context.Context, opts *Options, st *consent.Store, rec registry.Record, rep Report) (bool, error) {
+	reg, err := opts.F.Registry()
+	if err != nil {
+		return false, err
+	}
 	card := *rep.Card
 	ios := opts.F.IOStreams
 	if rep.Floor != nil && rep.Floor.String() == card.String() && sameGlobs(rep.EditableFloor, rep.EditableCard) {
@@ -213,7 +205,7 @@ func loosen(ctx context.Context, opts *Options, st *consent.Store, reg *registry
 	if err := st.Loosen(ctx, rec.Instance, card, rep.EditableCard, by); err != nil {
 		return false, err
 	}
-	err := reg.Update(ctx, func(m map[string]registry.Record) error {
+	err = reg.Update(ctx, func(m map[string]registry.Record) error {
 		r, ok := m[rec.Instance]
 		if !ok {
 			return fmt.Errorf("%w: %s", registry.ErrNotFound, rec.Instance)

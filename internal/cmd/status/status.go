@@ -36,12 +36,7 @@ directory of the card, the instance of that task.`,
   stemctl status`,
 		Args:              cmdutil.OptionalInstance("INSTANCE (name or container id)"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Instance = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE:              cmdutil.RunEOptional(&opts.Instance, opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

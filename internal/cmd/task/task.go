@@ -111,20 +111,11 @@ func RunVerb(ctx context.Context, opts *Options) error {
 		m       *instance.Manager
 		err     error
 	)
-	if len(opts.Args) == 0 {
-		here, err := cmdutil.InstanceHere(ctx, opts.F, opts.Dir)
-		if err != nil {
-			return err
-		}
-		opts.Args = []string{here}
+	// A command the task does not have is refused before anything is made.
+	if name, r, err = cmdutil.InstanceOrTaskArgs(ctx, opts.F, opts.Dir, opts.Args, opts.Target); err != nil {
+		return err
 	}
-	if len(opts.Args) == 4 {
-		// Resolve first: a bad name or manifest is reported without
-		// connecting to (or starting) Podman, and nothing is created for a
-		// command the task does not have.
-		if r, err = cmdutil.ResolveTask(opts.F, opts.Args, opts.Target); err != nil {
-			return err
-		}
+	if r != nil {
 		name = instance.Name(r)
 		if err := hasCommand(r, opts.Verb); err != nil || opts.Print {
 			return printOr(opts, r, err)
@@ -150,15 +141,11 @@ func RunVerb(ctx context.Context, opts *Options) error {
 		if m, err = opts.F.Manager(ctx); err != nil {
 			return err
 		}
-		rec, err := m.Registry.Find(ctx, opts.Args[0])
+		rec, err := m.Registry.Find(ctx, name)
 		if err != nil {
 			return err
 		}
-		ws, err := workspace.Open(rec.Workspace)
-		if err != nil {
-			return err
-		}
-		r, err = ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
+		r, err = cmdutil.ResolveRecord(rec)
 		if err != nil {
 			return err
 		}

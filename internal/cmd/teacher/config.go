@@ -79,9 +79,7 @@ that runs stem-mcp class --class NAME on this machine, for the roster of
       --instance hazard3-sim-inf-bss-t4 --scope user --write
   stemctl teacher config --provider gemini --host bob@lab-04 --key ~/.ssh/stem_kowalski --name bob`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunConfig)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunConfig),
 	}
 	opts.Target.add(cmd)
 	cmd.Flags().StringVar(&opts.Provider, "provider", "", "codex, claude or gemini (required)")

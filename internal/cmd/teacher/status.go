@@ -36,9 +36,7 @@ and level, the allowed instances, and whether each one's tmux and Neovim answer.
 		Example: `  stemctl teacher status --host anna@lab-03 --key ~/.ssh/stem_kowalski
   stemctl teacher status --host anna@lab-03 --key ~/.ssh/stem_kowalski --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, RunStatus)
-		},
+		RunE: cmdutil.RunE(opts, runF, RunStatus),
 	}
 	opts.Target.add(cmd)
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Second, "give up after this long")

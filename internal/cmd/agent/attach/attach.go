@@ -14,7 +14,6 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/registry"
-	"github.com/stem-edu/stem/internal/workspace"
 )
 
 // Options are attach's inputs.
@@ -99,11 +98,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return err
 	}
-	ws, err := workspace.Open(rec.Workspace)
-	if err != nil {
-		return err
-	}
-	r, err := ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
+	r, err := cmdutil.ResolveRecord(rec)
 	if err != nil {
 		return err
 	}

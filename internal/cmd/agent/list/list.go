@@ -40,9 +40,7 @@ window) says "WAITS FOR YOU" and what it asks
 		Example: `  stemctl agent list
   stemctl agent list --instance hazard3-sim-inf-bss-t4 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE: cmdutil.RunE(opts, runF, Run),
 	}
 	cmd.Flags().StringVar(&opts.Instance, "instance", "", "only the agents of this instance (name or container id)")
 	cmd.RegisterFlagCompletionFunc("instance", cmdutil.CompleteInstance(f))

@@ -53,9 +53,7 @@ Placeholders for custom commands: ` + strings.Join(agentcli.Placeholders, " ") +
 		Example: `  stemctl agent providers
   stemctl agent providers --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE: cmdutil.RunE(opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

@@ -123,21 +123,9 @@ func resolve(ctx context.Context, opts *Options) (*workspace.Resolved, error) {
 	if len(opts.Args) == 4 {
 		return cmdutil.ResolveTask(opts.F, opts.Args, opts.Target)
 	}
-	name, err := cmdutil.InstanceHere(ctx, opts.F, "")
+	rec, err := cmdutil.FindInstance(ctx, opts.F, "")
 	if err != nil {
 		return nil, err
 	}
-	reg, err := opts.F.Registry()
-	if err != nil {
-		return nil, err
-	}
-	rec, err := reg.Find(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	ws, err := workspace.Open(rec.Workspace)
-	if err != nil {
-		return nil, err
-	}
-	return ws.Resolve(rec.Profile, rec.Series, rec.Card, rec.Task, rec.Target)
+	return cmdutil.ResolveRecord(rec)
 }

@@ -40,9 +40,7 @@ them as the record, to start a new log.`,
 		Example: `  stemctl audit verify
   stemctl audit verify --file /path/to/audit.jsonl --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE: cmdutil.RunE(opts, runF, Run),
 	}
 	cmd.Flags().StringVar(&opts.File, "file", "", "verify this file instead of the account's audit log")
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)

@@ -28,9 +28,7 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Short:   "Show the registry records MCP providers can select",
 		Example: `  stemctl mcp list --json`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE:    cmdutil.RunE(opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

@@ -34,12 +34,7 @@ the instance of that task.`,
   stemctl mcp select 3f2a9c1b7d4e`,
 		Args:              cmdutil.OptionalInstance("INSTANCE_OR_CONTAINER_ID"),
 		ValidArgsFunction: cmdutil.CompleteInstance(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Ref = args[0]
-			}
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE:              cmdutil.RunEOptional(&opts.Ref, opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd

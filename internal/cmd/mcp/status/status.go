@@ -32,9 +32,7 @@ answer. Exit status 0 when all hold, 3 otherwise.`,
 		Example: `  stemctl mcp status
   stemctl mcp status --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmdutil.RunOr(cmd.Context(), opts, runF, Run)
-		},
+		RunE: cmdutil.RunE(opts, runF, Run),
 	}
 	cmdutil.AddJSONFlag(cmd, &opts.JSON)
 	return cmd
