@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -122,7 +121,7 @@ func cursorServer(serverID string) string {
 }
 
 func makeCursor(containerID, serverID string, p tmux.PaneID, abs int) string {
-	return fmt.Sprintf("%s:%s:%s:%s:%d", cursorVersion, cursorCID(containerID), cursorServer(serverID), p, abs)
+	return cursorVersion + ":" + cursorCID(containerID) + ":" + cursorServer(serverID) + ":" + string(p) + ":" + strconv.Itoa(abs)
 }
 
 func parseCursor(s, containerID, serverID string, p tmux.PaneID) (int, error) {
