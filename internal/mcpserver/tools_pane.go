@@ -32,17 +32,16 @@ const (
 	taskRole = "task"
 )
 
-var paneIDRE = regexp.MustCompile(`^%[0-9]{1,9}$`)
-
 func paneArg(req mcp.CallToolRequest) (tmux.PaneID, error) {
 	p, err := reqString(req, "pane")
 	if err != nil {
 		return "", err
 	}
-	if !paneIDRE.MatchString(p) {
+	id, err := tmux.ParsePaneID(p)
+	if err != nil {
 		return "", badInput("pane %q is not a pane id such as %%3 (see pane_list)", oneLine(p))
 	}
-	return tmux.PaneID(p), nil
+	return id, nil
 }
 
 func withPane() mcp.ToolOption {
