@@ -19,11 +19,10 @@ import (
 // consents returns the host's record for the instance of c. An error
 // (say, a damaged file) allows nothing.
 func (s *Server) consents(ctx context.Context, c *conn) (consent.Entry, error) {
-	st, err := consent.Open(s.dirs.State)
-	if err != nil {
-		return consent.Entry{}, err
+	if s.consentErr != nil {
+		return consent.Entry{}, s.consentErr
 	}
-	return st.Get(ctx, c.target().Record.Instance)
+	return s.consent.Get(ctx, c.target().Record.Instance)
 }
 
 // paneAllowed reports whether the student allowed keys to pane on the host.
@@ -68,10 +67,10 @@ type floorCache struct {
 // floorFor is the policy floor the student's host record holds for
 // instance (nil: none recorded).
 func (s *Server) floorFor(instance string) (*agentpolicy.Policy, error) {
-	st, err := consent.Open(s.dirs.State)
-	if err != nil {
-		return nil, err
+	if s.consentErr != nil {
+		return nil, s.consentErr
 	}
+	st := s.consent
 	fc := &s.floor
 	fc.mu.Lock()
 	defer fc.mu.Unlock()

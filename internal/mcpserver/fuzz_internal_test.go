@@ -169,10 +169,10 @@ func FuzzParseCursor(f *testing.F) {
 		f.Add(s, "%1", 0)
 	}
 	f.Fuzz(func(t *testing.T, s, pane string, n int) {
-		if !paneIDRE.MatchString(pane) {
-			pane = "%1" // the server validates pane ids first (paneArg)
+		p, err := tmux.ParsePaneID(pane)
+		if err != nil {
+			p = "%1" // the server validates pane ids first (paneArg)
 		}
-		p := tmux.PaneID(pane)
 		abs, err := parseCursor(s, cid, srv, p)
 		if err != nil {
 			if c := errcode.Of(err); c != errcode.BadInput && c != errcode.Stale {

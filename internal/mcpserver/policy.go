@@ -30,11 +30,12 @@ import (
 // (its open descriptor), checked against the file now at the path, and a
 // stamp that is not yet settled is not kept (internal/filestamp).
 type policyCache struct {
-	mu    sync.Mutex
-	key   string // manifest path and task
-	stamp filestamp.Stamp
-	pol   agentpolicy.Policy
-	err   error
+	mu             sync.Mutex
+	cardPath, task string
+	manifest       string // the card's stem.toml
+	stamp          filestamp.Stamp
+	pol            agentpolicy.Policy
+	err            error
 }
 
 // policyFor is the policy in force for the instance of c: the card's
@@ -83,18 +84,22 @@ func (s *Server) levelFor(c *conn) Level {
 
 // get is the policy of task in the card's stem.toml as it is now.
 func (pc *policyCache) get(cardPath, task string) (agentpolicy.Policy, error) {
-	key := cardPath + "\x00" + task
 	now := time.Now()
-	// The card's root is the registry's (trusted); only stem.toml itself
-	// is the container's, and Lstat does not follow it.
-	st, ok := filestamp.Lstat(filepath.Join(cardPath, workspace.ManifestName))
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if ok && pc.key == key && pc.stamp == st {
+	same := pc.cardPath == cardPath && pc.task == task
+	if !same {
+		pc.cardPath, pc.task, pc.stamp = cardPath, task, filestamp.Stamp{}
+		pc.manifest = filepath.Join(cardPath, workspace.ManifestName)
+	}
+	// The card's root is the registry's (trusted); only stem.toml itself
+	// is the container's, and Lstat does not follow it.
+	st, ok := filestamp.Lstat(pc.manifest)
+	if ok && same && pc.stamp == st {
 		return pc.pol, pc.err
 	}
 	p, fi, err := cardPolicy(cardPath, task)
-	pc.key, pc.stamp, pc.pol, pc.err = key, filestamp.Stamp{}, p, err
+	pc.stamp, pc.pol, pc.err = filestamp.Stamp{}, p, err
 	if fi != nil {
 		if read, ok := filestamp.Of(fi); ok && read.Settled(now) {
 			pc.stamp = read

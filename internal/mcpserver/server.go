@@ -31,6 +31,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stem-edu/stem/internal/audit"
+	"github.com/stem-edu/stem/internal/consent"
 	"github.com/stem-edu/stem/internal/engine/inspect"
 	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/registry"
@@ -95,8 +96,14 @@ type Server struct {
 	// first (register); pol caches the card's agent policy (policy.go).
 	defs map[string][]toolDef
 	pol  policyCache
-	// floor caches the policy floor of the student's host record (consent.go).
-	floor floorCache
+	// consent is the student's host record of consents (consent.go), or
+	// consentErr why there is none; floor caches its policy floor.
+	consent    *consent.Store
+	consentErr error
+	floor      floorCache
+	// selected is the selection link (sockets.Layout.Selected), read on
+	// every call.
+	selected string
 	// props are the edits this server proposed (tools_proposals.go).
 	props proposalBook
 	// approved is when the student's approval of this client "for a
@@ -176,17 +183,21 @@ func New(opt Options) (*Server, error) {
 	var id [6]byte
 	rand.Read(id[:])
 	l := sockets.Layout{Runtime: dirs.Runtime}
+	cs, csErr := consent.Open(dirs.State)
 	s := &Server{
-		opt:     opt,
-		dirs:    dirs,
-		layout:  l,
-		reg:     reg,
-		checker: &verify.Checker{Layout: l, Registry: reg, Inspector: insp},
-		audit:   lg,
-		session: hex.EncodeToString(id[:]),
-		logf:    termtext.Logf(log.New(opt.ErrOut, "stem-mcp: ", 0).Printf), // lines quote servers' errors
-		started: make(chan struct{}),
-		progs:   programs{connect: opt.Connect},
+		opt:        opt,
+		dirs:       dirs,
+		layout:     l,
+		selected:   l.Selected(),
+		consent:    cs,
+		consentErr: csErr,
+		reg:        reg,
+		checker:    &verify.Checker{Layout: l, Registry: reg, Inspector: insp},
+		audit:      lg,
+		session:    hex.EncodeToString(id[:]),
+		logf:       termtext.Logf(log.New(opt.ErrOut, "stem-mcp: ", 0).Printf), // lines quote servers' errors
+		started:    make(chan struct{}),
+		progs:      programs{connect: opt.Connect},
 	}
 	s.events = newEventHub(s)
 	s.mcp = server.NewMCPServer("stem-mcp", Version,

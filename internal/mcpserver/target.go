@@ -59,7 +59,7 @@ func (s *Server) verifyNow(ctx context.Context) (*conn, error) {
 func (s *Server) targetLocked(ctx context.Context) (*conn, error) {
 	link := ""
 	if s.opt.Instance == "" {
-		l, err := os.Readlink(s.layout.Selected())
+		l, err := os.Readlink(s.selected)
 		if err != nil {
 			s.dropLocked()
 			return nil, errcode.Errorf(errcode.NoInstance, "no instance is selected: the student runs `stemctl mcp select INSTANCE`")

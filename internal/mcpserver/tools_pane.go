@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,17 +32,16 @@ const (
 	taskRole = "task"
 )
 
-var paneIDRE = regexp.MustCompile(`^%[0-9]{1,9}$`)
-
 func paneArg(req mcp.CallToolRequest) (tmux.PaneID, error) {
 	p, err := reqString(req, "pane")
 	if err != nil {
 		return "", err
 	}
-	if !paneIDRE.MatchString(p) {
+	id, err := tmux.ParsePaneID(p)
+	if err != nil {
 		return "", badInput("pane %q is not a pane id such as %%3 (see pane_list)", oneLine(p))
 	}
-	return tmux.PaneID(p), nil
+	return id, nil
 }
 
 func withPane() mcp.ToolOption {
@@ -122,7 +120,7 @@ func cursorServer(serverID string) string {
 }
 
 func makeCursor(containerID, serverID string, p tmux.PaneID, abs int) string {
-	return fmt.Sprintf("%s:%s:%s:%s:%d", cursorVersion, cursorCID(containerID), cursorServer(serverID), p, abs)
+	return cursorVersion + ":" + cursorCID(containerID) + ":" + cursorServer(serverID) + ":" + string(p) + ":" + strconv.Itoa(abs)
 }
 
 func parseCursor(s, containerID, serverID string, p tmux.PaneID) (int, error) {

@@ -60,12 +60,26 @@ type Position struct {
 // positionFormat prints a Position (trusted numbers only).
 const positionFormat = "#{history_size} #{cursor_y} #{pane_height} #{history_limit}"
 
+// positionArg is positionFormat quoted for a command line.
+var positionArg = mustQuote(positionFormat)
+
+// parsePosition reads positionFormat's output: four decimal numbers, one
+// space apart. It is on every capture's path, so without fmt's scanner.
 func parsePosition(s string) (Position, error) {
-	var p Position
-	if n, err := fmt.Sscanf(s, "%d %d %d %d", &p.HistorySize, &p.CursorY, &p.Height, &p.HistoryLimit); n != 4 || err != nil {
-		return Position{}, fmt.Errorf("%w: pane position %q", ErrProtocol, s)
+	var f [4]int
+	rest := s
+	for i := range f {
+		field, tail, more := strings.Cut(rest, " ")
+		if more != (i < len(f)-1) {
+			return Position{}, fmt.Errorf("%w: pane position %q", ErrProtocol, s)
+		}
+		n, err := strconv.Atoi(field)
+		if err != nil {
+			return Position{}, fmt.Errorf("%w: pane position %q", ErrProtocol, s)
+		}
+		f[i], rest = n, tail
 	}
-	return p, nil
+	return Position{HistorySize: f[0], CursorY: f[1], Height: f[2], HistoryLimit: f[3]}, nil
 }
 
 const defaultCaptureMax = 1 << 20
@@ -96,7 +110,7 @@ func (c *Client) Capture(ctx context.Context, pane PaneID, opt CaptureOptions) (
 	if opt.Position {
 		// The position (trusted numbers) first: only the last command of a
 		// request may print pane text (see exec).
-		outs, err := c.exec(ctx, "display-message -p -t "+string(pane)+" "+mustQuote(positionFormat), cmd)
+		outs, err := c.exec(ctx, "display-message -p -t "+string(pane)+" "+positionArg, cmd)
 		if err != nil {
 			return CaptureResult{}, fmt.Errorf("tmux: capture %s: %w", pane, err)
 		}
@@ -148,7 +162,7 @@ func (c *Client) PanePosition(ctx context.Context, pane PaneID) (Position, error
 	if err := pane.check(); err != nil {
 		return Position{}, err
 	}
-	out, err := c.command(ctx, "display-message -p -t "+string(pane)+" "+mustQuote(positionFormat))
+	out, err := c.command(ctx, "display-message -p -t "+string(pane)+" "+positionArg)
 	if err != nil {
 		return Position{}, fmt.Errorf("tmux: position of %s: %w", pane, err)
 	}
