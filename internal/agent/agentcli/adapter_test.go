@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -393,5 +394,49 @@ func TestGeminiSandboxStartSettings(t *testing.T) {
 		if v == nil || *v {
 			t.Fatalf("sandboxed gemini settings: %s not false:\n%s", name, l.Files[GeminiDefaults])
 		}
+	}
+}
+
+// The agent image fills Node's compile cache for Gemini CLI as the
+// sandbox's user and with the NODE_OPTIONS stem gives Gemini there: Node
+// keys the cache by the uid and the V8 flags, so any difference leaves it
+// unused (and the CLI compiles its bundle at every start again).
+func TestGeminiCompileCacheMatchesSandbox(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "containers", "Containerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Instructions with their continuation lines joined.
+	var instrs []string
+	cur := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		if body, ok := strings.CutSuffix(line, "\\"); ok {
+			cur += body
+			continue
+		}
+		instrs = append(instrs, strings.Join(strings.Fields(cur+line), " "))
+		cur = ""
+	}
+	user, fill := "", ""
+	for _, in := range instrs {
+		if u, ok := strings.CutPrefix(in, "USER "); ok {
+			user = u
+		}
+		if strings.HasPrefix(in, "RUN ") && strings.Contains(in, "compile-cache.mjs") {
+			fill = in
+			break
+		}
+	}
+	if fill == "" {
+		t.Fatal("the Containerfile fills no compile cache (compile-cache.mjs)")
+	}
+	if want := fmt.Sprintf("%d:%d", sandbox.AgentUID, sandbox.AgentUID); user != want {
+		t.Errorf("the compile cache is filled as USER %q, the sandbox runs as %s", user, want)
+	}
+	if want := "NODE_OPTIONS=" + SandboxEnv(AdapterGemini)["NODE_OPTIONS"]; !slices.Contains(strings.Fields(fill), want) {
+		t.Errorf("the compile cache is filled without the sandbox's %s:\n%s", want, fill)
 	}
 }

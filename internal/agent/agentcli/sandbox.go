@@ -22,7 +22,10 @@ import (
 // limit, so the kernel would end the CLI before V8 collected. One process
 // with a heap bounded below the limit instead; what Gemini relaunches for
 // (a restart after a settings change, a Google login) then ends the CLI,
-// and the student starts the agent again.
+// and the student starts the agent again. The agent image fills Node's
+// compile cache of Gemini's bundle with this same NODE_OPTIONS
+// (containers/Containerfile): Node keys the cache by the V8 flags, so the
+// two change together.
 func SandboxEnv(adapter string) map[string]string {
 	switch adapter {
 	case AdapterClaude:
