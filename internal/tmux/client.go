@@ -278,11 +278,25 @@ func (c *Client) Close() error {
 		if lerr == nil {
 			defer unlock()
 		}
-		// An empty line asks the server to detach this control client. The
-		// server then ends the client itself; only if it does not do so in
-		// time is stdin closed (and the process killed after that). Closing
-		// stdin at once makes the client vanish while the server may still
-		// hold output for it, which crashes tmux 3.3a (see Dial).
+		if wp, ok := c.peer.(wirePeer); ok {
+			// The connection ends first, so the server drops the client
+			// with all it queued for it; an empty line or the end of stdin
+			// would leave it exiting but attached, which can end the
+			// server (holder.go). Dropping it closes the control stream.
+			wp.kill()
+			select {
+			case <-c.done:
+			case <-time.After(2 * time.Second):
+			}
+			c.wmu.Lock()
+			c.stdin.Close()
+			c.wmu.Unlock()
+			return
+		}
+		// A tmux client program inside the container owns the connection:
+		// an empty line asks the server to detach it, and the server then
+		// ends it; only if it does not do so in time is stdin closed (and
+		// the process killed after that).
 		c.wmu.Lock()
 		c.stdin.SetWriteDeadline(time.Now().Add(time.Second))
 		c.stdin.Write([]byte("\n"))

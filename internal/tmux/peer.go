@@ -40,21 +40,25 @@ func (p procPeer) diag() string { return p.stderr.String() }
 // wirePeer is the Go client.
 type wirePeer struct {
 	w    *wireClient
-	name string // the client's name in tmux
+	name string  // the client's name in tmux
+	hold *holder // keeps the pipes' ends should this process die (holder.go)
 }
 
 func (p wirePeer) kill() { p.w.kill() }
 
 // wait: the control stream has ended, so the server has dropped us or
 // is about to; a server that keeps the socket open without a word is
-// not waited for long.
+// not waited for long. The connection is closed by then, so the holder
+// can let the pipes go.
 func (p wirePeer) wait() error {
 	select {
 	case <-p.w.done:
 	case <-time.After(2 * time.Second):
 		p.w.kill()
 	}
-	return p.w.wait()
+	err := p.w.wait()
+	p.hold.release()
+	return err
 }
 
 func (p wirePeer) diag() string {
@@ -90,16 +94,27 @@ func startWire(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The holder has the pipes before the server does: there is no moment
+	// at which this process's death would end them before the connection.
+	hold, err := startHolder(inW, outR)
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
 	name := "stem-" + newNonce()[5:17]
 	w, err := dialWire(ctx, opts.Socket, controlOptions(name, opts.Session, inR, outW))
 	inR.Close()
 	outW.Close()
 	if err != nil {
+		hold.release()
 		inW.Close()
 		outR.Close()
 		return nil, err
 	}
-	c := newClient(opts, wirePeer{w: w, name: name}, inW)
+	c := newClient(opts, wirePeer{w: w, name: name, hold: hold}, inW)
 	go c.read(outR)
 	return c, nil
 }

@@ -113,8 +113,11 @@ type stormResult struct {
 
 // storm starts n clients one after another and SIGKILLs each at a random
 // point of its life: while it dials, just after it attached, or after a
-// random number of captures. A server that dies is counted and replaced.
-func storm(t testing.TB, n int, seed uint64, stalled bool) stormResult {
+// random number of captures. stalled is the share (in percent) of the
+// clients that had attached which are stopped first, so that the server
+// holds output for them when they die; at 100 every client is killed
+// after a capture. A server that dies is counted and replaced.
+func storm(t testing.TB, n int, seed uint64, stalled int) stormResult {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -138,6 +141,9 @@ func storm(t testing.TB, n int, seed uint64, stalled bool) stormResult {
 		}
 		// 0: at "D" (dialing); 1: at "A"; k > 1: after k-1 captures.
 		target := rng.IntN(10)
+		if stalled == 100 {
+			target = 2 + rng.IntN(8)
+		}
 		br := bufio.NewReader(stdout)
 		seen, where := 0, "start"
 		for seen <= target {
@@ -151,7 +157,7 @@ func storm(t testing.TB, n int, seed uint64, stalled bool) stormResult {
 		if where == "C" {
 			where = "capturing"
 		}
-		if stalled && where != "start" && rng.IntN(4) == 0 {
+		if where != "start" && rng.IntN(100) < stalled {
 			// A client that stopped reading: the server's writes to it
 			// fill the pipe and the rest waits in the server.
 			cmd.Process.Signal(syscall.SIGSTOP)
@@ -196,7 +202,7 @@ func storm(t testing.TB, n int, seed uint64, stalled bool) stormResult {
 // the student's tmux server. 500 kills here; BenchmarkSIGKILLStorm runs
 // 10,000 and reports the counts.
 func TestSIGKILLStormKeepsServerAlive(t *testing.T) {
-	res := storm(t, stormKills(500), uint64(time.Now().UnixNano()), true)
+	res := storm(t, stormKills(500), uint64(time.Now().UnixNano()), 25)
 	t.Logf("%d SIGKILLs (%v), %d server deaths", res.kills, res.at, res.deaths)
 	if res.deaths > 0 {
 		t.Fatalf("%d of %d SIGKILLed clients ended the tmux server", res.deaths, res.kills)
@@ -234,13 +240,24 @@ func stormKills(n int) int {
 	return n
 }
 
+// BenchmarkSIGKILLStorm counts server deaths in two storms: mixed, a
+// quarter of the attached clients stopped before the kill; stalled, every
+// client stopped after a capture, the state that ended tmux 3.3a's
+// server when the pipes ended before the connection (holder.go).
 func BenchmarkSIGKILLStorm(b *testing.B) {
 	n := stormKills(10000)
-	for range b.N {
-		res := storm(b, n, uint64(time.Now().UnixNano()), true)
-		b.ReportMetric(float64(res.kills), "sigkills")
-		b.ReportMetric(float64(res.deaths), "server-deaths")
-		b.ReportMetric(float64(res.dropped), "dropped")
-		b.Logf("%d SIGKILLs (%v), %d server deaths, %d clients the server closed first", res.kills, res.at, res.deaths, res.dropped)
+	for _, mode := range []struct {
+		name    string
+		stalled int
+	}{{"mixed", 25}, {"stalled", 100}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for range b.N {
+				res := storm(b, n, uint64(time.Now().UnixNano()), mode.stalled)
+				b.ReportMetric(float64(res.kills), "sigkills")
+				b.ReportMetric(float64(res.deaths), "server-deaths")
+				b.ReportMetric(float64(res.dropped), "dropped")
+				b.Logf("%d SIGKILLs (%v), %d server deaths, %d clients the server closed first", res.kills, res.at, res.deaths, res.dropped)
+			}
+		})
 	}
 }

@@ -1,0 +1,78 @@
+package tmux
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// A control client is three descriptors to the server: the connection
+// and the two pipes it hands over (stdin for commands, stdout for the
+// control stream). How it ends decides whether the student's server
+// lives. When the connection closes first, tmux drops the client at once
+// with everything it had queued for it. When stdin reaches its end, or
+// stdout fails, while the connection is still open, tmux marks the client
+// as exiting but keeps it: pane output that arrives then is skipped over
+// while output queued earlier is still waiting, and the next write of
+// that queued output finds its bytes gone, fatalx("not enough data"), and
+// the server exits with every window of the session. tmux 3.3a does this,
+// and the code is unchanged in 3.7c; it takes a client that is behind
+// (the server holds output for it) and a pane that prints.
+//
+// So stem ends its clients by the connection (Client.Close), and a holder
+// keeps a second copy of this process's ends of both pipes open in a
+// process of its own, for when this one dies without closing anything
+// (SIGKILL, a crash): the kernel then closes the process's descriptors in
+// an order stem does not choose, and tmux sees the pipes end, after the
+// connection, only once the holder lets them go.
+
+// holderScript waits for the lifeline (fd 3) to end, then reads the
+// control stream (fd 0) to its end, which comes when the server has
+// dropped the client and closed its end; exiting then closes the last
+// copy of stdin's write end (fd 4). While the lifeline lasts it reads
+// nothing: the control stream is ours.
+const holderScript = `read _ <&3; exec /bin/cat >/dev/null`
+
+// holder is the process that keeps the pipes' ends.
+type holder struct {
+	lifeline *os.File // its write end; closing it lets the holder go
+	exited   chan struct{}
+}
+
+// startHolder starts a holder of stdinW and stdoutR. It runs in a process
+// group of its own, so a signal to ours (Ctrl-C, Ctrl-Z in a terminal, a
+// kill of the group) does not reach it.
+func startHolder(stdinW, stdoutR *os.File) (*holder, error) {
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("tmux: the holder's lifeline: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", holderScript)
+	cmd.Stdin = stdoutR
+	cmd.ExtraFiles = []*os.File{lr, stdinW}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	lr.Close()
+	if err != nil {
+		lw.Close()
+		return nil, fmt.Errorf("tmux: starting the holder of the control pipes: %w", err)
+	}
+	h := &holder{lifeline: lw, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(h.exited)
+	}()
+	return h, nil
+}
+
+// release lets the holder go: it reads the control stream to its end (at
+// once when the server has already dropped the client) and exits. A nil
+// holder (a client that has none) has nothing to release.
+func (h *holder) release() {
+	if h != nil {
+		h.lifeline.Close()
+	}
+}
