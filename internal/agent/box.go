@@ -10,6 +10,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/agent/cliscreen"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/cardaccess"
@@ -98,7 +100,7 @@ func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, soc
 			return nil, err
 		}
 	}
-	_, lines := screens[p.Adapter]
+	lines := cliscreen.Known(p.Adapter)
 	ctx := NewContext(AgentInfo{ID: id, Provider: p.Name, Level: req.Level.String(), Started: started, Sandboxed: true, EventLines: lines},
 		rec, req.Target.Dir, req.Resolved, req.Level, append([]string{hostServer.Command}, hostServer.Args...))
 	s := agentcli.Session{
@@ -166,7 +168,7 @@ func (e *Env) prepareBox(req Request, p agentcli.Provider, hostBin, id, dir, soc
 	if err != nil {
 		return nil, err
 	}
-	box := &BoxSpec{Container: cs, SocketUID: user.HostUID, Env: env, KeyVars: sandbox.KeyVars(p.Adapter), RunDir: run,
+	box := &runspec.BoxSpec{Container: cs, SocketUID: user.HostUID, Env: env, KeyVars: sandbox.KeyVars(p.Adapter), RunDir: run,
 		MCP: append([]string{hostServer.Command}, hostServer.Args...), Egress: eg}
 	return &Prepared{
 		Session: s, Launch: l, Context: ctx, Box: box,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/agentcli"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/registry"
@@ -124,7 +125,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 
 // cmdEnv is the agent's environment plus extra variables.
 func (r *cliRig) cmdEnv(extra ...string) []string {
-	return append(mergeEnv(r.env.Environ, r.p.Launch.Env), append([]string{"NO_COLOR=1", "CI=1"}, extra...)...)
+	return append(runspec.Environ(r.env.Environ, r.p.Launch.Env), append([]string{"NO_COLOR=1", "CI=1"}, extra...)...)
 }
 
 func (r *cliRig) run(t *testing.T, argv []string, extra ...string) string {

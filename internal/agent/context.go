@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent/agentcli"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/levels"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/registry"
@@ -165,7 +166,7 @@ func (c Context) Markdown() string {
 	w("%s.\n\n", c.MCP.Events)
 	if c.Agent.EventLines {
 		w("When you are idle, stem types the important ones (a failed build or test, a crash, a gdb stop) into your input\n")
-		w("as one line starting with `%s`: a note from stem about the session, not the student's words. Look at\n", EventPrefix)
+		w("as one line starting with `%s`: a note from stem about the session, not the student's words. Look at\n", runspec.EventPrefix)
 		w("the session (session_events, pane_capture, gdb_status) and help if it helps the student; say little otherwise.\n\n")
 	}
 	w("## Rules\n\n")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,11 +22,11 @@ func TestContextMarkdownAndJSON(t *testing.T) {
 			t.Errorf("context.md lacks %q", want)
 		}
 	}
-	if strings.Contains(md, EventPrefix) {
+	if strings.Contains(md, runspec.EventPrefix) {
 		t.Errorf("context.md explains event lines to an agent that gets none")
 	}
 	c.Agent.EventLines = true
-	if md := c.Markdown(); !strings.Contains(md, "`"+EventPrefix+"`: a note from stem about the session, not the student's words") {
+	if md := c.Markdown(); !strings.Contains(md, "`"+runspec.EventPrefix+"`: a note from stem about the session, not the student's words") {
 		t.Errorf("context.md does not explain the event lines:\n%s", md)
 	}
 	data, _ := json.Marshal(c)

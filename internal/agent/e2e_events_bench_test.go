@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
@@ -47,7 +47,7 @@ func BenchmarkEventToModel(b *testing.B) {
 				}
 				time.Sleep(agentEventInterval)
 				b.StartTimer()
-				total = append(total, ba.eventReaches(st, rec, s, "program_crashed", agent.EventPrefix+" program crashed", func() {
+				total = append(total, ba.eventReaches(st, rec, s, "program_crashed", runspec.EventPrefix+" program crashed", func() {
 					ba.tmux(st, "send-keys", "-t", shell, "sh -c 'kill -SEGV $$'", "Enter")
 				}))
 			}

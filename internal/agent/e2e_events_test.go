@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
 )
 
@@ -38,7 +38,7 @@ func TestEventsReachTheModel(t *testing.T) {
 			os.WriteFile(words, append(append([]byte{}, good...), "\nint broken( {\n"...), 0o644)
 			shell := b.shellWindow(st)
 			b.tmux(st, "select-window", "-t", rec.Window) // the student looks at the agent
-			b.eventReaches(st, rec, s, "build_failed", agent.EventPrefix+" build failed: exit 2", func() {
+			b.eventReaches(st, rec, s, "build_failed", runspec.EventPrefix+" build failed: exit 2", func() {
 				b.tmux(st, "send-keys", "-t", shell, "make", "Enter")
 			})
 			os.WriteFile(words, good, 0o644)
@@ -50,7 +50,7 @@ func TestEventsReachTheModel(t *testing.T) {
 			b.tmux(st, "send-keys", "-t", rec.Pane, "-l", half)
 			b.waitPane(st, rec.Pane, half, 10*time.Second)
 			var cleared time.Time
-			b.eventReaches(st, rec, s, "program_crashed", agent.EventPrefix+" program crashed: SIGSEGV exit 139", func() {
+			b.eventReaches(st, rec, s, "program_crashed", runspec.EventPrefix+" program crashed: SIGSEGV exit 139", func() {
 				b.tmux(st, "send-keys", "-t", shell, "sh -c 'kill -SEGV $$'", "Enter")
 				b.waitLog(rec, "program_crashed")
 				for range half {
@@ -74,7 +74,7 @@ func TestEventsReachTheModel(t *testing.T) {
 			b.waitLog(rec, "connected to the gdb bridge")
 			s.call("gdb_status", nil)
 			b.tmux(st, "select-window", "-t", rec.Window)
-			b.eventReaches(st, rec, s, "gdb_stopped", agent.EventPrefix+" gdb stopped: breakpoint-hit in count_words at words.c:", func() {
+			b.eventReaches(st, rec, s, "gdb_stopped", runspec.EventPrefix+" gdb stopped: breakpoint-hit in count_words at words.c:", func() {
 				b.tmux(st, "send-keys", "-t", lay.GDBPane, "run", "Enter")
 			})
 			t.Logf("supervisor log:\n%s", readFile(rec.Log))

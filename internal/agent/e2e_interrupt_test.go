@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/agent"
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 
@@ -149,7 +149,7 @@ func TestAgentStartInterruptedAtEachStep(t *testing.T) {
 		{"supervisor started", func(string) bool {
 			for _, id := range a.agentIDs() {
 				seen[id] = true
-				if _, err := os.Stat(filepath.Join(a.Runtime, "stem", "agents", id, agent.SpecFile)); err == nil {
+				if _, err := os.Stat(filepath.Join(a.Runtime, "stem", "agents", id, runspec.File)); err == nil {
 					return true
 				}
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/agent"
+	"github.com/stem-edu/stem/internal/agent/supervisor"
 	"github.com/stem-edu/stem/internal/cmdutil"
 )
 
@@ -51,5 +51,5 @@ func Run(ctx context.Context, opts *Options) error {
 			ready = f
 		}
 	}
-	return agent.Supervise(context.WithoutCancel(ctx), opts.Dir, ready, opts.F.IOStreams.ErrOut, opts.F.Engine)
+	return supervisor.Supervise(context.WithoutCancel(ctx), opts.Dir, ready, opts.F.IOStreams.ErrOut, opts.F.Engine)
 }

@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/agent/cliscreen"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"
 )
@@ -68,7 +69,7 @@ func (d *deliverer) run(ctx context.Context) {
 			if strings.HasPrefix(ev.Type, "gdb_") {
 				// A gdb stop during the agent's own turn is most likely
 				// its own gdb tool's doing, whose result it has.
-				if st, ok := d.screen(ctx); ok && st.busy {
+				if st, ok := d.screen(ctx); ok && st.Busy {
 					d.lg.Printf("event %d %s during the agent's turn: not delivered", ev.Seq, ev.Type)
 					continue
 				}
@@ -94,7 +95,7 @@ func (d *deliverer) try(ctx context.Context) {
 		return
 	}
 	st, ok := d.screen(ctx)
-	if !ok || !st.idle {
+	if !ok || !st.Idle {
 		return
 	}
 	if err := d.h.inject(ctx, line, func() bool { return d.idle(ctx) }, func() bool { return d.held(ctx, line) }); err != nil {
@@ -110,7 +111,7 @@ func (d *deliverer) try(ctx context.Context) {
 // idle reads the screen again and reports whether the CLI is idle.
 func (d *deliverer) idle(ctx context.Context) bool {
 	st, ok := d.screen(ctx)
-	return ok && st.idle
+	return ok && st.Idle
 }
 
 // held reports whether the agent's input still holds line after Enter:
@@ -121,8 +122,8 @@ func (d *deliverer) held(ctx context.Context, line string) bool {
 	if err != nil {
 		return false
 	}
-	st := classify(d.adapter, text)
-	return !st.idle && !st.busy && st.waiting == "" && strings.Contains(text, line[:min(len(line), 32)])
+	st := cliscreen.Classify(d.adapter, text)
+	return !st.Idle && !st.Busy && st.Waiting == "" && strings.Contains(text, line[:min(len(line), 32)])
 }
 
 // watchWaiting reports a change of what the CLI waits for; the screen is
@@ -133,19 +134,19 @@ func (d *deliverer) watchWaiting(ctx context.Context) {
 		return
 	}
 	st, ok := d.screen(ctx)
-	if !ok || st.waiting == d.lastShown {
+	if !ok || st.Waiting == d.lastShown {
 		return
 	}
-	d.lastShown = st.waiting
-	if st.waiting != "" {
-		d.lg.Printf("the CLI waits for its user: %s (%s)", st.waiting, termtext.Line(st.asked, 120))
+	d.lastShown = st.Waiting
+	if st.Waiting != "" {
+		d.lg.Printf("the CLI waits for its user: %s (%s)", st.Waiting, termtext.Line(st.Asked, 120))
 	} else {
 		d.lg.Printf("the CLI no longer waits for its user")
 	}
 	// The window's name says it too: the student may be in another
 	// window (or the agent started with --background).
 	name := d.name
-	if st.waiting != "" {
+	if st.Waiting != "" {
 		name += ": waits for you"
 	}
 	if d.tc != nil && d.window != "" {
@@ -160,14 +161,14 @@ func (d *deliverer) watchWaiting(ctx context.Context) {
 	case <-d.waiting:
 	default:
 	}
-	d.waiting <- st.waiting
+	d.waiting <- st.Waiting
 }
 
 // screen reads and classifies the agent's window.
-func (d *deliverer) screen(ctx context.Context) (screenState, bool) {
+func (d *deliverer) screen(ctx context.Context) (cliscreen.State, bool) {
 	t := time.Now()
 	if t.Before(d.retryAt) {
-		return screenState{}, false
+		return cliscreen.State{}, false
 	}
 	text, err := d.capture(ctx)
 	if err != nil {
@@ -176,10 +177,10 @@ func (d *deliverer) screen(ctx context.Context) (screenState, bool) {
 			d.lg.Printf("read the agent's window: %v", err)
 		}
 		d.retryAt = time.Now().Add(time.Second)
-		return screenState{}, false
+		return cliscreen.State{}, false
 	}
 	d.lastScreen, d.lastErr = t, ""
-	return classify(d.adapter, text), true
+	return cliscreen.Classify(d.adapter, text), true
 }
 
 func (d *deliverer) capture(ctx context.Context) (string, error) {

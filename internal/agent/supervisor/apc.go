@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 // apcStrip drops APC strings (ESC _ ... ESC \) from an agent's output on
 // its way to the student's tmux. Agent CLIs send them to ask the terminal

@@ -1,4 +1,4 @@
-package agent
+package cliscreen
 
 import (
 	"strings"
@@ -50,8 +50,8 @@ func TestClassify(t *testing.T) {
 		// A conversation that only talks about keys is not a key prompt.
 		{"claude idle talking about keys", "claude", strings.Replace(claudeIdle, "● stem-ready", "● set ANTHROPIC_API_KEY before you start an agent", 1), true, false, ""},
 	} {
-		st := classify(c.adapter, c.text)
-		if st.idle != c.idle || st.busy != c.busy || st.waiting != c.waiting {
+		st := Classify(c.adapter, c.text)
+		if st.Idle != c.idle || st.Busy != c.busy || st.Waiting != c.waiting {
 			t.Errorf("%s: %+v, want idle=%v busy=%v waiting=%q", c.name, st, c.idle, c.busy, c.waiting)
 		}
 	}

@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"fmt"
@@ -6,13 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/sessionevent"
 )
-
-// EventPrefix starts every line the supervisor types into an agent's
-// input; the agent's context explains it (data from stem, not the
-// student's words).
-const EventPrefix = "[stem event]"
 
 // Delivery rules of event lines (see docs/agents.md, "Events").
 const (
@@ -93,7 +89,7 @@ func EventLine(ev SessionEvent, more int) string {
 			what = joinWords("gdb: the program exited,", code)
 		}
 	}
-	line := EventPrefix + " " + what
+	line := runspec.EventPrefix + " " + what
 	if more > 0 {
 		line += fmt.Sprintf(" (+%d earlier, see session_events)", more)
 	}

@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"encoding/json"
@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // hub holds the relays connected to one agent.
 type hub struct {
-	spec   Spec
+	spec   runspec.Spec
 	lg     *log.Logger
 	first  chan *relayConn
 	change chan struct{}

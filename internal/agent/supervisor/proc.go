@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/engine"
 )
 
@@ -52,11 +53,11 @@ func (t ptyTerm) setSize(rows, cols int) {
 }
 
 // startPTY runs the spec's command here on a pseudo-terminal.
-func startPTY(spec Spec, term string, rows, cols int) (*agentProc, error) {
+func startPTY(spec runspec.Spec, term string, rows, cols int) (*agentProc, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.WorkDir
 	name := hostTerm(term)
-	cmd.Env = mergeEnv(withoutTerminal(os.Environ()), spec.Env, map[string]string{"TERM": name})
+	cmd.Env = runspec.Environ(withoutTerminal(os.Environ()), spec.Env, map[string]string{"TERM": name})
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)

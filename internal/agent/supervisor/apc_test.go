@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package agent
+package unixpin
 
 import (
 	"net"
@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// tmuxGone opens t.sock without following a symlink: with t.sock replaced
+// Gone opens t.sock without following a symlink: with t.sock replaced
 // by a link to a host socket, it connects nowhere (the host listener, the
 // canary, sees no connection; a plain connect through the link, the
 // control, reaches it) and counts the server as gone.
-func TestTmuxGoneDoesNotFollowSymlinks(t *testing.T) {
+func TestGoneDoesNotFollowSymlinks(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "t.sock")
 	ln, err := net.Listen("unix", live)
@@ -20,10 +20,10 @@ func TestTmuxGoneDoesNotFollowSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if tmuxGone(live) {
+	if Gone(live) {
 		t.Fatal("a listening socket counted as gone")
 	}
-	if !tmuxGone(filepath.Join(dir, "missing.sock")) {
+	if !Gone(filepath.Join(dir, "missing.sock")) {
 		t.Fatal("a missing socket counted as present")
 	}
 
@@ -52,7 +52,7 @@ func TestTmuxGoneDoesNotFollowSymlinks(t *testing.T) {
 	if err := os.Symlink(host, link); err != nil {
 		t.Fatal(err)
 	}
-	if !tmuxGone(link) {
+	if !Gone(link) {
 		t.Fatal("t.sock replaced by a symlink counted as a live server")
 	}
 	c, err := net.Dial("unix", link) // the control: by path, the link is followed
@@ -62,6 +62,6 @@ func TestTmuxGoneDoesNotFollowSymlinks(t *testing.T) {
 	c.Write([]byte{'C'})
 	defer c.Close()
 	if b := <-first; b != 'C' {
-		t.Fatal("tmuxGone connected to the socket behind the symlink")
+		t.Fatal("Gone connected to the socket behind the symlink")
 	}
 }

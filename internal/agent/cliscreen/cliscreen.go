@@ -1,21 +1,31 @@
-package agent
+// Package cliscreen reads an agent CLI's window: whether the CLI (Claude
+// Code, Codex, Gemini CLI) shows its empty input, runs a turn, or asks its
+// user something. The supervisor types session events into a CLI only at
+// its idle screen, and the launcher tells an agent about those lines only
+// when its CLI's screen is known here.
+//
+// The text comes from the tmux server the container runs, which can make
+// it claim anything (the container can type into the agent's window
+// anyway): it is only matched here, and State.Asked, the one part of it
+// returned, is for a log that sanitizes it.
+package cliscreen
 
 import (
 	"regexp"
 	"strings"
 )
 
-// screenState is what the agent's window shows, read from its text.
-type screenState struct {
-	// idle: the CLI shows its empty input, no turn running, no dialog.
-	idle bool
-	// busy: a turn is running (the CLI offers to interrupt it).
-	busy bool
-	// waiting names what the CLI asks its user (a dialog, a permission
+// State is what the agent's window shows, read from its text.
+type State struct {
+	// Idle: the CLI shows its empty input, no turn running, no dialog.
+	Idle bool
+	// Busy: a turn is running (the CLI offers to interrupt it).
+	Busy bool
+	// Waiting names what the CLI asks its user (a dialog, a permission
 	// prompt), or "".
-	waiting string
-	// asked is the window's line that showed it (for the log).
-	asked string
+	Waiting string
+	// Asked is the window's line that showed it (for the log).
+	Asked string
 }
 
 // cliScreen is how one adapter's CLI shows its states.
@@ -56,18 +66,25 @@ var dialogs = []struct {
 	{regexp.MustCompile(`(?i)press enter to (continue|confirm)|enter to confirm`), "a question (Enter to confirm)"},
 }
 
-// classify reads the agent window's text for the adapter's CLI.
-func classify(adapter, text string) screenState {
-	var st screenState
+// Known reports whether the adapter's CLI has a known screen (a custom
+// CLI has none: nothing is typed into it).
+func Known(adapter string) bool {
+	_, ok := screens[adapter]
+	return ok
+}
+
+// Classify reads the agent window's text for the adapter's CLI.
+func Classify(adapter, text string) State {
+	var st State
 	for _, d := range dialogs {
 		if loc := d.re.FindStringIndex(text); loc != nil {
-			st.waiting = d.what
+			st.Waiting = d.what
 			start := strings.LastIndexByte(text[:loc[0]], '\n') + 1
 			end := strings.IndexByte(text[loc[0]:], '\n')
 			if end < 0 {
 				end = len(text) - loc[0]
 			}
-			st.asked = strings.TrimSpace(text[start : loc[0]+end])
+			st.Asked = strings.TrimSpace(text[start : loc[0]+end])
 			break
 		}
 	}
@@ -77,9 +94,9 @@ func classify(adapter, text string) screenState {
 	}
 	for _, b := range sc.busy {
 		if strings.Contains(text, b) {
-			st.busy = true
+			st.Busy = true
 		}
 	}
-	st.idle = sc.ready.MatchString(text) && !st.busy && st.waiting == ""
+	st.Idle = sc.ready.MatchString(text) && !st.Busy && st.Waiting == ""
 	return st
 }

@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"bytes"
@@ -18,36 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/cardaccess"
 	"github.com/stem-edu/stem/internal/egress"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/termtext"
 )
-
-// BoxSpec is the sandbox part of a Spec: the container, and what the
-// supervisor serves it from the host.
-type BoxSpec struct {
-	Container engine.Spec `json:"container"`
-	// SocketUID is the sandbox user's host uid, which the sockets name in
-	// an ACL when the sandbox has ids of its own (Container.IDMap);
-	// otherwise they are given to Container.User.
-	SocketUID int `json:"socket_uid,omitempty"`
-	// Env is the CLI's environment in the sandbox (nothing of the
-	// caller's but the variables named in KeyVars).
-	Env map[string]string `json:"env"`
-	// KeyVars name the caller's variables (credentials, model endpoints)
-	// the CLI gets; their values are read by the supervisor when it
-	// starts the CLI and never written down.
-	KeyVars []string `json:"key_vars,omitempty"`
-	// RunDir is the host directory of the sandbox's sockets.
-	RunDir string `json:"run_dir"`
-	// MCP is the host command served on the MCP socket (stem-mcp serve at
-	// the agent's level, fixed to the instance).
-	MCP []string `json:"mcp"`
-	// Egress are the endpoints the proxy allows (egress.ParseRule).
-	Egress []string `json:"egress"`
-}
 
 // boxRun is a started sandbox and the host services for it.
 type boxRun struct {
@@ -65,7 +42,7 @@ type boxRun struct {
 
 // startBox serves the sandbox's sockets and creates and starts its
 // container.
-func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg *log.Logger) (_ *boxRun, err error) {
+func startBox(ctx context.Context, spec runspec.Spec, eng EngineFunc, logw io.Writer, lg *log.Logger) (_ *boxRun, err error) {
 	bs := spec.Sandbox
 	if eng == nil {
 		return nil, fmt.Errorf("sandboxed agent without a container engine")
@@ -144,7 +121,7 @@ func startBox(ctx context.Context, spec Spec, eng EngineFunc, logw io.Writer, lg
 }
 
 // giveSocket lets the sandbox user connect to the socket at path.
-func giveSocket(path string, bs *BoxSpec) error {
+func giveSocket(path string, bs *runspec.BoxSpec) error {
 	if bs.Container.IDMap == nil {
 		return chownUser(path, bs.Container.User)
 	}
@@ -190,7 +167,7 @@ var sandboxTerms = map[string]bool{"xterm": true, "xterm-256color": true, "scree
 	"tmux": true, "tmux-256color": true, "linux": true, "vt100": true, "vt220": true, "dumb": true}
 
 // exec starts the CLI in the sandbox with a terminal.
-func (b *boxRun) exec(ctx context.Context, spec Spec, term string, rows, cols int) (*agentProc, error) {
+func (b *boxRun) exec(ctx context.Context, spec runspec.Spec, term string, rows, cols int) (*agentProc, error) {
 	bs := spec.Sandbox
 	if !sandboxTerms[term] {
 		term = "xterm-256color"

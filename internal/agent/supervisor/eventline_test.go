@@ -1,10 +1,11 @@
-package agent
+package supervisor
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/sessionevent"
 )
 
@@ -45,7 +46,7 @@ func TestEventLineCarriesNoTextFromTheSession(t *testing.T) {
 	if strings.ContainsAny(line, "\n\r\x1b\"`;") || strings.Contains(line, "previous instructions") || len(line) > maxEventLine {
 		t.Fatalf("line %q", line)
 	}
-	if !strings.HasPrefix(line, EventPrefix+" gdb stopped:") {
+	if !strings.HasPrefix(line, runspec.EventPrefix+" gdb stopped:") {
 		t.Fatalf("line %q", line)
 	}
 	crash := EventLine(SessionEvent{Event: sessionevent.Event{Type: "program_crashed", Signal: hostile, Pane: hostile, ExitCode: intp(139)}}, 0)

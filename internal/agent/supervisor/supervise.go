@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"context"
@@ -7,62 +7,23 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/agent/cliscreen"
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/unixpin"
 )
 
-// Spec is what the supervisor (`stemctl agent run`) runs: written by
-// `stemctl agent start` as spec.json in the agent's directory. The
-// environment it adds to its own (the caller's, inherited) is listed here;
-// the caller's own variables, credentials included, are never written down.
-type Spec struct {
-	ID       string `json:"id"`
-	Provider string `json:"provider"`
-	// Adapter is the provider's adapter (claude, codex, gemini, custom):
-	// it says how the CLI's screen shows that it is idle.
-	Adapter  string            `json:"adapter,omitempty"`
-	Instance string            `json:"instance"`
-	Argv     []string          `json:"argv"`
-	Env      map[string]string `json:"env"`
-	WorkDir  string            `json:"workdir"`
-	Socket   string            `json:"socket"`
-	// RelayTimeout bounds the wait for the tmux window's relay.
-	RelayTimeout time.Duration `json:"relay_timeout_ns"`
-	// Grace is how long the agent lives on with no window connected (the
-	// student closed it) before it gets SIGHUP, as from a closed terminal.
-	Grace time.Duration `json:"grace_ns"`
-	// Sandbox, when set, runs Argv in the agent's sandbox container
-	// (WorkDir is then a path there).
-	Sandbox *BoxSpec `json:"sandbox,omitempty"`
-}
-
-// StartTimeout bounds the wait for a CLI in its sandbox to show anything
-// (Gemini CLI takes about 20 s here before its first screen).
-const StartTimeout = 90 * time.Second
-
-// SpecFile is the spec's name in the agent directory.
-const SpecFile = "spec.json"
-
-// Messages on the readiness pipe (fd 3 of the supervisor), one per line.
-const (
-	readyListening = "listening"
-	readyStarted   = "started"
-	readyError     = "error"
-)
-
 // Supervise runs the agent described by dir/spec.json under a pseudo
-// terminal served on Spec.Socket: it waits for the first relay, starts the
+// terminal served on runspec.Spec.Socket: it waits for the first relay, starts the
 // provider with the relay's terminal type and size, copies bytes both ways,
 // and ends the provider when asked (SIGTERM/SIGINT/SIGHUP), when its window
 // stays closed, or when the instance's socket directory goes away. ready
@@ -81,19 +42,19 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 	defer func() {
 		if err != nil {
 			lg.Printf("error: %v", err)
-			say("%s %s", readyError, strings.ReplaceAll(err.Error(), "\n", " "))
+			say("%s %s", runspec.ReadyError, strings.ReplaceAll(err.Error(), "\n", " "))
 		}
 		if ready != nil {
 			ready.Close()
 		}
 	}()
-	var spec Spec
-	data, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	var spec runspec.Spec
+	data, err := os.ReadFile(filepath.Join(dir, runspec.File))
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, &spec); err != nil {
-		return fmt.Errorf("%s: %w", SpecFile, err)
+		return fmt.Errorf("%s: %w", runspec.File, err)
 	}
 	if len(spec.Argv) == 0 {
 		return errors.New("spec has no command")
@@ -125,7 +86,7 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 		}
 	}()
 	lg.Printf("agent %s (%s) for %s: listening on %s", spec.ID, spec.Provider, spec.Instance, spec.Socket)
-	say(readyListening)
+	say(runspec.ReadyListening)
 
 	h := &hub{spec: spec, lg: lg, first: make(chan *relayConn, 1), change: make(chan struct{}, 1)}
 	go h.accept(ul)
@@ -182,12 +143,12 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 				h.closeAll(ptyproto.ExitMsg{Code: -1, Message: err.Error()})
 				return err
 			}
-		case <-time.After(StartTimeout):
-			return fmt.Errorf("%s showed nothing in its sandbox within %s", spec.Argv[0], StartTimeout)
+		case <-time.After(runspec.StartTimeout):
+			return fmt.Errorf("%s showed nothing in its sandbox within %s", spec.Argv[0], runspec.StartTimeout)
 		}
 	}
 	lg.Printf("started %s (pid %d) at %dx%d, TERM=%s", spec.Argv[0], p.pid, cols, rows, p.termName)
-	say("%s %d", readyStarted, p.pid)
+	say("%s %d", runspec.ReadyStarted, p.pid)
 	if ready != nil {
 		ready.Close()
 		ready = nil
@@ -202,7 +163,7 @@ func Supervise(ctx context.Context, dir string, ready io.WriteCloser, logw io.Wr
 	}
 	saveState()
 	waitingCh := make(chan string, 1)
-	if _, known := screens[spec.Adapter]; box != nil && known {
+	if box != nil && cliscreen.Known(spec.Adapter) {
 		// Session events reach the model as lines typed at idle moments
 		// (a custom CLI's screen is unknown: it gets none).
 		dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -267,7 +228,7 @@ wait:
 			if h.count() > 0 {
 				break
 			}
-			if tmuxGone(tmuxSock) {
+			if unixpin.Gone(tmuxSock) {
 				stop("the instance's tmux server is gone (its container was stopped, removed or re-created)")
 			} else {
 				probe = time.After(200 * time.Millisecond)
@@ -304,25 +265,6 @@ wait:
 	return nil
 }
 
-// tmuxGone reports whether nothing can listen on the tmux socket any more:
-// the path is gone (the socket directory was removed), refuses connections
-// (the server died with its container) or is no longer a socket (something
-// in the container put a symlink or a file there). The socket is opened
-// through internal/unixpin, never by path: a symlink planted over t.sock
-// must not make the host connect to whatever it names. Any other outcome,
-// a server that answers included, counts as present.
-func tmuxGone(sock string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	c, err := unixpin.Dial(ctx, sock)
-	if err == nil {
-		c.Close()
-		return false
-	}
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOTDIR) ||
-		errors.Is(err, unixpin.ErrSymlink) || errors.Is(err, unixpin.ErrNotSocket)
-}
-
 // withoutTerminal drops the variables that describe the terminal stemctl
 // was started from (perhaps the host's own tmux): the agent in a window has
 // another terminal.
@@ -335,31 +277,6 @@ func withoutTerminal(env []string) []string {
 			continue
 		}
 		out = append(out, kv)
-	}
-	return out
-}
-
-// mergeEnv returns base with the overrides applied (later maps win): base's
-// variables that no override sets, in base's order, then the overridden
-// ones sorted by name (not in map order, so the agent's environment is the
-// same every time).
-func mergeEnv(base []string, overrides ...map[string]string) []string {
-	set := map[string]string{}
-	for _, m := range overrides {
-		for k, v := range m {
-			set[k] = v
-		}
-	}
-	out := make([]string, 0, len(base)+len(set))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := set[k]; ok {
-			continue
-		}
-		out = append(out, kv)
-	}
-	for _, k := range slices.Sorted(maps.Keys(set)) {
-		out = append(out, k+"="+set[k])
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package agent
+package supervisor
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
+	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
 )
@@ -117,7 +118,7 @@ func (b *syncBuf) String() string {
 	return b.Buffer.String()
 }
 
-func startSupervisor(t *testing.T, ctx context.Context, spec Spec) (*supervised, *syncBuf) {
+func startSupervisor(t *testing.T, ctx context.Context, spec runspec.Spec) (*supervised, *syncBuf) {
 	t.Helper()
 	dir := t.TempDir()
 	sockDir, err := os.MkdirTemp("/tmp", "sa")
@@ -127,13 +128,13 @@ func startSupervisor(t *testing.T, ctx context.Context, spec Spec) (*supervised,
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	spec.Socket = filepath.Join(sockDir, "a-"+spec.ID+".sock")
 	data, _ := json.Marshal(spec)
-	os.WriteFile(filepath.Join(dir, SpecFile), data, 0o600)
+	os.WriteFile(filepath.Join(dir, runspec.File), data, 0o600)
 	pr, pw, _ := os.Pipe()
 	logs := &syncBuf{}
 	s := &supervised{done: make(chan error, 1), sock: spec.Socket, dir: dir}
 	go func() { s.done <- Supervise(ctx, dir, pw, logs, nil) }()
-	lines := readLines(pr)
-	if err := expect(ctx, lines, readyListening, 5*time.Second, "test"); err != nil {
+	lines := runspec.ReadLines(pr)
+	if _, err := runspec.Expect(ctx, lines, runspec.ReadyListening, 5*time.Second, "test"); err != nil {
 		t.Fatalf("%v\n%s", err, logs.String())
 	}
 	return s, logs
@@ -150,7 +151,7 @@ func TestSupervisorAndRelay(t *testing.T) {
 	t.Setenv("COLUMNS", "7")
 	script := `printf 'TERM=%s STEM_X=%s TMUX=%s COLUMNS=%s\n' "$TERM" "$STEM_X" "${TMUX-unset}" "${COLUMNS-unset}"; stty size
 while IFS= read -r line; do case "$line" in size) stty size;; quit) exit 7;; *) echo "got:$line";; esac; done`
-	s, logs := startSupervisor(t, ctx, Spec{ID: "a1b2c3", Provider: "test", Instance: "inst",
+	s, logs := startSupervisor(t, ctx, runspec.Spec{ID: "a1b2c3", Provider: "test", Instance: "inst",
 		Argv: []string{"bash", "--norc", "--noprofile", "-c", script}, Env: map[string]string{"STEM_X": "1"}, WorkDir: t.TempDir()})
 	p := newPane(t, 30, 100)
 	relayDone := make(chan error, 1)
@@ -212,7 +213,7 @@ func TestClosedWindowHangsUpTheAgent(t *testing.T) {
 	defer cancel()
 	mark := filepath.Join(t.TempDir(), "hup")
 	script := fmt.Sprintf(`trap 'echo HUP > %s; exit 0' HUP; echo up; while :; do sleep 0.05; done`, mark)
-	s, logs := startSupervisor(t, ctx, Spec{ID: "d4e5f6", Provider: "test", Argv: []string{"bash", "--norc", "-c", script}, Grace: 200 * time.Millisecond})
+	s, logs := startSupervisor(t, ctx, runspec.Spec{ID: "d4e5f6", Provider: "test", Argv: []string{"bash", "--norc", "-c", script}, Grace: 200 * time.Millisecond})
 	// The student's tmux lives on: only the window was closed.
 	tl, err := net.Listen("unix", filepath.Join(filepath.Dir(s.sock), sockets.TmuxSocket))
 	if err != nil {
@@ -246,7 +247,7 @@ func TestClosedWindowHangsUpTheAgent(t *testing.T) {
 func TestGoneTmuxEndsTheAgentAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, logs := startSupervisor(t, ctx, Spec{ID: "a0b1c2", Provider: "test",
+	s, logs := startSupervisor(t, ctx, runspec.Spec{ID: "a0b1c2", Provider: "test",
 		Argv: []string{"bash", "--norc", "-c", `echo up; while :; do sleep 0.05; done`}, Grace: time.Minute})
 	tl, err := net.Listen("unix", filepath.Join(filepath.Dir(s.sock), sockets.TmuxSocket))
 	if err != nil {
@@ -319,7 +320,7 @@ func readStateFile(t *testing.T, dir string) agentstore.State {
 func TestSocketGoneStopsAStubbornAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, logs := startSupervisor(t, ctx, Spec{ID: "0f0f0f", Provider: "test",
+	s, logs := startSupervisor(t, ctx, runspec.Spec{ID: "0f0f0f", Provider: "test",
 		Argv: []string{"bash", "--norc", "-c", `trap '' HUP TERM; echo up; while :; do sleep 0.05; done`}})
 	p := newPane(t, 24, 80)
 	go ptyproto.Relay(ctx, ptyproto.RelayOptions{Socket: s.sock, In: p.tty, Out: p.tty, NoWait: true})
@@ -343,9 +344,9 @@ func TestNoWindowIsReported(t *testing.T) {
 	dir := t.TempDir()
 	sockDir, _ := os.MkdirTemp("/tmp", "sa")
 	defer os.RemoveAll(sockDir)
-	spec := Spec{ID: "abcdef", Argv: []string{"true"}, Socket: filepath.Join(sockDir, "a.sock"), RelayTimeout: 200 * time.Millisecond}
+	spec := runspec.Spec{ID: "abcdef", Argv: []string{"true"}, Socket: filepath.Join(sockDir, "a.sock"), RelayTimeout: 200 * time.Millisecond}
 	data, _ := json.Marshal(spec)
-	os.WriteFile(filepath.Join(dir, SpecFile), data, 0o600)
+	os.WriteFile(filepath.Join(dir, runspec.File), data, 0o600)
 	pr, pw, _ := os.Pipe()
 	err := Supervise(context.Background(), dir, pw, io.Discard, nil)
 	out, _ := io.ReadAll(pr)
@@ -358,7 +359,7 @@ func TestNoWindowIsReported(t *testing.T) {
 func TestRelayVersionMismatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, _ := startSupervisor(t, ctx, Spec{ID: "aaaaaa", Argv: []string{"true"}, RelayTimeout: 2 * time.Second})
+	s, _ := startSupervisor(t, ctx, runspec.Spec{ID: "aaaaaa", Argv: []string{"true"}, RelayTimeout: 2 * time.Second})
 	c, err := dialUnix(s.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -374,22 +375,4 @@ func TestRelayVersionMismatch(t *testing.T) {
 
 func dialUnix(p string) (io.ReadWriteCloser, error) {
 	return net.Dial("unix", p)
-}
-
-// TestMergeEnvOrder: base's variables keep their order, overridden ones
-// leave it, and the overrides follow sorted by name with the last map
-// winning, the same on every call (they come from maps).
-func TestMergeEnvOrder(t *testing.T) {
-	base := []string{"PATH=/bin", "HOME=/h", "ZZ=base", "AA=base", "TERM=dumb"}
-	spec := map[string]string{"TERM": "spec", "AA": "spec"}
-	for i := 0; i < 10; i++ {
-		spec[fmt.Sprintf("STEM_%d", i)] = "x"
-	}
-	want := "PATH=/bin HOME=/h ZZ=base AA=spec STEM_0=x STEM_1=x STEM_2=x STEM_3=x STEM_4=x STEM_5=x STEM_6=x STEM_7=x STEM_8=x STEM_9=x TERM=last"
-	for i := 0; i < 30; i++ {
-		got := strings.Join(mergeEnv(base, spec, map[string]string{"TERM": "last"}), " ")
-		if got != want {
-			t.Fatalf("call %d:\n got %s\nwant %s", i, got, want)
-		}
-	}
 }
