@@ -68,8 +68,12 @@ agent-image: setup agent-clis
 demo: setup build images
 	@$(PODMAN_ENV) scripts/demo.sh
 
+# Four packages at a time, not one per core: the real-program suites mostly
+# wait (containers starting, CLIs answering), and at one per core a 2-core
+# machine sat half idle through the run.
+TEST_PARALLEL ?= 4
 test: setup build images check-images agent-clis agent-image lint
-	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -count=1 -timeout 25m ./...
+	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -p $(TEST_PARALLEL) -count=1 -timeout 25m ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # A bounded fuzz run of the decoders of container bytes: the validating
