@@ -49,7 +49,7 @@ func TestClaudeOwnEditsFollowThePolicy(t *testing.T) {
 			r := newCLIRig(t, "claude", mcpserver.Assist, edit...)
 			m := newModelStandIn(t)
 			run := append(append([]string{}, r.p.Launch.Argv...), "-p", "--output-format", "stream-json", "--verbose", "hello")
-			body, out := r.firstRequestIn(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) }, false,
+			body, out := r.firstRequestIn(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) }, false, "",
 				"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
 			own := ownTools(body, `"name":"([A-Za-z_]+)"`)
 			writes := slices.ContainsFunc(agentcli.WriteTools(agentcli.AdapterClaude), func(n string) bool { return slices.Contains(own, n) })
@@ -76,7 +76,7 @@ func TestGeminiOwnEditsFollowThePolicy(t *testing.T) {
 			m := newModelStandIn(t)
 			run := append(append([]string{}, r.p.Launch.Argv...), "-m", "gemini-2.5-flash", "--approval-mode", "yolo", "-p", "hello")
 			writeSettings(t, r)
-			body, out := r.firstRequestIn(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) }, false,
+			body, out := r.firstRequestIn(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) }, false, "",
 				"GEMINI_API_KEY=stem-test", "GOOGLE_GEMINI_BASE_URL="+m.URL, trust)
 			own := ownTools(body, `"name":\s*"([A-Za-z_]+)"`)
 			writes := slices.ContainsFunc(agentcli.WriteTools(agentcli.AdapterGemini), func(n string) bool { return slices.Contains(own, n) })

@@ -175,21 +175,24 @@ func newModelStandIn(t *testing.T) *modelStandIn {
 // pathRE whose body matches want, then stops it.
 func (r *cliRig) firstRequest(t *testing.T, m *modelStandIn, argv []string, pathRE string, want func([]byte) bool, extra ...string) []byte {
 	t.Helper()
-	body, _ := r.firstRequestIn(t, m, argv, pathRE, want, false, extra...)
+	body, _ := r.firstRequestIn(t, m, argv, pathRE, want, false, "", extra...)
 	return body
 }
 
 // firstRequestIn is firstRequest that also returns the CLI's output
 // (stdout and stderr), with the CLI on a pseudo-terminal of its own when
 // interactive (its TUI draws there).
-func (r *cliRig) firstRequestIn(t *testing.T, m *modelStandIn, argv []string, pathRE string, want func([]byte) bool, interactive bool, extra ...string) ([]byte, string) {
+// When outWant is set, the CLI's output must also hold it before the CLI
+// is stopped: a CLI may print a line after sending the request it stands
+// for, and its output reaches the buffer through a copy of its own.
+func (r *cliRig) firstRequestIn(t *testing.T, m *modelStandIn, argv []string, pathRE string, want func([]byte) bool, interactive bool, outWant string, extra ...string) ([]byte, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = r.p.Record.WorkDir
 	cmd.Env = r.cmdEnv(extra...)
-	var out lockedBuffer
+	out := lockedBuffer{wrote: make(chan struct{}, 1)}
 	copied := make(chan struct{})
 	if interactive {
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
@@ -216,6 +219,13 @@ func (r *cliRig) firstRequestIn(t *testing.T, m *modelStandIn, argv []string, pa
 			}
 			last = req.body
 			if want(req.body) {
+				for !strings.Contains(out.String(), outWant) {
+					select {
+					case <-out.changed():
+					case <-ctx.Done():
+						t.Fatalf("%s sent its request but never printed %q; output:\n%s", filepath.Base(argv[0]), outWant, out.String())
+					}
+				}
 				return req.body, out.String()
 			}
 		case <-ctx.Done():
@@ -225,15 +235,24 @@ func (r *cliRig) firstRequestIn(t *testing.T, m *modelStandIn, argv []string, pa
 }
 
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // a token after each write
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	select {
+	case l.wrote <- struct{}{}:
+	default:
+	}
 	return l.b.Write(p)
 }
+
+// changed is ready after a write since the last receive (never, for a
+// buffer made without the channel).
+func (l *lockedBuffer) changed() <-chan struct{} { return l.wrote }
 
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()
@@ -374,7 +393,7 @@ func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
 				PermissionMode string `json:"permissionMode"`
 			}
 			body, out := r.firstRequestIn(t, m, run, `/v1/messages$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp__stem__")) }, false,
-				"ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
+				`"subtype":"init"`, "ANTHROPIC_API_KEY=sk-stem-test", "ANTHROPIC_BASE_URL="+m.URL)
 			for _, line := range strings.Split(out, "\n") {
 				if strings.Contains(line, `"subtype":"init"`) {
 					json.Unmarshal([]byte(line), &init)
@@ -443,7 +462,7 @@ func testGemini(t *testing.T, level mcpserver.Level) {
 	} else {
 		run = append(run, "--approval-mode", "yolo", "-p", "hello")
 	}
-	body, output := r.firstRequestIn(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) }, interactive,
+	body, output := r.firstRequestIn(t, m, run, `:streamGenerateContent$|:generateContent$`, func(b []byte) bool { return bytes.Contains(b, []byte("mcp_stem_")) }, interactive, "",
 		"GEMINI_API_KEY=stem-test", "GOOGLE_GEMINI_BASE_URL="+m.URL, trust)
 	if got, want := stemToolsIn(body, `"mcp_stem_([a-z_]+)"`), sortedTools(level); !slices.Equal(got, want) {
 		t.Fatalf("gemini offered the model stem tools %v, want the %s set %v", got, level, want)
