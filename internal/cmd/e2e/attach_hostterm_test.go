@@ -106,12 +106,19 @@ func guardFlow(t *testing.T, a *account) {
 
 	clip := base64.StdEncoding.EncodeToString([]byte("stem-canary-osc52-direct"))
 	pass := base64.StdEncoding.EncodeToString([]byte("stem-canary-osc52-passthrough"))
-	script := `printf '\033]52;c;` + clip + `\007'; ` +
+	// The program prints the sequences only once both terminals show the
+	// new window: tmux writes them to a client only when it has no redraw
+	// pending, and a client still drawing the new window would miss them.
+	script := `printf 'READY%s\n' now; read _; ` +
+		`printf '\033]52;c;` + clip + `\007'; ` +
 		`printf '\033Ptmux;\033\033]52;c;` + pass + `\007\033\\'; ` +
 		`printf '\033Ptmux;\033\033P$qm\033\033\\\033\\'; ` +
 		`printf '\033Ptmux;\033\033[21t\033\\'; ` +
 		`printf 'MARK%s\n' done; sleep 600`
-	a.tmuxOut(sock, "new-window", "sh", "-c", script)
+	pane := strings.TrimSpace(a.tmuxOut(sock, "new-window", "-P", "-F", "#{pane_id}", "sh", "-c", script))
+	waitFor(t, 20*time.Second, "the control's terminal shows the new window", pscreen.shows("READYnow"))
+	waitFor(t, 20*time.Second, "stemctl's terminal shows the new window", gscreen.shows("READYnow"))
+	a.tmuxOut(sock, "send-keys", "-t", pane, "Enter")
 	waitFor(t, 20*time.Second, "the control's terminal shows the pane's output", pscreen.shows("MARKdone"))
 	waitFor(t, 20*time.Second, "stemctl's terminal shows the pane's output", gscreen.shows("MARKdone"))
 
