@@ -132,10 +132,13 @@ func unmapped(b *testing.B, a *lab.Account) {
 
 // afterBoot leaves the account as a reboot would, for the first up of
 // the day: none of its processes (Podman's pause process, which holds
-// the account's user namespace, stays after lab's image load) and an
-// empty runtime directory (a tmpfs).
+// the account's user namespace, stays after lab's image load), an empty
+// runtime directory (a tmpfs) and nothing waiting to be written to disk
+// (lab's image load leaves the image's files to the kernel's writeback,
+// which a first up would otherwise wait for in Podman's fsyncs).
 func afterBoot(b *testing.B, a *lab.Account) {
 	b.Helper()
+	defer syscall.Sync()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		pids := processesOf(a.UID)
 		if len(pids) == 0 {
