@@ -14,6 +14,12 @@ import (
 // ErrNotFound is returned (wrapped) when a container or image does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrHalfStarted is returned (wrapped) by Start when the OCI runtime still
+// holds the state of an earlier start of the container that never
+// finished (an engine killed while it started it): the container cannot
+// start again, but removing it and creating it anew works.
+var ErrHalfStarted = errors.New("the container was half started by an engine that stopped")
+
 // Mount is a bind mount.
 type Mount struct {
 	Source   string `json:"source"`

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,8 +27,19 @@ func (m *Manager) recordOf(plan *Plan) registry.Record {
 // launch creates a container for plan named name, makes its socket
 // directory and container.json, runs beforeStart, starts it and waits until
 // both servers answer. On any failure it removes the container and its
-// socket directory again; the caller undoes the rest.
+// socket directory again; the caller undoes the rest. A container the
+// engine half started before it was killed (engine.ErrHalfStarted) is
+// removed and made once more.
 func (m *Manager) launch(ctx context.Context, plan *Plan, name string, beforeStart func(sockets.Dir) error) (engine.Container, sockets.Dir, error) {
+	ctr, dir, err := m.launchOnce(ctx, plan, name, beforeStart)
+	if errors.Is(err, engine.ErrHalfStarted) && ctx.Err() == nil {
+		m.progress("the Podman service stopped while it started %s; creating it again", plan.Name)
+		ctr, dir, err = m.launchOnce(ctx, plan, name, beforeStart)
+	}
+	return ctr, dir, err
+}
+
+func (m *Manager) launchOnce(ctx context.Context, plan *Plan, name string, beforeStart func(sockets.Dir) error) (engine.Container, sockets.Dir, error) {
 	spec := plan.Spec
 	spec.Name = name
 	undoGit, err := prepareGit(plan)

@@ -7,6 +7,7 @@ package instance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -349,5 +350,36 @@ func TestFakeFailedFirstCreateLeavesNothing(t *testing.T) {
 				t.Errorf("records left: %+v", recs)
 			}
 		})
+	}
+}
+
+// A container the engine half started before it was killed cannot start
+// again; up removes it and makes it once more, and only once.
+func TestFakeHalfStartedContainerIsMadeAgain(t *testing.T) {
+	half := fmt.Errorf("start container: %w: runc create failed: container with given ID already exists", engine.ErrHalfStarted)
+	w := newFakeWorld(t)
+	w.e.StartErrOnce = half
+	if _, err := w.up(); err != nil {
+		t.Fatalf("up after a half start: %v", err)
+	}
+	if w.e.Creates != 2 {
+		t.Errorf("%d creates, want 2", w.e.Creates)
+	}
+	if list := w.containers(); len(list) != 1 {
+		t.Errorf("containers: %+v, want one", list)
+	}
+
+	// Control: an engine that half starts every container fails the up
+	// after the second try, with nothing left.
+	w = newFakeWorld(t)
+	w.e.StartErr = half
+	if _, err := w.up(); !errors.Is(err, engine.ErrHalfStarted) {
+		t.Fatalf("up: %v, want the half start", err)
+	}
+	if w.e.Creates != 2 {
+		t.Errorf("%d creates, want 2", w.e.Creates)
+	}
+	if list := w.containers(); len(list) != 0 {
+		t.Errorf("containers left: %+v", list)
 	}
 }

@@ -9,6 +9,7 @@
 package enginetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -34,6 +35,9 @@ type Fake struct {
 	// StartErr, when set, is what Start returns for containers created
 	// from then on (a broken image or OCI runtime); older ones start.
 	StartErr error
+	// StartErrOnce, when set, is what Start returns for the next container
+	// created, and only for it.
+	StartErrOnce error
 	// Silent: containers created from then on start, but their servers
 	// never listen.
 	Silent bool
@@ -92,9 +96,10 @@ func (f *Fake) Create(_ context.Context, spec engine.Spec) (string, error) {
 	f.ctrs[id] = &fakeCtr{
 		c:        engine.Container{ID: id, Name: spec.Name, Image: spec.Image, Labels: lbl, State: "created", Created: time.Now()},
 		spec:     spec,
-		startErr: f.StartErr,
+		startErr: cmp.Or(f.StartErrOnce, f.StartErr),
 		silent:   f.Silent,
 	}
+	f.StartErrOnce = nil
 	return id, nil
 }
 

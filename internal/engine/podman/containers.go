@@ -239,6 +239,11 @@ func (e *Engine) Start(ctx context.Context, id string) (err error) {
 		// Starting a running container is not an error.
 		err = containers.Start(ctx, id, nil)
 	}
+	if err != nil && strings.Contains(err.Error(), "container with given ID already exists") {
+		// runc's state of a start the service was killed in: Podman
+		// cannot start the container again, only remove it.
+		return fmt.Errorf("start container %.12s: %w: %w", id, engine.ErrHalfStarted, err)
+	}
 	if err != nil {
 		err = notFound(err, "start container %s", id)
 		if serviceGone(err) {
