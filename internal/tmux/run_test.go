@@ -346,17 +346,23 @@ func TestWaitShellOnAWindowStillStarting(t *testing.T) {
 	s := tmuxtest.Start(t)
 	c := s.Dial(t)
 	ctx := testCtx(t, 30*time.Second)
-	fifo := filepath.Join(s.Dir, "release")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	fork := filepath.Join(s.Dir, "tmux")
 	if err := os.Symlink("/bin/sh", fork); err != nil {
 		t.Fatal(err)
 	}
 	bash, _ := exec.LookPath("bash")
-	start := "read x < " + fifo + "; exec " + bash + " --rcfile " + filepath.Join(s.Dir, "bashrc") + " -i"
+	// A FIFO each: with one, a release written while the last pane's sh
+	// still had it open could be left in it and lost when that sh closed
+	// it, and the next pane would wait for ever.
+	var fifo string
+	n := 0
 	held := func() tmux.PaneID {
+		n++
+		fifo = filepath.Join(s.Dir, fmt.Sprintf("release%d", n))
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		start := "read x < " + fifo + "; exec " + bash + " --rcfile " + filepath.Join(s.Dir, "bashrc") + " -i"
 		p := programWindow(t, c, "", fork, "-c", start)
 		waitCommand(t, s, p, "tmux")
 		return p
