@@ -37,7 +37,6 @@ const holderScript = `read _ <&3; exec /bin/cat >/dev/null`
 // holder is the process that keeps the pipes' ends.
 type holder struct {
 	lifeline *os.File // its write end; closing it lets the holder go
-	exited   chan struct{}
 }
 
 // startHolder starts a holder of stdinW and stdoutR. It runs in a process
@@ -60,12 +59,8 @@ func startHolder(stdinW, stdoutR *os.File) (*holder, error) {
 		lw.Close()
 		return nil, fmt.Errorf("tmux: starting the holder of the control pipes: %w", err)
 	}
-	h := &holder{lifeline: lw, exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(h.exited)
-	}()
-	return h, nil
+	go cmd.Wait() // reaped whenever it ends; nothing waits for it
+	return &holder{lifeline: lw}, nil
 }
 
 // release lets the holder go: it reads the control stream to its end (at
