@@ -109,6 +109,13 @@ func hostileClass(t *testing.T, honest int) (mcpBin string, env []string, anna *
 func realStudent(t *testing.T, srv *sshdtest.Server, mcpBin, pub string) *testenv.Instance {
 	t.Helper()
 	in := testenv.New(t, testenv.Options{})
+	// The gate writes to the instance's state until its session ends,
+	// which is a moment after the class's ssh client does.
+	t.Cleanup(func() {
+		if err := srv.WaitSessions(time.Minute); err != nil {
+			t.Error(err)
+		}
+	})
 	vars := map[string]string{}
 	for _, kv := range in.Env {
 		k, v, _ := strings.Cut(kv, "=")

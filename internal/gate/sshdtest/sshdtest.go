@@ -238,6 +238,26 @@ func (s *Server) stop() {
 	}
 }
 
+// WaitSessions waits until sshd has no session left (no child process),
+// for at most d. A test calls it before it removes what a session's
+// command writes to: a session ends a moment after its client does.
+func (s *Server) WaitSessions(d time.Duration) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return nil
+	}
+	pid := strconv.Itoa(s.cmd.Process.Pid)
+	path := "/proc/" + pid + "/task/" + pid + "/children"
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		data, err := os.ReadFile(path)
+		if err != nil || strings.TrimSpace(string(data)) == "" {
+			return nil // sshd is gone, or has no session
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sshd still has sessions after %v: pids %s", d, strings.TrimSpace(string(data)))
+		}
+	}
+}
+
 // Log returns sshd's log so far.
 func (s *Server) Log() string {
 	data, _ := os.ReadFile(s.LogFile)
