@@ -410,6 +410,7 @@ func TestMissingProviderIsExplained(t *testing.T) {
 // `agent stop` ends them and closes the window. (Without model access they
 // stop at their sign-in, network or folder-trust screens.)
 func TestRealCLIsInTheStudentsWindow(t *testing.T) {
+	t.Parallel() // its own account
 	cache := filepath.Join(repoRoot(), ".cache")
 	os.MkdirAll(cache, 0o755)
 	a := newAccountIn(t, cache)

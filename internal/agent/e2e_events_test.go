@@ -19,8 +19,10 @@ import (
 // CLI sends the scripted model, typed by the supervisor once the CLI was
 // idle.
 func TestEventsReachTheModel(t *testing.T) {
+	t.Parallel() // an account and a model each; most of it is the delivery rules' quiet times
 	for _, provider := range []string{"claude", "codex", "gemini"} {
 		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
 			b := newBoxAccount(t, modelserver.Say("stem-ready"), modelserver.Say("stem-ack-1"),
 				modelserver.Say("stem-ack-2"), modelserver.Say("stem-ack-3"))
 			rec := b.start(provider)
@@ -68,10 +70,10 @@ func TestEventsReachTheModel(t *testing.T) {
 			b.waitPane(st, lay.GDBPane, "(gdb)", 30*time.Second)
 			b.tmux(st, "send-keys", "-t", lay.GDBPane, "break count_words", "Enter")
 			b.waitPane(st, lay.GDBPane, "Breakpoint 1 at", 10*time.Second)
-			// The supervisor's server sees stops once it has connected to
-			// the new bridge (it looks every 200 ms); the test's client
-			// connects with its own gdb_status.
-			b.waitLog(rec, "connected to the gdb bridge")
+			// The supervisor's event feed sees stops once its stem-mcp has
+			// connected to the new bridge (it looks every 200 ms); the
+			// test's client connects with its own gdb_status.
+			b.waitLog(rec, "event feed: stem-mcp: connected to the gdb bridge")
 			s.call("gdb_status", nil)
 			b.tmux(st, "select-window", "-t", rec.Window)
 			b.eventReaches(st, rec, s, "gdb_stopped", runspec.EventPrefix+" gdb stopped: breakpoint-hit in count_words at words.c:", func() {

@@ -138,6 +138,7 @@ func (a *account) noAgentLeft(t *testing.T, step string, seen map[string]bool) {
 // half-made agent (record, directory, supervisor, sandbox or window) and
 // says it was interrupted; the next agent start works.
 func TestAgentStartInterruptedAtEachStep(t *testing.T) {
+	t.Parallel() // its own account; it waits mostly on Podman
 	a := newAccount(t)
 	seen := map[string]bool{}
 	// Each step is seen from outside, as it happens.
@@ -174,8 +175,9 @@ func TestAgentStartInterruptedAtEachStep(t *testing.T) {
 			}
 			return false
 		}},
-		// A supervisor that does not answer SIGTERM (stuck on Podman):
-		// it is killed, and its sandbox and socket removed for it.
+		// A supervisor that cannot answer SIGTERM (stopped): it is
+		// killed without waiting out the grace, and its sandbox and
+		// socket removed for it.
 		{"sandbox created, supervisor stuck", func(string) bool {
 			for _, id := range a.agentIDs() {
 				seen[id] = true

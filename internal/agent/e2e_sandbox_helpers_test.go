@@ -128,11 +128,13 @@ func (b *boxAccount) prompt(st instanceInfo, rec agentstore.Record, text string)
 		b.waitPane(st, rec.Pane, text, 10*time.Second)
 		var req modelserver.Request
 		var err error
-		for tries := 0; tries < 4; tries++ {
-			// Gemini CLI sometimes drops an Enter that comes while it
-			// finishes starting: the line stays in its input.
+		for tries := 0; tries < 25; tries++ {
+			// Under load a CLI can take the text and the Enter in one
+			// read, as a paste (Codex, Gemini CLI): the Enter goes into
+			// the input as a newline and the line stays. Enter again
+			// (an Enter on a CLI's empty input does nothing).
 			b.tmux(st, "send-keys", "-t", rec.Pane, "Enter")
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			req, err = b.ms.Wait(ctx, func(r modelserver.Request) bool { return len(r.Tools) > 0 && b.ms.Index(r) >= seen })
 			cancel()
 			if err == nil {

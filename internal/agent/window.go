@@ -80,9 +80,7 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 			if p.Box != nil {
 				grace = runspec.StartTimeout
 			}
-			select {
-			case <-waited:
-			case <-time.After(grace):
+			if !exitsWithin(waited, r.PID, grace) {
 				syscall.Kill(r.PID, syscall.SIGKILL)
 				<-waited
 			}
@@ -146,4 +144,26 @@ func (e *Env) StartWindow(ctx context.Context, p *Prepared, background bool, tmu
 		return r, err
 	}
 	return r, nil
+}
+
+// exitsWithin waits up to grace for the supervisor to exit (waited closed).
+// It gives up at once on a stopped supervisor (SIGSTOP, a debugger): one
+// cannot finish anything, and Ctrl-C should not wait the whole grace.
+func exitsWithin(waited <-chan struct{}, pid int, grace time.Duration) bool {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	look := time.NewTicker(50 * time.Millisecond)
+	defer look.Stop()
+	for {
+		select {
+		case <-waited:
+			return true
+		case <-deadline.C:
+			return false
+		case <-look.C:
+			if procstat.Stopped(pid) {
+				return false
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -70,7 +71,11 @@ func feedOnce(ctx context.Context, argv, env []string, out chan<- SessionEvent, 
 	defer cancel()
 	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
 	cmd.Env = env
-	cmd.Stderr = logw
+	// The CLI's own stem-mcp writes to the same log: the feed's lines say
+	// whose they are.
+	feedLog := &prefixLines{w: logw, prefix: []byte("event feed: ")}
+	defer feedLog.flush()
+	cmd.Stderr = feedLog
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 2 * time.Second
 	stdin, err := cmd.StdinPipe()
@@ -144,4 +149,47 @@ func feedOnce(ctx context.Context, argv, env []string, out chan<- SessionEvent, 
 		return fmt.Errorf("read %s: %w", argv[0], err)
 	}
 	return fmt.Errorf("%s ended", argv[0])
+}
+
+// prefixLines writes each line written to it to w, prefix first. A line
+// longer than maxPartial is written in pieces, each with the prefix.
+type prefixLines struct {
+	w      io.Writer
+	prefix []byte
+	buf    []byte
+}
+
+const maxPartial = 64 << 10
+
+func (p *prefixLines) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if err := p.line(p.buf[:i+1]); err != nil {
+			return 0, err
+		}
+		p.buf = p.buf[i+1:]
+	}
+	if len(p.buf) > maxPartial {
+		return len(b), p.flush()
+	}
+	return len(b), nil
+}
+
+// flush writes what is left of a line without its newline.
+func (p *prefixLines) flush() error {
+	if len(p.buf) == 0 {
+		return nil
+	}
+	err := p.line(append(p.buf, '\n'))
+	p.buf = nil
+	return err
+}
+
+func (p *prefixLines) line(l []byte) error {
+	_, err := p.w.Write(append(append([]byte{}, p.prefix...), l...))
+	return err
 }
