@@ -4,11 +4,16 @@
 # machine, the date, each figure's median with its sample count and what it
 # times) and the same table into README.md between its bench markers.
 # Everything runs against real Podman, tmux, Neovim, gdb and sshd.
+#
+# BENCH_REPORT=FILE measures nothing: it writes the two documents from the
+# benchmark output FILE (a run's bench.txt, kept with BENCH_KEEP=FILE), the
+# last line of each benchmark counting, so a benchmark run again alone and
+# appended replaces its figure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+trap 'if [ -n "${BENCH_KEEP:-}" ]; then cp "$OUT/bench.txt" "$BENCH_KEEP"; fi; rm -rf "$OUT"' EXIT
 export STEM_MCP_BIN=${STEM_MCP_BIN:-$ROOT/bin/stem-mcp}
 N=${BENCH_N:-200}
 RT_N=${BENCH_RT_N:-2000}
@@ -22,6 +27,7 @@ bench() { # package regex count [timeout]
   go test -run '^$' -bench "$2" -benchtime "$3x" -timeout "${4:-30m}" "$1" 2>&1 | tee -a "$OUT/bench.txt" | grep -E '^Benchmark|FAIL|panic' >&2
 }
 
+measure() {
 bench ./internal/mcpserver/ 'ColdStart|PaneWaitNotice' "$N"
 # Round trips are short: more samples give a steadier p50 and a real p99.
 bench ./internal/mcpserver/ 'RawPaneCapture|RawBufferRead1000' "$RT_N"
@@ -125,6 +131,13 @@ run rm native-amd64-demo-hello-t1 >/dev/null 2>&1
 rm -rf "$acct" "$rt"
 echo "CLI up-create-wall ${#create[@]} $(printf '%s\n' "${create[@]}" | median)" >> "$OUT/bench.txt"
 echo "CLI up-reuse-wall ${#reuse[@]} $(printf '%s\n' "${reuse[@]}" | median)" >> "$OUT/bench.txt"
+}
+
+if [ -n "${BENCH_REPORT:-}" ]; then
+  cp "$BENCH_REPORT" "$OUT/bench.txt" || exit 1
+else
+  measure
+fi
 
 # line NAME: the last result line of benchmark NAME (the -CPUS suffix aside).
 line() { grep -E "^$1(-[0-9]+)? " "$OUT/bench.txt" | tail -1; }
@@ -289,8 +302,13 @@ ver() { "$@" 2>&1 | head -1; }
   echo "is the median of its samples (a Go benchmark's iterations, or runs of"
   echo "bin/stemctl), measured against real Podman, tmux, Neovim, gdb and sshd."
   echo
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- machine: $cpu, $(nproc) cores, $mem; $(uname -sr); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+  if [ -n "${BENCH_REPORT:-}" ]; then
+    echo "- date: $(date -u -r "$BENCH_REPORT" '+%Y-%m-%d %H:%M UTC') (the saved run's last write)"
+    echo "- machine: $cpu, $(nproc) cores, $mem; $(uname -sr)"
+  else
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- machine: $cpu, $(nproc) cores, $mem; $(uname -sr); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+  fi
   echo "- $(ver go version); $(ver podman --version); $(ver tmux -V); $(ver nvim --version); $(ver gdb --version); $(ver ssh -V)"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
   echo

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stem-edu/stem/internal/jsonstore"
-	"github.com/stem-edu/stem/internal/statefile"
+	"github.com/stem-edu/stem/internal/lib/jsonstore"
+	"github.com/stem-edu/stem/internal/lib/statefile"
 )
 
 // Schema is the grants file format version.

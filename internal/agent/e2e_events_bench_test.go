@@ -23,6 +23,9 @@ import (
 func BenchmarkEventToModel(b *testing.B) {
 	for _, provider := range []string{"claude", "codex", "gemini"} {
 		b.Run(provider, func(b *testing.B) {
+			if b.N > len(crashSignals) {
+				b.Fatalf("-benchtime %dx: at most %dx, one crash per signal", b.N, len(crashSignals))
+			}
 			script := []modelserver.Step{modelserver.Say("stem-ready")}
 			for i := 0; i < 64; i++ {
 				script = append(script, modelserver.Say(fmt.Sprintf("stem-ack-%d", i)))
@@ -47,8 +50,11 @@ func BenchmarkEventToModel(b *testing.B) {
 				}
 				time.Sleep(agentEventInterval)
 				b.StartTimer()
-				total = append(total, ba.eventReaches(st, rec, s, "program_crashed", runspec.EventPrefix+" program crashed", func() {
-					ba.tmux(st, "send-keys", "-t", shell, "sh -c 'kill -SEGV $$'", "Enter")
+				// Each crash by another signal: a line the CLI was sent
+				// before does not count as the next request.
+				sig := crashSignals[i]
+				total = append(total, ba.eventReaches(st, rec, s, "program_crashed", runspec.EventPrefix+" program crashed: SIG"+sig, func() {
+					ba.tmux(st, "send-keys", "-t", shell, "sh -c 'kill -"+sig+" $$'", "Enter")
 				}))
 			}
 			b.StopTimer()
@@ -61,6 +67,9 @@ func BenchmarkEventToModel(b *testing.B) {
 		})
 	}
 }
+
+// crashSignals are the signals stem reports as a crash.
+var crashSignals = []string{"SEGV", "ABRT", "BUS", "FPE", "ILL", "TRAP"}
 
 // agentEventInterval is the supervisor's least interval between lines.
 const agentEventInterval = 5 * time.Second

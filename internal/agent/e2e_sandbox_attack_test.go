@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/mcpconfig/clitest"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv/modelserver"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // Attacks from inside a real student container on the agents stem starts.

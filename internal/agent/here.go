@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/stem-edu/stem/internal/agent/runspec"
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 )
 
 // RunHere runs a prepared agent in the caller's terminal and returns its

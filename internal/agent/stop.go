@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agent/agentstore"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/tmux"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // StopResult is what stopping one agent found and did.

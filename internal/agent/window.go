@@ -15,7 +15,7 @@ import (
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/runspec"
 	"github.com/stem-edu/stem/internal/instance"
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/tmux"
 )

@@ -16,8 +16,8 @@ import (
 	"strings"
 
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/lib/tomlmsg"
 	"github.com/stem-edu/stem/internal/termtext"
-	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
 // Cap is max_level: a level's name (package levels), or none (no agent

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/chainlog"
-	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 	"github.com/stem-edu/stem/internal/termtext"
 )
 

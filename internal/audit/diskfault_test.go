@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // mountTmpfs mounts a tmpfs of size at a new directory, unmounted at the end.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/chainlog"
-	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 )
 
 // Head records where the chain ended at the last append. The chain alone

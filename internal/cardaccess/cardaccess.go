@@ -12,7 +12,7 @@
 // The container runs while this walks (another instance of the same card),
 // so nothing is looked up by path below the card: each directory is
 // opened relative to its parent without following symlinks, each ACL is
-// written through the descriptor (internal/posixacl). Symlinks, sockets,
+// written through the descriptor (internal/lib/posixacl). Symlinks, sockets,
 // devices and FIFOs are left alone, and so are other file systems mounted
 // below the card.
 package cardaccess
@@ -25,7 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
 )
 
 // Grant names the two parties.

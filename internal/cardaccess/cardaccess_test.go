@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/needs"
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // container is the uid the tests grant: nobody's.

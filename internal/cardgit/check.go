@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 )
 
 // Problem is one thing about a card's git that makes git on the host

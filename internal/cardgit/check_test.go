@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 func mkdirs(t *testing.T, root string, dirs ...string) {

@@ -3,7 +3,7 @@
 // a fallback). The card repository is content stem did not write and is
 // mounted writable into the container, so no component of the path may be
 // a symlink, at any moment: every read and write goes through
-// internal/beneath, relative to a descriptor of the card.
+// internal/lib/beneath, relative to a descriptor of the card.
 package cardstate
 
 import (
@@ -15,7 +15,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 )
 
 const (
@@ -36,7 +36,7 @@ func rel(root, instance string) string {
 	return root + "/instances/" + instance
 }
 
-// ensure creates each level below card (internal/beneath: each one made
+// ensure creates each level below card (internal/lib/beneath: each one made
 // and opened relative to the one above, nothing followed), refusing
 // symlinks and non-directories. It returns the levels it made, top first.
 func ensure(card, instance string) (string, []string, error) {
@@ -71,7 +71,7 @@ func Ensure(card, instance string) (string, error) {
 // away what Prepare made when that start fails, so the card is left as it
 // was: the history it carried over and an instance.json (only in a
 // directory Prepare created), then each directory it created, if empty.
-// Nothing is followed (internal/beneath), and a file or directory someone
+// Nothing is followed (internal/lib/beneath), and a file or directory someone
 // else put there since stays.
 func Prepare(card, instance string) (dir string, undo func(), err error) {
 	dir, made, err := ensure(card, instance)
@@ -102,7 +102,7 @@ func Prepare(card, instance string) (dir string, undo func(), err error) {
 
 // carryHistory copies .rv/instances/<instance>/bash_history to
 // .stem/instances/<instance>/ unless that has one. Both are reached
-// through internal/beneath: the container can swap any level of either
+// through internal/lib/beneath: the container can swap any level of either
 // for a symlink at any moment, and a followed one would copy a host file
 // (~/.ssh/id_ed25519) where the container reads it, or write outside.
 func carryHistory(card, instance string) error {

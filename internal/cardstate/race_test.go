@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath/swaptest"
+	"github.com/stem-edu/stem/internal/lib/beneath/swaptest"
 )
 
 // The container can swap any level of .rv or .stem for a symlink at any

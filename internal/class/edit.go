@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 	"github.com/stem-edu/stem/internal/sockets"
 )

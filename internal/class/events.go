@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stem-edu/stem/internal/evring"
+	"github.com/stem-edu/stem/internal/lib/evring"
 )
 
 // Event is one student's session event in the class's merged stream.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/evring"
+	"github.com/stem-edu/stem/internal/lib/evring"
 )
 
 const (

@@ -13,8 +13,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stem-edu/stem/internal/lib/tomlmsg"
 	"github.com/stem-edu/stem/internal/teacherkey"
-	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
 // Limits on a roster file: a class is tens of students, a lab hundreds.

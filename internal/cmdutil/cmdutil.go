@@ -16,7 +16,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/verify"

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
-	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 

@@ -32,7 +32,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 )
 
 // Choice is an answer's value.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 )
 
 // Participant is a client connected to the instance's session now: an

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 )
 
 // Watcher is a host input showing this instance's questions now: a

@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/stem-edu/stem/internal/idmap"
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
 )
 
 // subRange is one line of /etc/subuid or /etc/subgid.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmd/audit/blame"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/workspace"
 	"github.com/stem-edu/stem/internal/xdg"
 )

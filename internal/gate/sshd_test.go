@@ -27,8 +27,8 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gate"
 	"github.com/stem-edu/stem/internal/gate/sshdtest"
-	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/xdg"
 )

@@ -11,10 +11,10 @@ import (
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/gate/gatestatus"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/termtext"
-	"github.com/stem-edu/stem/internal/unixpin"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 

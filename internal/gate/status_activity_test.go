@@ -12,8 +12,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 	"github.com/stem-edu/stem/internal/probe"
-	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest"

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stem-edu/stem/internal/unixpin"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 )
 
 // ErrNotRunning means there is no debugger bridge to talk to: the student

@@ -18,8 +18,8 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // The test binary doubles as the bridge process: with helperEnv set it runs

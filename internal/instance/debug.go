@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stem-edu/stem/internal/lib/shellwords"
 	"github.com/stem-edu/stem/internal/registry"
-	"github.com/stem-edu/stem/internal/shellwords"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/workspace"

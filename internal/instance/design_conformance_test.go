@@ -13,7 +13,7 @@ import (
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
 )

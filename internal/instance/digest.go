@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/stem-edu/stem/internal/filestamp"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 

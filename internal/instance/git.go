@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/cardgit"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 	"github.com/stem-edu/stem/internal/registry"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath/swaptest"
 	"github.com/stem-edu/stem/internal/cardgit"
+	"github.com/stem-edu/stem/internal/lib/beneath/swaptest"
 )
 
 // TestGitMountSwapRace: something swaps the card's .git for a symlink to a

@@ -28,7 +28,7 @@ import (
 	"github.com/stem-edu/stem/internal/engine/podman"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/selection"
 )

@@ -16,10 +16,10 @@ import (
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/instance"
 	"github.com/stem-edu/stem/internal/labels"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/selection"
 	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/unixpin"
 	"github.com/stem-edu/stem/internal/verify"
 )
 

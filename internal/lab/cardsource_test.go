@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 func TestIsGitSource(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/idmap"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 

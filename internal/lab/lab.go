@@ -22,8 +22,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/idmap"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 )
 
 // Options are the lab's settings; tests replace every path.

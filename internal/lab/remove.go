@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stem-edu/stem/internal/filelock"
 	"github.com/stem-edu/stem/internal/idmap"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 )
 
 // ArchiveDir is where Remove keeps each removed account's work.

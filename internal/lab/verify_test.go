@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/doctor"
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/egress"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 // newCmdAgentNet is the agent sandbox's main process: the sandbox has no

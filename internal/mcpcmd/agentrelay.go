@@ -7,7 +7,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 // newCmdAgentRelay is run inside the container by `stemctl agent start`, in

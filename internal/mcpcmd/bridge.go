@@ -7,7 +7,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/gdbmi"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 // newCmdGDBBridge is run inside the container by the debug layout: the

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 // Bad --args or --level are flag errors before any server starts.

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stem-edu/stem/internal/class"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/sshtarget"
 	"github.com/stem-edu/stem/internal/teacherkey"

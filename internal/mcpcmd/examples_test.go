@@ -9,8 +9,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmd/root"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/examplecheck"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
+	"github.com/stem-edu/stem/internal/testenv/examplecheck"
 )
 
 func newTestRoot() (*cobra.Command, *bytes.Buffer) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 // serve refuses an --agent that is not an agent id (it goes into every

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/jsonwire"
+	"github.com/stem-edu/stem/internal/lib/jsonwire"
 )
 
 // TestCleanJSON: every string and key of a nested result is sanitized,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest/hostile"
 	"github.com/stem-edu/stem/internal/xdg"

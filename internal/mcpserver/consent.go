@@ -7,7 +7,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/consent"
-	"github.com/stem-edu/stem/internal/filestamp"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 
@@ -55,7 +55,7 @@ func (s *Server) hostView(ctx context.Context, c *conn, panes []tmux.Pane) ([]tm
 // consent file changes. The file is the host's (other stem processes
 // replace it by rename); the stamp is taken before the read, so what was
 // read is at least as new as the stamp, and kept only once settled
-// (internal/filestamp).
+// (internal/lib/filestamp).
 type floorCache struct {
 	mu       sync.Mutex
 	instance string

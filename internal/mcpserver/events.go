@@ -11,8 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/evring"
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/lib/evring"
 	"github.com/stem-edu/stem/internal/sessionevent"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux"

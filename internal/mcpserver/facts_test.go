@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/filestamp"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/consent"
-	"github.com/stem-edu/stem/internal/filestamp"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
 	"github.com/stem-edu/stem/internal/mcpserver"
 	"github.com/stem-edu/stem/internal/mcpserver/mcptest"
 	"github.com/stem-edu/stem/internal/registry"

@@ -9,11 +9,11 @@ import (
 
 	"github.com/stem-edu/stem/internal/errcode"
 	"github.com/stem-edu/stem/internal/gdbmi"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/nvim/rpcguard"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/tmux"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // The parts of a session a tool may need. Each can be down alone: a tool

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/errcode"
-	"github.com/stem-edu/stem/internal/filestamp"
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
 	"github.com/stem-edu/stem/internal/workspace"
 )
 
@@ -28,7 +28,7 @@ import (
 // policyCache holds the card's policy, read again when stem.toml changes.
 // The container writes stem.toml: the stamp is of the file that was read
 // (its open descriptor), checked against the file now at the path, and a
-// stamp that is not yet settled is not kept (internal/filestamp).
+// stamp that is not yet settled is not kept (internal/lib/filestamp).
 type policyCache struct {
 	mu             sync.Mutex
 	cardPath, task string

@@ -8,7 +8,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	cmdproposals "github.com/stem-edu/stem/internal/cmd/proposals"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
 	"github.com/stem-edu/stem/internal/registry"

@@ -33,7 +33,7 @@ import (
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/consent"
 	"github.com/stem-edu/stem/internal/engine/inspect"
-	"github.com/stem-edu/stem/internal/filestamp"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/termtext"

@@ -18,7 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stem-edu/stem/internal/errcode"
-	"github.com/stem-edu/stem/internal/jsonwire"
+	"github.com/stem-edu/stem/internal/lib/jsonwire"
 )
 
 // The stdio transport: newline-delimited JSON-RPC on the process's stdin

@@ -29,8 +29,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	gonvim "github.com/neovim/go-client/nvim"
 
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // fixture starts a fixture instance and selects it.

@@ -12,8 +12,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stem-edu/stem/internal/errcode"
-	"github.com/stem-edu/stem/internal/filestamp"
-	"github.com/stem-edu/stem/internal/jsonwire"
+	"github.com/stem-edu/stem/internal/lib/filestamp"
+	"github.com/stem-edu/stem/internal/lib/jsonwire"
 	"github.com/stem-edu/stem/internal/verify"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
 )

@@ -13,8 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/errcode"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/termtext"
 )
@@ -287,7 +287,7 @@ func readFromDisk(ctx context.Context, cp cardPath, start, end, maxBytes int) (a
 // repository is writable from the container, so any directory on the way
 // may have become a symlink since cp was resolved: the file is opened
 // below the card root by the kernel in one step, following no symlink in
-// any component (internal/beneath). It must be a regular file; a FIFO or
+// any component (internal/lib/beneath). It must be a regular file; a FIFO or
 // device is refused without blocking.
 func openCardFile(cp cardPath) (*os.File, error) {
 	root, rel := splitCardPath(cp)

@@ -43,9 +43,9 @@ import (
 	"github.com/neovim/go-client/msgpack/rpc"
 	gonvim "github.com/neovim/go-client/nvim"
 
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/nvim/rpcguard"
 	"github.com/stem-edu/stem/internal/termtext"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Defaults for Options.

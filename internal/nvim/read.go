@@ -11,7 +11,7 @@ import (
 
 	gonvim "github.com/neovim/go-client/nvim"
 
-	"github.com/stem-edu/stem/internal/swar"
+	"github.com/stem-edu/stem/internal/lib/swar"
 )
 
 // Limits on what one read returns.

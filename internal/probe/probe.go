@@ -65,7 +65,7 @@ func withDefault(ctx context.Context, d time.Duration) (context.Context, context
 // that is gone (no socket, nobody listening) has none; one that does not
 // answer in time, waits for input or sends what stem refuses is an error,
 // since its buffers cannot be vouched for. The socket is opened without
-// following a symlink (internal/unixpin): n.sock is in a directory the
+// following a symlink (internal/lib/unixpin): n.sock is in a directory the
 // container writes.
 func NvimModified(ctx context.Context, socket string) ([]string, error) {
 	ctx, cancel := withDefault(ctx, 2*time.Second)

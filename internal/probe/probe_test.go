@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/nvim/nvimtest"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // TestProbesAnswerAndRefuseSymlinks: both probes report a live server,

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/audit"
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 	"github.com/stem-edu/stem/internal/nvim"
 	"github.com/stem-edu/stem/internal/provenance"
 	"github.com/stem-edu/stem/internal/registry"

@@ -16,10 +16,10 @@ import (
 
 	"github.com/stem-edu/stem/internal/agentpolicy"
 	"github.com/stem-edu/stem/internal/cardgit"
-	"github.com/stem-edu/stem/internal/filelock"
-	"github.com/stem-edu/stem/internal/jsonstore"
+	"github.com/stem-edu/stem/internal/lib/filelock"
+	"github.com/stem-edu/stem/internal/lib/jsonstore"
+	"github.com/stem-edu/stem/internal/lib/statefile"
 	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/statefile"
 )
 
 // Schema is the registry file format version.

@@ -12,14 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 )
 
 // The container can write its socket directory's parent, the instance
 // directory it has mounted: it can rename <cid12> away and put a symlink
 // to any host directory in its place at any moment. The instance directory
 // itself is the mount point, which the container cannot replace, so host-
-// side reads and writes in a socket directory go through internal/beneath
+// side reads and writes in a socket directory go through internal/lib/beneath
 // below it: <cid12>/name is opened, created, replaced or removed relative
 // to a descriptor of the instance directory with no symlink followed.
 
@@ -49,24 +49,19 @@ func WriteJSON(dir, name string, v any) error {
 }
 
 // WriteFileAtomic replaces path with data via a same-directory temp file
-// (beneath.WriteFileAtomic with path's directory as the root). It resolves
+// (beneath.ReplaceFile). It resolves
 // that directory as given: use it only for paths stem alone controls (its
 // state and config directories); in a socket directory or the card
-// repository use WriteJSON or internal/beneath.
+// repository use WriteJSON or internal/lib/beneath.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	err := beneath.WriteFileAtomic(filepath.Dir(path), filepath.Base(path), data, mode)
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
-	}
-	return err
+	return beneath.ReplaceFile(path, data, mode)
 }
 
 // maxJSON bounds a JSON file read from a socket directory.
 const maxJSON = 1 << 20
 
 // ReadJSON reads name inside the socket directory dir into v: opened below
-// dir's parent with no symlink followed (internal/beneath, O_NONBLOCK so a
+// dir's parent with no symlink followed (internal/lib/beneath, O_NONBLOCK so a
 // planted FIFO does not block), a regular file of at most 1 MiB.
 func ReadJSON(dir, name string, v any) error {
 	p := filepath.Join(dir, name)

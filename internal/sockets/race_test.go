@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/beneath/swaptest"
+	"github.com/stem-edu/stem/internal/lib/beneath/swaptest"
 )
 
 // TestSocketDirSwapRace: the container swaps its <cid12> directory (which

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
 )
 
 // MaxPath is our bound on AF_UNIX socket paths (the kernel's sun_path is 108

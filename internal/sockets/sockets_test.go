@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stem-edu/stem/internal/posixacl"
+	"github.com/stem-edu/stem/internal/lib/posixacl"
 )
 
 const cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -27,11 +27,11 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/labels"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/probe"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/sockets"
 	"github.com/stem-edu/stem/internal/testenv/leftover"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/workspace"
 	"github.com/stem-edu/stem/internal/xdg"
 )

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath"
-	"github.com/stem-edu/stem/internal/filelock"
+	"github.com/stem-edu/stem/internal/lib/beneath"
+	"github.com/stem-edu/stem/internal/lib/filelock"
 )
 
 // attachGrace bounds how long Close waits for a client that has not
@@ -19,7 +19,7 @@ const attachGrace = 5 * time.Second
 // unserialized rather than failing; a context that ends while waiting is an
 // error. The socket's directory is an instance's <cid12>, which its
 // container can swap for a symlink: the lock file is opened below the
-// directory above it with nothing followed (internal/beneath), as unixpin
+// directory above it with nothing followed (internal/lib/beneath), as unixpin
 // opens the socket, so it is never created in a host directory.
 func lockAttach(ctx context.Context, socket string) (func(), error) {
 	dir := filepath.Dir(socket)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath/swaptest"
+	"github.com/stem-edu/stem/internal/lib/beneath/swaptest"
 )
 
 // TestAttachLockSwapRace: the container swaps the socket's directory for

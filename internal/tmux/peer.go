@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/tmux/imsg"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // peer is the other end of the control stream's pipes: a tmux client

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/tmux"
 	"github.com/stem-edu/stem/internal/tmux/tmuxtest"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // TestDialRefusesSymlinkedSocket: t.sock sits in a directory the

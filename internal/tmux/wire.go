@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/termtext"
 	"github.com/stem-edu/stem/internal/tmux/imsg"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // A tmux client obeys its server: MSG_SHELL makes a command client exec

@@ -13,10 +13,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/stem-edu/stem/internal/beneath"
+	"github.com/stem-edu/stem/internal/lib/beneath"
+	"github.com/stem-edu/stem/internal/lib/tomlmsg"
 	"github.com/stem-edu/stem/internal/profiles"
 	"github.com/stem-edu/stem/internal/termtext"
-	"github.com/stem-edu/stem/internal/tomlmsg"
 )
 
 // ManifestName is the file at the root of every card repository.
@@ -116,7 +116,7 @@ func LoadManifest(dir string) (*Manifest, error) {
 // LoadManifestInfo is LoadManifest that also gives the status of the file
 // it read, taken from the open descriptor before reading (nil when the
 // file could not be opened): a cache keyed on it is keyed on the very file
-// whose content it holds (see internal/filestamp).
+// whose content it holds (see internal/lib/filestamp).
 func LoadManifestInfo(dir string) (*Manifest, os.FileInfo, error) {
 	path := filepath.Join(dir, ManifestName)
 	// Opened without following a symlink and non-blocking: the card is

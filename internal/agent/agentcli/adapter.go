@@ -10,8 +10,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/agentpolicy"
-	"github.com/stem-edu/stem/internal/jsonwire"
 	"github.com/stem-edu/stem/internal/levels"
+	"github.com/stem-edu/stem/internal/lib/jsonwire"
 	"github.com/stem-edu/stem/internal/mcpconfig"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/stem-edu/stem/internal/egress"
-	"github.com/stem-edu/stem/internal/tomlmsg"
+	"github.com/stem-edu/stem/internal/lib/tomlmsg"
 )
 
 // Provider is one agent CLI as configured.

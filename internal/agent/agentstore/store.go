@@ -19,10 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stem-edu/stem/internal/lib/procstat"
+	"github.com/stem-edu/stem/internal/lib/statefile"
 	"github.com/stem-edu/stem/internal/mcpconfig"
-	"github.com/stem-edu/stem/internal/procstat"
 	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/statefile"
 )
 
 // Modes of an agent.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 	"github.com/stem-edu/stem/internal/sockets"
 )
 

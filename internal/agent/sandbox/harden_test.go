@@ -17,8 +17,8 @@ import (
 	"github.com/stem-edu/stem/internal/agent/sandbox"
 	"github.com/stem-edu/stem/internal/engine"
 	"github.com/stem-edu/stem/internal/engine/podman"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv/leftover"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // Attacks from a process of the sandbox (started as the CLI is, through

@@ -18,8 +18,8 @@ import (
 	"github.com/stem-edu/stem/internal/agent/cliscreen"
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/agent/runspec"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Supervise runs the agent described by dir/spec.json under a pseudo

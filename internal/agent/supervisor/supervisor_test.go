@@ -20,8 +20,8 @@ import (
 	"github.com/stem-edu/stem/internal/agent/agentstore"
 	"github.com/stem-edu/stem/internal/agent/ptyproto"
 	"github.com/stem-edu/stem/internal/agent/runspec"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/sockets"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // pane is a terminal standing in for a tmux pane: the relay gets the tty,

@@ -23,7 +23,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/stem-edu/stem/internal/evring"
+	"github.com/stem-edu/stem/internal/lib/evring"
 )
 
 // Tile is one student's tile.

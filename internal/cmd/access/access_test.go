@@ -12,7 +12,7 @@ import (
 	"github.com/stem-edu/stem/internal/access"
 	"github.com/stem-edu/stem/internal/audit"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/agent/start"
 	"github.com/stem-edu/stem/internal/cmd/agent/stop"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 func factory() *cmdutil.Factory {

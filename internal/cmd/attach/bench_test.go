@@ -9,7 +9,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/decision"
 	"github.com/stem-edu/stem/internal/hostterm"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 

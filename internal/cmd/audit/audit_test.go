@@ -17,7 +17,7 @@ import (
 	cmdaudit "github.com/stem-edu/stem/internal/cmd/audit"
 	"github.com/stem-edu/stem/internal/cmd/audit/show"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 type env struct {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/cardgit"
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/workspace"
 )

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/doctor"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // TestDoctorCrunRefusal: a Podman service whose runtime is crun, on this

@@ -11,7 +11,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/idmap"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 func TestFlags(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 	cmddoctor "github.com/stem-edu/stem/internal/cmd/doctor"
 	"github.com/stem-edu/stem/internal/doctor"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 

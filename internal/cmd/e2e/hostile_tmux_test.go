@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/testenv"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // TestHostileTmuxServerRunsNothingOnTheHost: code in the container stops

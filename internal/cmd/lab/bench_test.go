@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/lab"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 

@@ -17,9 +17,9 @@ import (
 	cmdlab "github.com/stem-edu/stem/internal/cmd/lab"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/doctor"
-	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/lab"
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/lab"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/doctor"
-	"github.com/stem-edu/stem/internal/iostreams"
 	"github.com/stem-edu/stem/internal/lab"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 func TestAddFlags(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/stem-edu/stem/internal/cmd/policy"
 	"github.com/stem-edu/stem/internal/cmdutil"
 	"github.com/stem-edu/stem/internal/consent"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/registry"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/workspace"

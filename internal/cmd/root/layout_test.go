@@ -2,6 +2,7 @@ package root
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -73,5 +74,30 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 	slices.Sort(missing)
 	if len(missing) > 0 {
 		t.Errorf("README.md's Layout does not name: %s", strings.Join(missing, ", "))
+	}
+}
+
+// TestLibKnowsNothingOfStem: a package under internal/lib imports nothing
+// of stem but other lib packages (docs/design.md, "Where code lives").
+func TestLibKnowsNothingOfStem(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/stem-edu/stem/"
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}}", "./internal/lib/...")
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./internal/lib/...: %v", err)
+	}
+	pkgs := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d lib packages:\n%s", len(pkgs), out)
+	}
+	for _, line := range pkgs {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, mod) && !strings.HasPrefix(imp, mod+"internal/lib/") {
+				t.Errorf("%s imports %s", f[0], imp)
+			}
+		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 )
 
 // teacher dial takes an IPv6 address bare or in brackets (as a Hostname

@@ -13,9 +13,9 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/stem-edu/stem/internal/cmdutil"
-	"github.com/stem-edu/stem/internal/iostreams"
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/lib/iostreams"
 	"github.com/stem-edu/stem/internal/teacherkey"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/xdg"
 )
 

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/unixpin"
 )
 
 // Fake is the in-memory engine; NewFake makes one.

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/stem-edu/stem/internal/engine"
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 )
 
 // Cached answers for a running container from memory while the

@@ -30,8 +30,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stem-edu/stem/internal/engine"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv/leftover"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 const testTimeout = 60 * time.Second

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/engine"
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/profiles"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // upTarget is the product's bound from `stemctl up` (image built) to both

@@ -26,7 +26,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // Sshd is the path of OpenSSH's daemon.

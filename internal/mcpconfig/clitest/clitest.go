@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // Bin returns the path of the named CLI or fails the test saying how to

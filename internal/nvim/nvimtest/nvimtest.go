@@ -27,8 +27,8 @@ import (
 	"github.com/creack/pty"
 	gonvim "github.com/neovim/go-client/nvim"
 
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv/leftover"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // MaxSocketPath keeps AF_UNIX paths well inside the kernel's 108 bytes.

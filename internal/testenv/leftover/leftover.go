@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 )
 
 // EnvVar is set in the environment of the host servers a fixture starts.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/needs"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 const sleeperEnv = "STEM_LEFTOVER_TEST_SLEEPER"

@@ -44,7 +44,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/idmap"
-	"github.com/stem-edu/stem/internal/procstat"
+	"github.com/stem-edu/stem/internal/lib/procstat"
 )
 
 // Prefix starts the name of every account this package makes.

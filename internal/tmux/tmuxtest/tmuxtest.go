@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/needs"
 	"github.com/stem-edu/stem/internal/testenv/leftover"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"github.com/stem-edu/stem/internal/tmux"
 )
 

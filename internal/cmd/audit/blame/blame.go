@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stem-edu/stem/internal/beneath"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/lib/beneath"
 	"github.com/stem-edu/stem/internal/proposals"
 	"github.com/stem-edu/stem/internal/provenance"
 	"github.com/stem-edu/stem/internal/termtext"

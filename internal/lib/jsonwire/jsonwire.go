@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/stem-edu/stem/internal/swar"
+	"github.com/stem-edu/stem/internal/lib/swar"
 )
 
 // Marshal returns the JSON encoding of v.

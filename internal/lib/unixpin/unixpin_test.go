@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath/swaptest"
+	"github.com/stem-edu/stem/internal/lib/beneath/swaptest"
 )
 
 // listen serves one line naming who answered on every connection.

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/stem-edu/stem/internal/shellwords"
+	"github.com/stem-edu/stem/internal/lib/shellwords"
 )
 
 // Tree is a binary's command tree. New must build a fresh tree every call:

@@ -37,7 +37,7 @@ func Lock(ctx context.Context, path string, mode Mode) (func(), error) {
 }
 
 // LockFile is Lock on a lock file the caller opened (for one in a
-// directory the container can swap, internal/beneath.OpenOrCreate); path
+// directory the container can swap, internal/lib/beneath.OpenOrCreate); path
 // names it in errors. LockFile owns f: it is closed on failure and by the
 // returned function.
 func LockFile(ctx context.Context, f *os.File, path string, mode Mode) (func(), error) {

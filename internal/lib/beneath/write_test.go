@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stem-edu/stem/internal/beneath/swaptest"
+	"github.com/stem-edu/stem/internal/lib/beneath/swaptest"
 )
 
 func TestMkdirAll(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stem-edu/stem/internal/filelock"
-	"github.com/stem-edu/stem/internal/sockets"
-	"github.com/stem-edu/stem/internal/statefile"
+	"github.com/stem-edu/stem/internal/lib/beneath"
+	"github.com/stem-edu/stem/internal/lib/filelock"
+	"github.com/stem-edu/stem/internal/lib/statefile"
 )
 
 // Store is the file at Path, locked through Lock. Both must be in the same
@@ -114,5 +114,5 @@ func (s *Store[T]) Update(ctx context.Context, fn func(*T) error) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", s.Noun, err)
 	}
-	return sockets.WriteFileAtomic(s.Path, append(data, '\n'), 0o600)
+	return beneath.ReplaceFile(s.Path, append(data, '\n'), 0o600)
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stem-edu/stem/internal/statefile"
+	"github.com/stem-edu/stem/internal/lib/statefile"
 )
 
 type content struct {

@@ -3,8 +3,10 @@ package beneath
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -130,6 +132,18 @@ func OpenOrCreate(root, rel string, perm os.FileMode) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	return f, nil
+}
+
+// ReplaceFile is WriteFileAtomic with path's directory as the root, and
+// path in its errors. It resolves that directory as given: for paths only
+// this program controls.
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	err := WriteFileAtomic(filepath.Dir(path), filepath.Base(path), data, perm)
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	}
+	return err
 }
 
 // WriteFileAtomic replaces rel below root with data (mode perm): the

@@ -21,7 +21,7 @@ import (
 // writable from its container, which can put a symlink (to any socket of
 // the host) where t.sock, n.sock or g.sock belongs.
 var notInstanceSockets = map[string]string{
-	"internal/unixpin/unixpin.go":        "the pinned connect itself (through /proc/self/fd/N)",
+	"internal/lib/unixpin/unixpin.go":    "the pinned connect itself (through /proc/self/fd/N)",
 	"internal/engine/podman/podman.go":   "the Podman API socket, the host's own",
 	"internal/engine/podman/service.go":  "the Podman API socket, the host's own",
 	"internal/engine/inspect/inspect.go": "the Podman API socket, the host's own",
@@ -36,7 +36,7 @@ var notInstanceSockets = map[string]string{
 // import); they run against servers the test itself started.
 var testFixtures = []string{
 	"internal/testenv/", "internal/tmux/tmuxtest/", "internal/nvim/nvimtest/",
-	"internal/gate/sshdtest/", "internal/beneath/swaptest/",
+	"internal/gate/sshdtest/", "internal/lib/beneath/swaptest/",
 }
 
 const goClientNvim = "github.com/neovim/go-client/nvim"
@@ -101,7 +101,7 @@ import (
 	"time"
 	gonvim "github.com/neovim/go-client/nvim"
 	"github.com/neovim/go-client/msgpack/rpc"
-	"github.com/stem-edu/stem/internal/unixpin"
+	"github.com/stem-edu/stem/internal/lib/unixpin"
 )
 func f(sock string) {
 	net.Dial("unix", sock)
@@ -235,7 +235,7 @@ func exprString(e ast.Expr) string {
 
 func repoRoot(t *testing.T) string {
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("repository root %s: %v", root, err)
 	}
