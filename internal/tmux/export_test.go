@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stem-edu/stem/internal/tmux/imsg"
 )
 
@@ -25,4 +27,19 @@ func IdentifyForTest(conn *net.UnixConn, session string, stdin, stdout *os.File,
 	}
 	fds, _ := identifyMessages(o)
 	return w.sendDescriptors(fds)
+}
+
+// StdinNonblockForTest reports whether the client's end of the control
+// client's stdin is still in non-blocking mode (on Go's poller).
+func (c *Client) StdinNonblockForTest() (bool, error) {
+	rc, err := c.stdin.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var fl int
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { fl, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
+		return false, err
+	}
+	return fl&unix.O_NONBLOCK != 0, ferr
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 )
 
@@ -43,13 +44,27 @@ type holder struct {
 // group of its own, so a signal to ours (Ctrl-C, Ctrl-Z in a terminal, a
 // kill of the group) does not reach it.
 func startHolder(stdinW, stdoutR *os.File) (*holder, error) {
+	// The holder gets ends of its own (reopen): handed ours, exec would
+	// put them in blocking mode (os.File.Fd), and every read of the
+	// control stream would leave Go's poller for a blocking system call,
+	// which doubles a capture's time.
+	out, err := reopen(stdoutR, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	in, err := reopen(stdinW, syscall.O_WRONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
 	lr, lw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("tmux: the holder's lifeline: %w", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", holderScript)
-	cmd.Stdin = stdoutR
-	cmd.ExtraFiles = []*os.File{lr, stdinW}
+	cmd.Stdin = out
+	cmd.ExtraFiles = []*os.File{lr, in}
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -70,4 +85,25 @@ func (h *holder) release() {
 	if h != nil {
 		h.lifeline.Close()
 	}
+}
+
+// reopen opens the pipe end f anew through /proc/self/fd: the same pipe,
+// another open file description, so its mode (blocking, for the holder's
+// shell) is not f's.
+func reopen(f *os.File, mode int) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("tmux: the holder's copy of %s: %w", f.Name(), err)
+	}
+	fd := -1
+	var oerr error
+	if err := rc.Control(func(p uintptr) {
+		fd, oerr = syscall.Open("/proc/self/fd/"+strconv.Itoa(int(p)), mode|syscall.O_CLOEXEC, 0)
+	}); err != nil {
+		return nil, fmt.Errorf("tmux: the holder's copy of %s: %w", f.Name(), err)
+	}
+	if oerr != nil {
+		return nil, fmt.Errorf("tmux: the holder's copy of %s (through /proc/self/fd): %w", f.Name(), oerr)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
