@@ -255,10 +255,6 @@ func stopLatency(t testing.TB, a *account, st instanceInfo, gdbPane string, s *m
 	t.Helper()
 	var l latencies
 	for i := 0; i < n; i++ {
-		// As a student does, type once gdb shows its prompt: keys typed
-		// while it still reports the last stop can make the step report
-		// that stop again.
-		a.waitGDBPrompt(st, gdbPane)
 		s.drain()
 		t0 := time.Now()
 		a.tmux(st, "send-keys", "-t", gdbPane, "stepi", "Enter")
@@ -466,20 +462,4 @@ func BenchmarkGDBStopToNotification(b *testing.B) {
 	b.ReportMetric(float64(median(typed).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(maxOf(typed).Microseconds())/1000, "max-ms")
 	b.ReportMetric(float64(median(published).Microseconds())/1000, "publish-p50-ms")
-}
-
-// waitGDBPrompt waits until the gdb pane ends with gdb's prompt.
-func (a *account) waitGDBPrompt(st instanceInfo, pane string) {
-	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		text := strings.TrimRight(a.capture(st, pane), " \n")
-		if strings.HasSuffix(text, "(gdb)") {
-			return
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("gdb pane %s shows no prompt:\n%s", pane, text)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
