@@ -685,9 +685,23 @@ func TestDownKeepsUnsavedWork(t *testing.T) {
 	a.must(0, "down", inst)
 	a.must(0, "up", "native-amd64", "demo", "hello", "1")
 	file := filepath.Join(st.Record.CardPath, "t1", "words.c")
-	nv := exec.Command("nvim", "--server", filepath.Join(a.statusDir(t, inst), "n.sock"), "--remote-send", "<C-\\><C-n>:e "+file+"<CR>ggO/* unsaved */<Esc>")
+	sock := filepath.Join(a.statusDir(t, inst), "n.sock")
+	// :silent, so that no message waits for Enter and eats the keys after
+	// it; then wait until Neovim has taken them.
+	nv := exec.Command("nvim", "--server", sock, "--remote-send", "<C-\\><C-n>:silent e "+file+"<CR>ggO/* unsaved */<Esc>")
 	if out, err := nv.CombinedOutput(); err != nil {
 		t.Fatalf("nvim --remote-send: %v %s", err, out)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		out, _ := exec.CommandContext(ctx, "nvim", "--server", sock, "--remote-expr", "&modified").CombinedOutput()
+		cancel()
+		if strings.TrimSpace(string(out)) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the edit never reached Neovim's buffer: &modified = %q", out)
+		}
 	}
 	r = a.must(1, "down", inst)
 	if !strings.Contains(r.Stderr, "unsaved changes in "+file) || !strings.Contains(r.Stderr, "stemctl down "+inst+" --force") {
@@ -703,7 +717,7 @@ func TestDownKeepsUnsavedWork(t *testing.T) {
 	// What --force discarded stays discarded: the next editor opens the
 	// file without a question about the old one's swap file.
 	a.must(0, "up", "native-amd64", "demo", "hello", "1")
-	sock := filepath.Join(a.statusDir(t, inst), "n.sock")
+	sock = filepath.Join(a.statusDir(t, inst), "n.sock")
 	expr := func(e string) string {
 		out, err := exec.Command("nvim", "--server", sock, "--remote-expr", e).CombinedOutput()
 		if err != nil {
