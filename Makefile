@@ -72,8 +72,12 @@ demo: setup build images
 # wait (containers starting, CLIs answering), and at one per core a 2-core
 # machine sat half idle through the run.
 TEST_PARALLEL ?= 4
+# go test starts packages in the order it is given them: the longest
+# suites first, so that none of them starts last and runs alone.
+TEST_FIRST := ./internal/agent ./internal/cmd/class ./internal/cmd/lab \
+	./internal/cardgit/e2e ./internal/cmd/e2e ./internal/mcpserver
 test: setup build images check-images agent-clis agent-image lint
-	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -p $(TEST_PARALLEL) -count=1 -timeout 25m ./...
+	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -p $(TEST_PARALLEL) -count=1 -timeout 25m $(TEST_FIRST) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # A bounded fuzz run of the decoders of container bytes: the validating

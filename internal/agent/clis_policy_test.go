@@ -39,6 +39,7 @@ func ownTools(body []byte, re string) []string {
 }
 
 func TestClaudeOwnEditsFollowThePolicy(t *testing.T) {
+	t.Parallel() // its own directories and model stand-in
 	for _, policy := range []bool{false, true} {
 		name := map[bool]string{false: "control", true: "hints only"}[policy]
 		t.Run(name, func(t *testing.T) {
@@ -64,6 +65,7 @@ func TestClaudeOwnEditsFollowThePolicy(t *testing.T) {
 }
 
 func TestGeminiOwnEditsFollowThePolicy(t *testing.T) {
+	t.Parallel() // its own directories and model stand-in
 	for _, policy := range []bool{false, true} {
 		name := map[bool]string{false: "control", true: "hints only"}[policy]
 		t.Run(name, func(t *testing.T) {
@@ -91,6 +93,7 @@ func TestGeminiOwnEditsFollowThePolicy(t *testing.T) {
 }
 
 func TestCodexOwnEditsFollowThePolicy(t *testing.T) {
+	t.Parallel() // its own directories and model stand-in
 	for _, policy := range []bool{false, true} {
 		name := map[bool]string{false: "control", true: "hints only"}[policy]
 		t.Run(name, func(t *testing.T) {

@@ -286,6 +286,7 @@ func (r *cliRig) contextMark() string { return "(agent " + r.p.Record.ID + ")" }
 // the server from stem's -c options, and the first request offers the
 // model exactly the level's stem tools (none dropped, none rejected).
 func TestCodexTakesTheAdapterConfiguration(t *testing.T) {
+	t.Parallel() // its own directories and model stand-in
 	for _, level := range []mcpserver.Level{mcpserver.Observe, mcpserver.Full} {
 		t.Run(level.String(), func(t *testing.T) { testCodex(t, level) })
 	}
@@ -372,6 +373,7 @@ func testCodex(t *testing.T, level mcpserver.Level) {
 // observe); its first request offers the level's stem tools and carries the
 // context from --append-system-prompt-file.
 func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
+	t.Parallel() // its own directories and model stand-in
 	for _, tc := range []struct {
 		level mcpserver.Level
 		mode  string
@@ -425,6 +427,7 @@ func TestClaudeTakesTheAdapterConfiguration(t *testing.T) {
 // --approval-mode plan as is: the request is in Plan Mode (no fallback to
 // the default mode) and still offers the observe tools, all read-only.
 func TestGeminiTakesTheAdapterConfiguration(t *testing.T) {
+	t.Parallel() // its own directories and model stand-in
 	for _, level := range []mcpserver.Level{mcpserver.Full, mcpserver.Assist, mcpserver.Observe} {
 		t.Run(level.String(), func(t *testing.T) { testGemini(t, level) })
 	}

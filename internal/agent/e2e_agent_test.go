@@ -30,6 +30,7 @@ const nativeInst = "native-amd64-demo-hello-t1"
 // a second one; closing a window ends that agent; --here runs one in this
 // terminal; `agent stop` ends them and leaves the student's session intact.
 func TestCustomAgentInTheStudentsSession(t *testing.T) {
+	t.Parallel() // its own account and model
 	a := newAccount(t)
 	// agent start with the instance not yet up: it is created.
 	var rec agentstore.Record

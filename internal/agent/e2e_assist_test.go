@@ -18,6 +18,7 @@ const hazardInst = "hazard3-sim-inf-bss-t4"
 // hint is virtual text in their Neovim, and every result reaches the
 // model.
 func TestAssistScenarioWithRealCLI(t *testing.T) {
+	t.Parallel() // its own account and model
 	for _, provider := range []string{"claude", "codex", "gemini"} {
 		t.Run(provider, func(t *testing.T) {
 			b := newBoxAccount(t)

@@ -228,6 +228,7 @@ func TestAgentStartInterruptedAtEachStep(t *testing.T) {
 // instance, the instance goes entirely. Either way stemctl says it was
 // interrupted, and the next command works.
 func TestRmInterruptedAtEachStep(t *testing.T) {
+	t.Parallel() // its own account and model
 	a := newAccount(t)
 	var rec agentstore.Record
 	a.mustJSON(&rec, "agent", "start", "custom", "native-amd64", "demo", "hello", "1", "--background")

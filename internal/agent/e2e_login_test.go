@@ -19,6 +19,7 @@ import (
 // login's token to the (scripted) model API, and nothing else of the
 // host's ~/.claude reaches the sandbox. Without the file stem refuses.
 func TestSandboxCarriesHostLogin(t *testing.T) {
+	t.Parallel() // its own account and model
 	b := newBoxAccount(t, modelserver.Say("stem-login-done"))
 	var env []string
 	for _, kv := range b.env {

@@ -56,6 +56,7 @@ func (b *boxAccount) cliStatus(rec agentstore.Record) string {
 }
 
 func TestRootlessSandboxedClaude(t *testing.T) {
+	t.Parallel() // its own account and model
 	b, s := newStudentBoxAccount(t, modelserver.Call("pane_list", nil), modelserver.Say("stem-rootless-done"))
 	b.must("up", "native-amd64", "demo", "hello", "1")
 	st := b.status(nativeInst)

@@ -84,6 +84,7 @@ func (b *boxAccount) hostRunOld(t *testing.T, provider, card string) {
 }
 
 func TestPlantedProjectFilesNeverRunOnTheHost(t *testing.T) {
+	t.Parallel() // its own account and model
 	for _, provider := range []string{"claude", "codex", "gemini"} {
 		t.Run(provider, func(t *testing.T) {
 			b := newBoxAccount(t, modelserver.Call("pane_list", nil), modelserver.Say("done"))
@@ -116,6 +117,7 @@ func TestPlantedProjectFilesNeverRunOnTheHost(t *testing.T) {
 var escapes = map[string]string{"claude": "!", "codex": "!", "gemini": "!"}
 
 func TestTypedShellEscapeStaysInTheSandbox(t *testing.T) {
+	t.Parallel() // its own account and model
 	for _, provider := range []string{"claude", "gemini", "codex"} {
 		t.Run(provider, func(t *testing.T) {
 			b := newBoxAccount(t, modelserver.Say("ok"))

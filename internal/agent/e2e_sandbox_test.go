@@ -16,6 +16,7 @@ import (
 // call reaches stem-mcp on the host and comes back with the student's
 // session in it.
 func TestSandboxedCLIsReachStem(t *testing.T) {
+	t.Parallel() // its own account and model
 	for _, provider := range []string{"claude", "codex", "gemini"} {
 		t.Run(provider, func(t *testing.T) {
 			b := newBoxAccount(t, modelserver.Call("pane_list", nil), modelserver.Say("stem-sandbox-done"))

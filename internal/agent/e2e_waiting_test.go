@@ -15,6 +15,7 @@ import (
 // agent's window name say so, and stop saying it once answered. Gemini
 // CLI asks before running a shell command of its own.
 func TestAgentListSaysWhenTheCLIWaits(t *testing.T) {
+	t.Parallel() // its own account and model
 	b := newBoxAccount(t, modelserver.Call("run_shell_command", map[string]any{"command": "rm -rf /tmp/stem-nothing", "description": "remove a file"}), modelserver.Say("stem-listed"))
 	rec := b.start("gemini")
 	st := b.status(nativeInst)

@@ -137,10 +137,8 @@ func TestLabThirtyStudentsSlow(t *testing.T) {
 	labDir := t.TempDir()
 	cards := filepath.Join(testenv.RepoRoot(), "examples", "workspace")
 	csv := "name,full name,email\n"
-	var names []string
-	for i := range n {
-		name := accountName(t)
-		names = append(names, name)
+	names := accountNames(t, n)
+	for i, name := range names {
 		csv += fmt.Sprintf("%s,Student %d,s%d@school.example\n", name, i, i)
 	}
 	list := filepath.Join(t.TempDir(), "class.csv")

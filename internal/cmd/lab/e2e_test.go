@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,15 +100,36 @@ func steps(t testing.TB, out string) []lab.Step {
 // accountName is a fresh account name; the account is removed (as lab rm
 // would, without the archive) when the test ends.
 func accountName(t testing.TB) string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := student.Prefix + "l" + hex.EncodeToString(b)
+	return accountNames(t, 1)[0]
+}
+
+// accountNames are n fresh account names, whose accounts are removed side
+// by side when the test ends: one at a time, thirty took over a minute.
+func accountNames(t testing.TB, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		b := make([]byte, 4)
+		rand.Read(b)
+		names[i] = student.Prefix + "l" + hex.EncodeToString(b)
+	}
 	t.Cleanup(func() {
-		if a, err := lab.Lookup(name); err == nil && a.UID >= 1000 {
-			lab.Remove(context.Background(), &lab.Options{Dir: t.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}, name, time.Now())
+		o := &lab.Options{Dir: t.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 6)
+		for _, name := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				if a, err := lab.Lookup(name); err == nil && a.UID >= 1000 {
+					lab.Remove(context.Background(), o, name, time.Now())
+				}
+			}()
 		}
+		wg.Wait()
 	})
-	return name
+	return names
 }
 
 // TestLabAddTwice: without a shared image store (each account loads its

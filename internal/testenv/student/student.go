@@ -110,6 +110,34 @@ func New(t testing.TB, images ...string) *Student {
 	return s
 }
 
+// NewMany makes n accounts as New does, with no image, and removes them
+// side by side when the test ends (each removal mostly waits: for its
+// processes to go, for userdel to delete a home full of image layers).
+func NewMany(t testing.TB, n int) []*Student {
+	t.Helper()
+	ss := make([]*Student, 0, n)
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, s := range ss {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.remove()
+			}()
+		}
+		wg.Wait()
+	})
+	// useradd takes the passwd lock: one account at a time.
+	for range n {
+		s, err := create()
+		if err != nil {
+			t.Fatalf("student account: %v", err)
+		}
+		ss = append(ss, s)
+	}
+	return ss
+}
+
 // Load puts images into the account's Podman storage (for accounts made
 // with New concurrently: each load is the student's own podman).
 func (s *Student) Load(images ...string) error {
