@@ -48,7 +48,7 @@ func (s *Server) anthropic(w http.ResponseWriter, req *http.Request, body []byte
 			r.Results = append(r.Results, ToolResult{CallID: id, Content: textOf(pm["content"]), IsError: isErr})
 		}
 	}
-	step, st, name := s.take(r.Tools)
+	step, st, name := s.take(&r, len(in.Messages))
 	r.Step = step
 	var block map[string]any
 	stop := "end_turn"

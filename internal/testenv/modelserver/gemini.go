@@ -67,7 +67,7 @@ func (s *Server) gemini(w http.ResponseWriter, req *http.Request, body []byte) {
 			r.Results = append(r.Results, ToolResult{CallID: id, Content: content})
 		}
 	}
-	step, st, name := s.take(r.Tools)
+	step, st, name := s.take(&r, len(in.Contents))
 	r.Step = step
 	var part map[string]any
 	if st.Tool != "" {

@@ -120,6 +120,12 @@ type Server struct {
 	calls  int
 	// calledIDs maps a call id the server issued to its step.
 	calledIDs map[string]int
+	// lastTurn and lastStep are the conversation a step was last taken
+	// for, and that step: a CLI that gives up on a response and sends the
+	// same request again gets the same step, as a stateless model API
+	// would answer it, instead of the next one.
+	lastTurn string
+	lastStep int
 }
 
 // Start listens on a loopback port and serves script.
@@ -148,7 +154,7 @@ func (s *Server) Close() error {
 func (s *Server) SetScript(steps ...Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.script, s.next = steps, 0
+	s.script, s.next, s.lastTurn = steps, 0, ""
 }
 
 // Requests returns a copy of the requests received so far.
@@ -220,26 +226,38 @@ func (s *Server) record(r Request) {
 	s.mu.Unlock()
 }
 
-// take returns the step for a request offering tools, with the CLI's
-// name of the tool it calls, or -1 and a plain answer for a request that
-// offers no tools, comes after the script, or does not offer the next
-// step's tool (the CLI may still be connecting its MCP servers: the step
-// waits for a later request).
-func (s *Server) take(tools []string) (int, Step, string) {
+// take returns the step for request r, which carries turns messages,
+// with the CLI's name of the tool it calls, or -1 and a plain answer for
+// a request that offers no tools, comes after the script, or does not
+// offer the next step's tool (the CLI may still be connecting its MCP
+// servers: the step waits for a later request).
+func (s *Server) take(r *Request, turns int) (int, Step, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(tools) == 0 || s.next >= len(s.script) {
+	if len(r.Tools) == 0 {
 		return -1, Say("ok"), ""
 	}
-	st := s.script[s.next]
+	turn := fmt.Sprintf("%d\x00%s", turns, r.Prompt)
+	for _, res := range r.Results {
+		turn += "\x00" + res.CallID
+	}
+	i := s.next
+	if s.next > 0 && turn == s.lastTurn {
+		i = s.lastStep // the same request again
+	} else if s.next >= len(s.script) {
+		return -1, Say("ok"), ""
+	}
+	st := s.script[i]
 	name := ""
 	if st.Tool != "" {
-		if name = matchTool(tools, st.Tool); name == "" {
+		if name = matchTool(r.Tools, st.Tool); name == "" {
 			return -1, Say("the tool " + st.Tool + " is not offered yet"), ""
 		}
 	}
-	i := s.next
-	s.next++
+	if i == s.next {
+		s.next++
+	}
+	s.lastTurn, s.lastStep = turn, i
 	return i, st, name
 }
 

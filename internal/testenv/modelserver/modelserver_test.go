@@ -161,3 +161,41 @@ func TestPrompt(t *testing.T) {
 		}
 	}
 }
+
+// A request sent again (the CLI gave up on the stream) takes the step it
+// took before; the next turn, which carries that step's result, takes the
+// next one.
+func TestSameRequestAgainTakesTheSameStep(t *testing.T) {
+	s, err := Start(Call("pane_list", nil), Call("task_info", nil), Say("done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	called := func(evs []map[string]any) string {
+		for _, e := range evs {
+			if cb, ok := e["content_block"].(map[string]any); ok && cb["type"] == "tool_use" {
+				return cb["name"].(string) + " " + cb["id"].(string)
+			}
+			if cb, ok := e["content_block"].(map[string]any); ok && cb["type"] == "text" {
+				return "text"
+			}
+		}
+		return ""
+	}
+	first := `{"model":"m","stream":true,"tools":[{"name":"pane_list"},{"name":"task_info"}],"messages":[{"role":"user","content":"hi"}]}`
+	a := called(post(t, s, "/v1/messages", first))
+	b := called(post(t, s, "/v1/messages", first))
+	if !strings.HasPrefix(a, "pane_list ") || !strings.HasPrefix(b, "pane_list ") {
+		t.Fatalf("the same request twice: %q then %q, want pane_list both times", a, b)
+	}
+	id := strings.Fields(b)[1]
+	next := `{"model":"m","stream":true,"tools":[{"name":"pane_list"},{"name":"task_info"}],"messages":[{"role":"user","content":"hi"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"pane_list","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + id + `","content":"panes"}]}]}`
+	if c := called(post(t, s, "/v1/messages", next)); !strings.HasPrefix(c, "task_info ") {
+		t.Fatalf("the next turn took %q, want task_info", c)
+	}
+	if res, err := s.WaitResult(context.Background(), 0); err != nil || res.Content != "panes" {
+		t.Fatalf("step 0's result: %+v %v", res, err)
+	}
+}

@@ -75,7 +75,7 @@ func (s *Server) openai(w http.ResponseWriter, req *http.Request, body []byte) {
 			}
 		}
 	}
-	step, st, name := s.take(r.Tools)
+	step, st, name := s.take(&r, len(in.Input))
 	r.Step = step
 	var item map[string]any
 	if st.Tool != "" {
