@@ -85,6 +85,7 @@ func TestCommitRaceRootful(t *testing.T)  { testCommitRace(t, false) }
 func TestCommitRaceRootless(t *testing.T) { testCommitRace(t, true) }
 
 func testCommitRace(t *testing.T, rootless bool) {
+	t.Parallel() // a world of its own: account, workspace, containers
 	w := newWorld(t, rootless)
 	for _, c := range []struct {
 		name string

@@ -12,6 +12,7 @@ func TestGitRoutesRootful(t *testing.T)  { testRoutes(t, false) }
 func TestGitRoutesRootless(t *testing.T) { testRoutes(t, true) }
 
 func testRoutes(t *testing.T, rootless bool) {
+	t.Parallel() // a world of its own: account, workspace, containers
 	w := newWorld(t, rootless)
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
