@@ -120,6 +120,7 @@ func closedPort(t *testing.T) int {
 // each in their own way: the table names every one, says why, and the
 // ones that fail (one hangs) hold nobody else up.
 func TestClassStatusAgainstRealStudents(t *testing.T) {
+	t.Parallel() // its own accounts, lab or class directories, daemons
 	if testing.Short() {
 		t.Skip("makes student accounts with rootless Podman and runs sshd")
 	}

@@ -52,6 +52,7 @@ func killWhere(uid int, match func(cmdline string) bool) int {
 // Before, a gone student's tile kept its state ("answers") and its last
 // screen, as if live, with only an error line under it.
 func TestClassServeStudentGoneMidStream(t *testing.T) {
+	t.Parallel() // its own accounts, lab or class directories, daemons
 	if testing.Short() {
 		t.Skip("makes student accounts with rootless Podman, runs sshd and chromium")
 	}

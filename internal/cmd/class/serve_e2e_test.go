@@ -143,6 +143,7 @@ func (ty *typist) line(t *testing.T, text string) {
 // reaches the tile, and a student whose instance goes down moves first,
 // coloured.
 func TestClassServeRealStudentsInBrowser(t *testing.T) {
+	t.Parallel() // its own accounts, lab or class directories, daemons
 	if testing.Short() {
 		t.Skip("makes student accounts with rootless Podman, runs sshd and chromium")
 	}

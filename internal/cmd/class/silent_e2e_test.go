@@ -33,6 +33,7 @@ const silentWithin = 20 * time.Second
 // answering, while s1's tile stays live; when the relay forwards again s2
 // is live again.
 func TestClassServeStudentSilentMidStream(t *testing.T) {
+	t.Parallel() // its own accounts, lab or class directories, daemons
 	if testing.Short() {
 		t.Skip("makes student accounts with rootless Podman, runs sshd and chromium")
 	}

@@ -190,7 +190,7 @@ func subLine(t *testing.T, file, name string) string {
 
 func usermod(t *testing.T, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("usermod", args...).CombinedOutput(); err != nil {
-		t.Errorf("usermod %v: %v %s", args, err, out)
+	if err := student.Passwd("usermod", args...); err != nil {
+		t.Error(err)
 	}
 }

@@ -99,15 +99,16 @@ func subLine(t *testing.T, file, name string) string {
 // The built stemctl's lab doctor, running the real doctor as the account,
 // gives root's answers the same way.
 func TestLabDoctorDoesNotTrustTheAccount(t *testing.T) {
+	t.Parallel() // its own accounts, lab or class directories, daemons
 	needs.Real(t, "real accounts")
 	needs.Root(t, "creates accounts and takes their subordinate ids away")
 	s := student.New(t)
 	ctx := context.Background()
 	// usermod changes no ids of an account with processes: this one has
 	// run nothing yet.
-	if out, err := exec.Command("usermod", "--del-subuids", subLine(t, "/etc/subuid", s.Name),
-		"--del-subgids", subLine(t, "/etc/subgid", s.Name), s.Name).CombinedOutput(); err != nil {
-		t.Fatalf("usermod: %v %s", err, out)
+	if err := student.Passwd("usermod", "--del-subuids", subLine(t, "/etc/subuid", s.Name),
+		"--del-subgids", subLine(t, "/etc/subgid", s.Name), s.Name); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.RemoveAll(s.Runtime); err != nil {
 		t.Fatal(err)

@@ -381,6 +381,10 @@ func processes(keep func(uid int) bool) []int {
 	return out
 }
 
+// Passwd runs a command that edits the account files (usermod, ...) as
+// this package does, trying again while another process holds their lock.
+func Passwd(name string, args ...string) error { return runPasswd(name, args...) }
+
 // runPasswd runs a command that edits /etc/passwd. Other test processes
 // on the machine add and remove accounts too, and these commands give up
 // at once when another holds the lock: try again while that is the reason.
