@@ -277,6 +277,9 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 	for {
 		last = m.probe(ctx, dir, id)
 		if last == nil {
+			last = groupOpen(dir)
+		}
+		if last == nil {
 			return nil
 		}
 		select {
@@ -288,6 +291,21 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 			delay *= 2
 		}
 	}
+}
+
+// groupOpen says whether the container's init has finished setting up
+// tmux's socket: tmux makes it 0600, and the init opens it to the group
+// (the mask of the ACL that lets the student's entry in) once the server
+// lets the host's clients in. Neovim may answer before that.
+func groupOpen(dir sockets.Dir) error {
+	fi, err := os.Stat(dir.Tmux())
+	if err != nil {
+		return &serverDown{"tmux", err}
+	}
+	if fi.Mode().Perm()&0o060 != 0o060 {
+		return &serverDown{"tmux", fmt.Errorf("the container has not opened %s to the group yet (mode %v)", dir.Tmux(), fi.Mode().Perm())}
+	}
+	return nil
 }
 
 // startStopped starts container id, stopped, on its socket directory dir:

@@ -383,3 +383,27 @@ func TestFakeHalfStartedContainerIsMadeAgain(t *testing.T) {
 		t.Errorf("containers left: %+v", list)
 	}
 }
+
+// up returns once the container's init has opened tmux's socket to the
+// group, not as soon as both servers answer: until then the student's
+// entry in the socket's ACL is masked off. The control: the same up with
+// an init that opens it succeeds.
+func TestFakeUpWaitsForTheOpenedTmuxSocket(t *testing.T) {
+	for _, private := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control", true: "never opened"}[private], func(t *testing.T) {
+			w := newFakeWorld(t)
+			w.m.SocketTimeout = 200 * time.Millisecond
+			w.e.TmuxPrivate = private
+			_, err := w.up()
+			if !private {
+				if err != nil {
+					t.Fatalf("up: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "has not opened") {
+				t.Fatalf("up with tmux's socket still 0600: %v", err)
+			}
+		})
+	}
+}

@@ -99,7 +99,6 @@ func subLine(t *testing.T, file, name string) string {
 // The built stemctl's lab doctor, running the real doctor as the account,
 // gives root's answers the same way.
 func TestLabDoctorDoesNotTrustTheAccount(t *testing.T) {
-	t.Parallel() // its own accounts, lab or class directories, daemons
 	needs.Real(t, "real accounts")
 	needs.Root(t, "creates accounts and takes their subordinate ids away")
 	s := student.New(t)

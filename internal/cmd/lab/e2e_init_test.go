@@ -36,7 +36,6 @@ func initLines(t *testing.T, out string) map[string]string {
 // then copies without --cards; a second init changes nothing. A program
 // changed since (a new build) is installed again, and nothing else.
 func TestLabInitTwice(t *testing.T) {
-	t.Parallel() // its own accounts, lab or class directories, daemons
 	needs.Real(t, "Podman, stem's images, fuse-overlayfs and a real account")
 	needs.Root(t, "installs programs and fills an image store")
 	bin := readableBin(t)

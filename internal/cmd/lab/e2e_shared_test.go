@@ -128,7 +128,6 @@ func noErrors(t testing.TB, what string, errs []error) {
 // leaves their edits; --prune keeps a replaced image a container still
 // uses and removes it once none does.
 func TestLabThirtyStudentsSlow(t *testing.T) {
-	t.Parallel() // its own accounts, lab or class directories, daemons
 	needs.Real(t, "Podman, stem's images, fuse-overlayfs and 30 real accounts")
 	needs.Root(t, "creates accounts")
 	const n = 30

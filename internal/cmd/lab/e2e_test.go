@@ -141,7 +141,6 @@ func accountNames(t testing.TB, n int) []string {
 // update rolls a changed image out and leaves the student's card alone;
 // lab rm archives the student's edits, then removes the account.
 func TestLabAddTwice(t *testing.T) {
-	t.Parallel() // its own accounts, lab or class directories, daemons
 	needs.Real(t, "Podman, stem's images and real accounts")
 	needs.Root(t, "creates accounts")
 	bin := readableBin(t)

@@ -41,6 +41,9 @@ type Fake struct {
 	// Silent: containers created from then on start, but their servers
 	// never listen.
 	Silent bool
+	// TmuxPrivate: containers created from then on leave tmux's socket as
+	// tmux makes it (0600), as an init that never finishes setting it up.
+	TmuxPrivate bool
 	// Creates counts Create calls.
 	Creates int
 	// Seed, when set, goes into every container id, so that two Fakes'
@@ -56,7 +59,9 @@ type fakeCtr struct {
 	spec     engine.Spec
 	startErr error
 	silent   bool
-	servers  []*net.UnixListener
+	// tmuxPrivate: see Fake.TmuxPrivate.
+	tmuxPrivate bool
+	servers     []*net.UnixListener
 }
 
 // NewFake returns an engine with no containers.
@@ -94,10 +99,11 @@ func (f *Fake) Create(_ context.Context, spec engine.Spec) (string, error) {
 		lbl[k] = v
 	}
 	f.ctrs[id] = &fakeCtr{
-		c:        engine.Container{ID: id, Name: spec.Name, Image: spec.Image, Labels: lbl, State: "created", Created: time.Now()},
-		spec:     spec,
-		startErr: cmp.Or(f.StartErrOnce, f.StartErr),
-		silent:   f.Silent,
+		c:           engine.Container{ID: id, Name: spec.Name, Image: spec.Image, Labels: lbl, State: "created", Created: time.Now()},
+		spec:        spec,
+		startErr:    cmp.Or(f.StartErrOnce, f.StartErr),
+		silent:      f.Silent,
+		tmuxPrivate: f.TmuxPrivate,
 	}
 	f.StartErrOnce = nil
 	return id, nil
@@ -151,6 +157,13 @@ func (f *Fake) Start(_ context.Context, id string) error {
 			// A stopped container's servers leave their sockets behind.
 			l.SetUnlinkOnClose(false)
 			c.servers = append(c.servers, l)
+			// stem-init opens tmux's socket to the group once it is set up.
+			if s == sockets.TmuxSocket && !c.tmuxPrivate {
+				if err := os.Chmod(filepath.Join(dir, s), 0o660); err != nil {
+					c.stopServers()
+					return fmt.Errorf("fake: %w", err)
+				}
+			}
 		}
 	}
 	// The container's first process is this one: the card's .git check
