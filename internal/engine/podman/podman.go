@@ -212,6 +212,10 @@ func startService(ctx context.Context, opts Options, path string) (*Service, err
 	// remote client of that very socket instead of the service.
 	cmd.Env = withoutEnv(os.Environ(), "CONTAINER_HOST", "CONTAINER_CONNECTION")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Not the caller's directory (a student's card): the service outlives
+	// the caller, and the conmon of an exec session writes an "oom" file
+	// into the working directory it inherits when a process is OOM-killed.
+	cmd.Dir = opts.LogDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
