@@ -215,7 +215,10 @@ func startService(ctx context.Context, opts Options, path string) (*Service, err
 	// Not the caller's directory (a student's card): the service outlives
 	// the caller, and the conmon of an exec session writes an "oom" file
 	// into the working directory it inherits when a process is OOM-killed.
-	cmd.Dir = opts.LogDir
+	// The socket's directory lives as long as the service does (the log
+	// directory need not: a removed working directory makes the runtime
+	// fail to start containers).
+	cmd.Dir = filepath.Dir(path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -274,11 +274,12 @@ func TestConnectStartsService(t *testing.T) {
 	if err != nil || !strings.Contains(string(log), "system service --time=0 unix://"+sock) || !regexp.MustCompile(`(?m)^--- answered after [0-9]+ ms$`).Match(log) {
 		t.Errorf("service log %s: %v\n%s", s.Log, err, log)
 	}
-	// It runs in its log directory, not in the caller's (a card, say):
-	// it outlives the caller, and conmon writes an "oom" file into its
-	// working directory when a process of an exec session is OOM-killed.
-	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", s.PID)); err != nil || cwd != opts.LogDir {
-		t.Errorf("the service's working directory is %q (%v), want %s", cwd, err, opts.LogDir)
+	// It runs in its socket's directory, not in the caller's (a card,
+	// say): it outlives the caller, and conmon writes an "oom" file into
+	// its working directory when a process of an exec session is
+	// OOM-killed.
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", s.PID)); err != nil || cwd != filepath.Dir(sock) {
+		t.Errorf("the service's working directory is %q (%v), want %s", cwd, err, filepath.Dir(sock))
 	}
 	// The service is in its own session, not in our process group.
 	if sid, err := unix.Getsid(s.PID); err != nil || sid != s.PID {
