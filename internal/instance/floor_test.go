@@ -136,6 +136,11 @@ func TestFloorHoldsAgainstTheContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Runs after the services are killed and before the world's clean-up,
+	// which would otherwise start a private service again (the engine
+	// starts one when none answers) and leave it running.
+	shared := w.m.Engine
+	t.Cleanup(func() { w.m.Engine = shared })
 	service := func() *podman.Engine {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
@@ -144,7 +149,9 @@ func TestFloorHoldsAgainstTheContainer(t *testing.T) {
 			t.Fatalf("start a private Podman service: %v", err)
 		}
 		if s := e.Service(); s != nil {
-			t.Cleanup(func() { syscall.Kill(s.PID, syscall.SIGTERM) })
+			// SIGKILL: a service asked to stop waits for the connections
+			// still open to it, and outlived the test.
+			t.Cleanup(func() { syscall.Kill(s.PID, syscall.SIGKILL) })
 		}
 		return e
 	}
