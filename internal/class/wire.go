@@ -124,7 +124,10 @@ func (t *wire) Err() error {
 }
 
 func (t *wire) read() {
-	br := bufio.NewReaderSize(hearing{t}, 64<<10)
+	// bufio's default size: a class holds one link per student and each
+	// link's buffer stays resident (64 KiB each held 14 MiB more at 200
+	// students, with no faster overview); a longer line goes through long.
+	br := bufio.NewReader(hearing{t})
 	var long []byte // a line longer than br's buffer, up to maxLine
 	for {
 		chunk, err := br.ReadSlice('\n')
