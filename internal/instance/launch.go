@@ -275,12 +275,17 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 	delay := 2 * time.Millisecond
 	var last error
 	for {
-		last = m.probe(ctx, dir, id)
-		if last == nil {
-			last = groupOpen(dir)
+		err := m.probe(ctx, dir, id)
+		if err == nil {
+			err = groupOpen(dir)
 		}
-		if last == nil {
+		if err == nil {
 			return nil
+		}
+		// A probe our own deadline cut short says only that; the one
+		// before it says what was missing.
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():

@@ -392,7 +392,7 @@ func TestFakeUpWaitsForTheOpenedTmuxSocket(t *testing.T) {
 	for _, private := range []bool{false, true} {
 		t.Run(map[bool]string{false: "control", true: "never opened"}[private], func(t *testing.T) {
 			w := newFakeWorld(t)
-			w.m.SocketTimeout = 200 * time.Millisecond
+			w.m.SocketTimeout = time.Second
 			w.e.TmuxPrivate = private
 			_, err := w.up()
 			if !private {
