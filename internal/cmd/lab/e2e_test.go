@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,20 +113,16 @@ func accountNames(t testing.TB, n int) []string {
 	}
 	t.Cleanup(func() {
 		o := &lab.Options{Dir: t.TempDir(), TmpfilesDir: "/etc/tmpfiles.d", Lock: "/run/stem-lab.lock"}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 6)
+		var made []*lab.Account
 		for _, name := range names {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				if a, err := lab.Lookup(name); err == nil && a.UID >= 1000 {
-					lab.Remove(context.Background(), o, name, time.Now())
-				}
-			}()
+			if a, err := lab.Lookup(name); err == nil && a.UID >= 1000 {
+				made = append(made, a)
+			}
 		}
-		wg.Wait()
+		asEach(made, func(a *lab.Account) error {
+			_, err := lab.Remove(context.Background(), o, a.Name, time.Now())
+			return err
+		})
 	})
 	return names
 }

@@ -173,7 +173,7 @@ func create() (*Student, error) {
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := Prefix + hex.EncodeToString(b)
-	if err := runPasswd("useradd", "-m", "-s", "/bin/bash", "-c", tag(), name); err != nil {
+	if err := Passwd("useradd", "-m", "-s", "/bin/bash", "-c", tag(), name); err != nil {
 		return nil, err
 	}
 	s := &Student{Name: name, images: map[string]bool{}, bins: map[string]string{}}
@@ -198,7 +198,7 @@ func create() (*Student, error) {
 // identity.
 func (s *Student) setup() error {
 	// sshd refuses a locked account (what useradd leaves) without PAM.
-	if err := runPasswd("usermod", "-p", "*", s.Name); err != nil {
+	if err := Passwd("usermod", "-p", "*", s.Name); err != nil {
 		return err
 	}
 	if _, ok := subRange("/etc/subuid", s.Name); !ok {
@@ -326,7 +326,7 @@ func (s *Student) remove() {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	runPasswd("userdel", "-r", s.Name)
+	Passwd("userdel", "-r", s.Name)
 	if s.UID > 0 {
 		os.RemoveAll(fmt.Sprintf("/run/user/%d", s.UID))
 	}
@@ -381,14 +381,11 @@ func processes(keep func(uid int) bool) []int {
 	return out
 }
 
-// Passwd runs a command that edits the account files (usermod, ...) as
-// this package does, trying again while another process holds their lock.
-func Passwd(name string, args ...string) error { return runPasswd(name, args...) }
-
-// runPasswd runs a command that edits /etc/passwd. Other test processes
-// on the machine add and remove accounts too, and these commands give up
-// at once when another holds the lock: try again while that is the reason.
-func runPasswd(name string, args ...string) error {
+// Passwd runs a command that edits /etc/passwd (useradd, usermod, ...).
+// Other test processes on the machine add and remove accounts too, and
+// these commands give up at once when another holds the lock: try again
+// while that is the reason.
+func Passwd(name string, args ...string) error {
 	delay := 50 * time.Millisecond
 	for deadline := time.Now().Add(time.Minute); ; {
 		err := run(nil, name, args...)
