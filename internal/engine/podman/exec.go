@@ -20,6 +20,7 @@ import (
 
 	dockercontainer "github.com/docker/docker/api/types/container"
 
+	"github.com/containers/podman/v5/libpod/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
 	"github.com/containers/podman/v5/pkg/bindings"
 	"github.com/containers/podman/v5/pkg/bindings/containers"
@@ -89,16 +90,29 @@ func (e *Engine) execLost(ctx context.Context, sid string, err error) error {
 	if _, serr := startService(ctx, e.opts, path); serr != nil {
 		return &HintError{Err: err, Hint: msg + ", and stem could not start the service again: " + serr.Error()}
 	}
-	state := "may still be running in the container"
 	ictx, cancel := e.call(ctx)
 	defer cancel()
-	if s, ierr := containers.ExecInspect(ictx, sid, nil); ierr == nil {
-		state = "still runs in the container"
-		if !s.Running {
-			state = fmt.Sprintf("has ended with exit code %d", s.ExitCode)
-		}
+	s, ierr := containers.ExecInspect(ictx, sid, nil)
+	if ierr != nil {
+		s = nil
 	}
+	state := execState(s)
 	return &HintError{Err: err, Hint: msg + "; stem started the service again, and the command " + state + ": run it again if it must finish"}
+}
+
+// execState says what the service knows of a session's process. A
+// service killed after the stream began but before it recorded the start
+// has the session as created: not running, not stopped, exit code 0,
+// which says nothing of the process.
+func execState(s *define.InspectExecSession) string {
+	switch {
+	case s == nil || (!s.Running && !s.CanRemove):
+		return "may still be running in the container"
+	case s.Running:
+		return "still runs in the container"
+	default:
+		return fmt.Sprintf("has ended with exit code %d", s.ExitCode)
+	}
 }
 
 func (e *Engine) execCreate(ctx context.Context, id string, cfg *handlers.ExecCreateConfig) (string, error) {
