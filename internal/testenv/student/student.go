@@ -158,6 +158,7 @@ func Remove() {
 		shared.s.remove()
 		shared.s = nil
 	}
+	removeStore()
 }
 
 func create() (*Student, error) {
