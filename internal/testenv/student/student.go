@@ -21,8 +21,11 @@
 // storage.conf with the overlay driver storing images as the ids of stem's
 // containers, and a copy of $CONTAINERS_CONF as
 // containers.conf when the host needs one) and loads each image it is
-// asked for into the account's own storage. Accounts left by a test
-// process that died are removed by the next Get.
+// asked for into the account's own storage. NewManyShared makes accounts
+// that read the images from one shared store instead, as the accounts of
+// `stemctl lab` do: a class costs one image load, not one per student.
+// Accounts and stores left by a test process that died are removed by
+// the next one.
 package student
 
 import (
