@@ -15,7 +15,6 @@ import (
 	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/needs"
-	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
 func testOptions(t *testing.T) *Options {
@@ -33,7 +32,7 @@ func TestHostileHome(t *testing.T) {
 	needs.Root(t, "creates accounts")
 	b := make([]byte, 4)
 	rand.Read(b)
-	name := student.Prefix + "h" + hex.EncodeToString(b)
+	name := testenv.AccountPrefix + "h" + hex.EncodeToString(b)
 	o := testOptions(t)
 	o.Cards = filepath.Join(testenv.RepoRoot(), "examples", "workspace")
 	t.Cleanup(func() { Remove(context.Background(), o, name, time.Now()) })
@@ -137,7 +136,7 @@ func TestConcurrentRanges(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		b := make([]byte, 4)
 		rand.Read(b)
-		name := student.Prefix + "r" + hex.EncodeToString(b)
+		name := testenv.AccountPrefix + "r" + hex.EncodeToString(b)
 		t.Cleanup(func() { Remove(context.Background(), o, name, time.Now()) })
 		if err := passwd(ctx, "useradd", "-m", "-K", "SUB_UID_COUNT=0", "-K", "SUB_GID_COUNT=0", name); err != nil {
 			t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/stem-edu/stem/internal/doctor"
+	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/needs"
-	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
 // testStore is a shared store whose image list has mode perm, under
@@ -105,7 +105,7 @@ func TestStatusDoesNotTrustTheAccount(t *testing.T) {
 	needs.Root(t, "creates accounts")
 	b := make([]byte, 4)
 	rand.Read(b)
-	name := student.Prefix + "v" + hex.EncodeToString(b)
+	name := testenv.AccountPrefix + "v" + hex.EncodeToString(b)
 	o := testOptions(t)
 	t.Cleanup(func() { Remove(context.Background(), o, name, time.Now()) })
 	ctx := context.Background()

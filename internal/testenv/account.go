@@ -65,6 +65,11 @@ func RemoveBinaries() {
 	}
 }
 
+// AccountPrefix starts the name of every real account a test makes
+// (package student's and the lab's), so a machine's leftovers can be told
+// from its people.
+const AccountPrefix = "stemt"
+
 // Account is a private student account for running the stemctl binary the
 // way a user does: its own runtime, state, config and home directories and
 // a copy of the example workspace. Its cleanup stops agents and removes

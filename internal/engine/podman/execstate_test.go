@@ -1,3 +1,5 @@
+//go:build remote && containers_image_openpgp && exclude_graphdriver_btrfs && exclude_graphdriver_devicemapper
+
 package podman
 
 import (

@@ -48,10 +48,11 @@ import (
 	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/idmap"
 	"github.com/stem-edu/stem/internal/lib/procstat"
+	"github.com/stem-edu/stem/internal/testenv"
 )
 
 // Prefix starts the name of every account this package makes.
-const Prefix = "stemt"
+const Prefix = testenv.AccountPrefix
 
 // Student is a non-root account with rootless Podman.
 type Student struct {
