@@ -316,6 +316,12 @@ func record(f io.Reader) *screen {
 }
 
 // shows is a waitFor condition: the screen contains text.
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
 func (s *screen) shows(text string) func() bool {
 	return func() bool {
 		s.mu.Lock()
@@ -428,9 +434,26 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 	}
 	defer f.Close()
 	screen := record(f)
+	defer func() {
+		if t.Failed() {
+			t.Logf("the terminal showed: %q", screen.String())
+		}
+	}()
 	// Bounds for a loaded machine: an exec through the Podman API has
-	// taken over 10 s with the whole suite running on two cores.
-	waitFor(t, time.Minute, "the initial size 30 100", screen.shows("30 100"))
+	// taken over 10 s with the whole suite running on two cores. The start
+	// request carries the size, and conmon applies it through its control
+	// pipe, which it may read only once the process runs: ask again until
+	// the size has arrived, as after the resize.
+	initial := screen.shows("30 100")
+	waitFor(t, time.Minute, "the initial size 30 100", func() bool {
+		if initial() {
+			return true
+		}
+		if screen.shows("\n")() {
+			f.Write([]byte("\r"))
+		}
+		return false
+	})
 	if err := pty.Setsize(f, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
 		t.Fatal(err)
 	}
