@@ -65,7 +65,11 @@ func Remove(ctx context.Context, o *Options, name string, now time.Time) ([]Step
 		return steps, err
 	}
 	os.Remove(tmpfilesPath(o, name))
-	if err := os.RemoveAll(a.Runtime()); err != nil {
+	err = os.RemoveAll(a.Runtime())
+	if err == nil {
+		err = RemoveOwned(a.UID, PodmanTempDirs(a.UID)...)
+	}
+	if err != nil {
 		st.Result, st.Detail = Failed, err.Error()
 		report(st)
 		return steps, err
@@ -83,6 +87,40 @@ func Remove(ctx context.Context, o *Options, name string, now time.Time) ([]Step
 	st.Result, st.Detail = Done, "removed with "+a.Home+", "+a.Runtime()+" and its roster row"
 	report(st)
 	return steps, nil
+}
+
+// PodmanTempDirs are where rootless Podman keeps an account's run state
+// when it finds no runtime directory. They outlive the account, and an
+// account made later with the same uid would find them its own.
+func PodmanTempDirs(uid int) []string {
+	var dirs []string
+	for _, parent := range []string{"/tmp", "/var/tmp"} {
+		for _, f := range []string{"containers-user-%d", "podman-run-%d"} {
+			dirs = append(dirs, filepath.Join(parent, fmt.Sprintf(f, uid)))
+		}
+	}
+	return dirs
+}
+
+// RemoveOwned removes each of dirs that is a directory owned by uid. It
+// leaves anything else under those names alone: in a world-writable
+// parent, another account can make a link or a directory there.
+func RemoveOwned(uid int, dirs ...string) error {
+	var errs []error
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || !ok || int(st.Uid) != uid {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // archiveHome writes the home as a gzipped tar readable by root only

@@ -47,6 +47,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/doctor"
 	"github.com/stem-edu/stem/internal/idmap"
+	"github.com/stem-edu/stem/internal/lab"
 	"github.com/stem-edu/stem/internal/lib/procstat"
 	"github.com/stem-edu/stem/internal/testenv"
 )
@@ -334,6 +335,7 @@ func (s *Student) remove() {
 	Passwd("userdel", "-r", s.Name)
 	if s.UID > 0 {
 		os.RemoveAll(fmt.Sprintf("/run/user/%d", s.UID))
+		lab.RemoveOwned(s.UID, lab.PodmanTempDirs(s.UID)...)
 	}
 	for _, d := range s.bins {
 		os.RemoveAll(d)
