@@ -30,7 +30,6 @@ func repoRoot() string { return testenv.RepoRoot() }
 func TestMain(m *testing.M) {
 	code := m.Run()
 	student.Remove()
-	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 

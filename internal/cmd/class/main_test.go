@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/class/standin"
-	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
@@ -16,6 +15,5 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	student.Remove()
-	testenv.RemoveBinaries()
 	os.Exit(code)
 }

@@ -20,7 +20,6 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	student.Remove()
-	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 

@@ -7,7 +7,6 @@
 //	func TestMain(m *testing.M) {
 //		code := m.Run()
 //		student.Remove()
-//		testenv.RemoveBinaries()
 //		os.Exit(code)
 //	}
 //

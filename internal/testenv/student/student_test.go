@@ -14,7 +14,6 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	student.Remove()
-	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 
