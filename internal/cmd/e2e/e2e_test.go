@@ -439,20 +439,13 @@ func TestExecTerminalFollowsResize(t *testing.T) {
 		}
 	}()
 	// Bounds for a loaded machine: an exec through the Podman API has
-	// taken over 10 s with the whole suite running on two cores. The start
-	// request carries the size, and conmon applies it through its control
-	// pipe, which it may read only once the process runs: ask again until
-	// the size has arrived, as after the resize.
-	initial := screen.shows("30 100")
-	waitFor(t, time.Minute, "the initial size 30 100", func() bool {
-		if initial() {
-			return true
-		}
-		if screen.shows("\n")() {
-			f.Write([]byte("\r"))
-		}
-		return false
-	})
+	// taken over 10 s with the whole suite running on two cores. The
+	// first thing the process does is read its size, and it must read the
+	// terminal's, not the 0 0 of a terminal conmon has not sized yet.
+	waitFor(t, time.Minute, "the first size", screen.shows("\n"))
+	if first, _, _ := strings.Cut(strings.TrimSpace(screen.String()), "\n"); strings.TrimSpace(first) != "30 100" {
+		t.Fatalf("the process's first size is %q, want 30 100", first)
+	}
 	if err := pty.Setsize(f, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,8 +48,13 @@ func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (v i
 		return -1, fmt.Errorf("exec in container %s: no command", id)
 	}
 	cctx := withConn{Context: ctx, conn: e.conn}
+	first := firstSize(spec)
+	cmd := spec.Cmd
+	if first != nil {
+		cmd = sizedFirst(*first, cmd)
+	}
 	cfg := &handlers.ExecCreateConfig{ExecOptions: dockercontainer.ExecOptions{
-		Cmd:          spec.Cmd,
+		Cmd:          cmd,
 		Env:          envList(spec.Env),
 		WorkingDir:   spec.WorkDir,
 		Tty:          spec.Tty,
@@ -62,7 +68,7 @@ func (e *Engine) Exec(ctx context.Context, id string, spec engine.ExecSpec) (v i
 	}
 	defer e.execRemove(cctx, sid)
 
-	if err := e.execAttach(ctx, sid, spec); err != nil {
+	if err := e.execAttach(ctx, sid, spec, first); err != nil {
 		return -1, e.execLost(cctx, sid, fmt.Errorf("exec %q in container %s: %w", spec.Cmd[0], id, err))
 	}
 	code, err := e.execExitCode(cctx, sid)
@@ -98,6 +104,33 @@ func (e *Engine) execLost(ctx context.Context, sid string, err error) error {
 	}
 	state := execState(s)
 	return &HintError{Err: err, Hint: msg + "; stem started the service again, and the command " + state + ": run it again if it must finish"}
+}
+
+// firstSize is the terminal's size when the exec begins, if the caller
+// has one ready.
+func firstSize(spec engine.ExecSpec) *engine.TermSize {
+	if !spec.Tty || spec.Resize == nil {
+		return nil
+	}
+	select {
+	case sz := <-spec.Resize:
+		if sz.Rows > 0 && sz.Cols > 0 && sz.Rows <= 0xffff && sz.Cols <= 0xffff {
+			return &sz
+		}
+	default:
+	}
+	return nil
+}
+
+// sizedFirst runs cmd after sizing its terminal from inside. The start
+// request carries the size, but conmon applies it through its control
+// pipe, which it may read only once the process runs (Podman before it
+// passed ConsoleSize into the process's spec): a program that asks for its
+// size at once could see 0x0 — an agent CLI laid out for no columns. The
+// shell replaces itself with cmd, which keeps its arguments as given.
+func sizedFirst(sz engine.TermSize, cmd []string) []string {
+	return append([]string{"/bin/sh", "-c", `stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`,
+		"stem-exec", strconv.Itoa(sz.Rows), strconv.Itoa(sz.Cols)}, cmd...)
 }
 
 // execState says what the service knows of a session's process. A
@@ -170,7 +203,7 @@ func (e *Engine) forwardResize(ctx context.Context, sid string, sizes <-chan eng
 
 // execAttach starts the session on a connection of its own and copies the
 // streams until the process ends.
-func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpec) error {
+func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpec, first *engine.TermSize) error {
 	dctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
 	conn, err := e.client.GetDialer(dctx)
@@ -186,16 +219,8 @@ func (e *Engine) execAttach(ctx context.Context, sid string, spec engine.ExecSpe
 	defer stop()
 
 	start := handlers.ExecStartConfig{Tty: spec.Tty}
-	if spec.Tty && spec.Resize != nil {
-		// The first size goes with the start request: a resize sent after
-		// it can lose the race with a program that asks for the size at once.
-		select {
-		case sz := <-spec.Resize:
-			if sz.Rows > 0 && sz.Cols > 0 && sz.Rows <= 0xffff && sz.Cols <= 0xffff {
-				start.Height, start.Width = uint16(sz.Rows), uint16(sz.Cols)
-			}
-		default:
-		}
+	if first != nil {
+		start.Height, start.Width = uint16(first.Rows), uint16(first.Cols)
 	}
 	body, err := json.Marshal(start)
 	if err != nil {

@@ -3,10 +3,16 @@
 package podman
 
 import (
+	"io"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/containers/podman/v5/libpod/define"
+	"github.com/creack/pty"
+
+	"github.com/stem-edu/stem/internal/engine"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 )
 
 // A session the service never recorded as started (it was killed between
@@ -26,5 +32,44 @@ func TestExecStateOfASessionNeverRecordedAsStarted(t *testing.T) {
 		if got := execState(c.s); !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// The command sizedFirst builds, run on a terminal of no size (as the
+// exec's is until conmon gets to the start request's size): the program
+// sees the size at once, and its arguments arrive as given.
+func TestSizedFirst(t *testing.T) {
+	needs.Program(t, "stty", "coreutils")
+	for _, c := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"stty", "size"}, "30 100"},
+		{[]string{"printf", "%s|", "a b", `'c"`, "$HOME", ""}, `a b|'c"|$HOME||`},
+	} {
+		argv := sizedFirst(engine.TermSize{Rows: 30, Cols: 100}, c.cmd)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(f) // EIO once the process is gone
+		cmd.Wait()
+		f.Close()
+		if got := strings.TrimSpace(string(out)); got != c.want {
+			t.Errorf("%q: %q, want %q", c.cmd, got, c.want)
+		}
+	}
+	// The control: without it, the same terminal reads 0 0.
+	cmd := exec.Command("stty", "size")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(f)
+	cmd.Wait()
+	f.Close()
+	if got := strings.TrimSpace(string(out)); got != "0 0" {
+		t.Fatalf("control: a terminal of no size reads %q", got)
 	}
 }
