@@ -30,6 +30,7 @@ func repoRoot() string { return testenv.RepoRoot() }
 func TestMain(m *testing.M) {
 	code := m.Run()
 	student.Remove()
+	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 

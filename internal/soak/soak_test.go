@@ -23,6 +23,12 @@ const (
 	students = 30 // sessions of the class server
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBinaries()
+	os.Exit(code)
+}
+
 // envDuration reads a duration from the environment.
 func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
 	v := os.Getenv(name)

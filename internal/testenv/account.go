@@ -12,61 +12,57 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/stem-edu/stem/internal/lib/filelock"
 )
 
-// Binaries built for end-to-end tests, remembered per test process.
+// Binaries built for end-to-end tests, once per test process.
 var built struct {
 	mu   sync.Mutex
+	dir  string
 	done map[string]error
 }
 
 // Binary builds the main package pkg (a path relative to the repository,
-// "./cmd/stemctl") as name, static (CGO off: stem-mcp is mounted into
-// containers), and returns the directory that holds it: the checkout's
-// .cache/test-bin, shared by every test process. go build leaves a binary
-// that is already up to date alone, so only the first process of a run
-// links (a stemctl link costs about 2.5 CPU-seconds, and a dozen packages
-// ask for one). A file lock keeps two processes from building one binary
-// at once. Treat the directory as read-only: copy a binary to change it.
+// "./cmd/stemctl") as name, once per test process, static (CGO off: stem-mcp
+// is mounted into containers), and returns the directory that holds it.
+// RemoveBinaries, from TestMain, deletes the directory.
 func Binary(t testing.TB, name, pkg string) string {
 	t.Helper()
-	dir := filepath.Join(RepoRoot(), ".cache", "test-bin")
 	built.mu.Lock()
 	defer built.mu.Unlock()
-	if built.done == nil {
-		built.done = map[string]error{}
+	if built.dir == "" {
+		dir, err := os.MkdirTemp("", "stem-test-bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		built.dir, built.done = dir, map[string]error{}
 	}
 	err, ok := built.done[name]
 	if !ok {
-		err = build(dir, name, pkg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(built.dir, name), pkg)
+		cmd.Dir = RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, berr := cmd.CombinedOutput(); berr != nil {
+			err = fmt.Errorf("go build %s: %v\n%s", pkg, berr, out)
+		}
+		cancel()
 		built.done[name] = err
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	return built.dir
 }
 
-func build(dir, name, pkg string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+// RemoveBinaries deletes what Binary built; call it from TestMain after
+// m.Run.
+func RemoveBinaries() {
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+		built.dir, built.done = "", nil
 	}
-	unlock, err := filelock.Lock(ctx, filepath.Join(dir, ".lock"), filelock.Exclusive)
-	if err != nil {
-		return fmt.Errorf("lock %s: %w", dir, err)
-	}
-	defer unlock()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, name), pkg)
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return nil
 }
 
 // AccountPrefix starts the name of every real account a test makes

@@ -40,6 +40,7 @@ const image = "localhost/stem-native-amd64:latest"
 func TestMain(m *testing.M) {
 	code := m.Run()
 	student.Remove()
+	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 

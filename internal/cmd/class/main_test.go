@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stem-edu/stem/internal/class/standin"
+	"github.com/stem-edu/stem/internal/testenv"
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
@@ -15,5 +16,6 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	student.Remove()
+	testenv.RemoveBinaries()
 	os.Exit(code)
 }

@@ -25,6 +25,12 @@ import (
 // inside the container. The test reads the editor's state over n.sock and
 // types as the student through tmux.
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBinaries()
+	os.Exit(code)
+}
+
 // layout is what `stemctl debug --json` prints.
 type layout struct {
 	Instance    string   `json:"instance"`

@@ -20,6 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	student.Remove()
+	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 

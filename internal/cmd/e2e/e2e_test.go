@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	student.Remove()
+	testenv.RemoveBinaries()
 	os.Exit(code)
 }
 

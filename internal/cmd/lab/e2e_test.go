@@ -28,6 +28,12 @@ import (
 	"github.com/stem-edu/stem/internal/testenv/student"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBinaries()
+	os.Exit(code)
+}
+
 const native = "localhost/stem-native-amd64:latest"
 
 // readableBin copies stemctl and stem-mcp where every account can run

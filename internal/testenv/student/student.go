@@ -7,6 +7,7 @@
 //	func TestMain(m *testing.M) {
 //		code := m.Run()
 //		student.Remove()
+//		testenv.RemoveBinaries()
 //		os.Exit(code)
 //	}
 //
