@@ -49,14 +49,13 @@ func readableBin(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
+	// cp, not a write of this process's: a child forked meanwhile would
+	// hold the file open for writing, and running it fails "text file busy".
 	for _, n := range []string{"stemctl", "stem-mcp"} {
-		data, err := os.ReadFile(filepath.Join(built, n))
-		if err != nil {
-			t.Fatal(err)
+		if out, err := exec.Command("cp", "--", filepath.Join(built, n), filepath.Join(dir, n)).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v %s", n, err, out)
 		}
-		if err := os.WriteFile(filepath.Join(dir, n), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		os.Chmod(filepath.Join(dir, n), 0o755)
 	}
 	return dir
 }
