@@ -182,8 +182,14 @@ done
 if ! curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; then
   say "starting the Podman API service on $SOCK ($(conf_desc))"
   mkdir -p "$(dirname "$SOCK")"
-  # CONTAINER_HOST would make this podman a client of the very socket.
-  env -u CONTAINER_HOST -u CONTAINER_CONNECTION setsid nohup podman system service --time=0 "unix://$SOCK" >>"$CACHE/podman-service.log" 2>&1 < /dev/null &
+  # CONTAINER_HOST would make this podman a client of the very socket. It
+  # runs in the socket's directory, as the service stemctl starts does:
+  # conmon writes files (oom) into its working directory, and a service
+  # whose starting directory is removed cannot start containers.
+  (
+    cd "$(dirname "$SOCK")" || exit 1
+    env -u CONTAINER_HOST -u CONTAINER_CONNECTION setsid nohup podman system service --time=0 "unix://$SOCK" >>"$CACHE/podman-service.log" 2>&1 < /dev/null &
+  )
   for _ in $(seq 100); do curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
   curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null || { echo "setup: the Podman API service did not start; see $CACHE/podman-service.log" >&2; exit 1; }
 else
