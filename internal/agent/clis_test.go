@@ -88,7 +88,8 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 		t.Fatalf("the repository lies under a world-writable directory: %v", err)
 	}
 	dirs := xdg.Dirs{Runtime: filepath.Join(base, "r"), State: filepath.Join(base, "state"), Config: filepath.Join(base, "config"), Home: filepath.Join(base, "home"), UID: os.Getuid()}
-	for _, d := range []string{dirs.Runtime, dirs.State, dirs.Config, dirs.Home} {
+	tmp := filepath.Join(base, "tmp") // Gemini CLI writes its error reports there
+	for _, d := range []string{dirs.Runtime, dirs.State, dirs.Config, dirs.Home, tmp} {
 		os.MkdirAll(d, 0o700)
 	}
 	l := sockets.Layout{Runtime: dirs.Runtime}
@@ -98,7 +99,7 @@ func newCLIRig(t *testing.T, provider string, level mcpserver.Level, edit ...fun
 	}
 	cli := clitest.Bin(t, provider) // first: under -short it skips before a build
 	e := &Env{Dirs: dirs, Layout: l, Store: agentstore.NewStore(l, dirs.State), MCPBinary: stemMCPBin(t),
-		Environ: []string{"PATH=" + filepath.Dir(cli) + ":" + os.Getenv("PATH"), "HOME=" + dirs.Home}, Providers: ps}
+		Environ: []string{"PATH=" + filepath.Dir(cli) + ":" + os.Getenv("PATH"), "HOME=" + dirs.Home, "TMPDIR=" + tmp}, Providers: ps}
 	ws, err := workspace.Open(filepath.Join(repoRoot(), "examples", "workspace"))
 	if err != nil {
 		t.Fatal(err)

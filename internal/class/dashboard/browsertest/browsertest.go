@@ -43,7 +43,9 @@ type Browser struct {
 func New(t testing.TB, bin string, width, height int) *Browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height), chromedp.Env("HOME="+t.TempDir()))
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height), chromedp.Env("HOME="+t.TempDir()),
+		// Chromium leaves its org.chromium.Chromium.* directories in $TMPDIR.
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	// A page stuck in a dialog (an alert that ran) answers no call: the
 	// whole browser ends after MaxLife whatever it is doing.
 	life, lcancel := context.WithTimeout(context.Background(), MaxLife)
