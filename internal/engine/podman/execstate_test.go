@@ -47,29 +47,26 @@ func TestSizedFirst(t *testing.T) {
 		{[]string{"stty", "size"}, "30 100"},
 		{[]string{"printf", "%s|", "a b", `'c"`, "$HOME", ""}, `a b|'c"|$HOME||`},
 	} {
-		argv := sizedFirst(engine.TermSize{Rows: 30, Cols: 100}, c.cmd)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		f, err := pty.StartWithSize(cmd, &pty.Winsize{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(f) // EIO once the process is gone
-		cmd.Wait()
-		f.Close()
-		if got := strings.TrimSpace(string(out)); got != c.want {
+		if got := onBareTerminal(t, sizedFirst(engine.TermSize{Rows: 30, Cols: 100}, c.cmd)); got != c.want {
 			t.Errorf("%q: %q, want %q", c.cmd, got, c.want)
 		}
 	}
 	// The control: without it, the same terminal reads 0 0.
-	cmd := exec.Command("stty", "size")
+	if got := onBareTerminal(t, []string{"stty", "size"}); got != "0 0" {
+		t.Fatalf("control: a terminal of no size reads %q", got)
+	}
+}
+
+// onBareTerminal runs argv on a pty of no size and returns what it wrote.
+func onBareTerminal(t *testing.T, argv []string) string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := io.ReadAll(f)
+	defer f.Close()
+	out, _ := io.ReadAll(f) // EIO once the process is gone
 	cmd.Wait()
-	f.Close()
-	if got := strings.TrimSpace(string(out)); got != "0 0" {
-		t.Fatalf("control: a terminal of no size reads %q", got)
-	}
+	return strings.TrimSpace(string(out))
 }

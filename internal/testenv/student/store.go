@@ -6,15 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stem-edu/stem/internal/lab"
 )
 
-// storePrefix starts the directory of each test process's shared store.
-const storePrefix = "/var/tmp/stemt-store-"
+// storePrefix starts the name of each test process's shared store in
+// /var/tmp; its file "owner" holds the process's tag.
+const storePrefix = "stemt-store-"
 
 // store is the test process's shared image store, made on first use: the
 // kind `stemctl lab` gives its accounts, root loading each image once and
@@ -53,18 +53,27 @@ func sharedStore(images []string) (*lab.Shared, error) {
 	defer store.mu.Unlock()
 	if store.s == nil {
 		sweepStores()
-		dir := storePrefix + strings.ReplaceAll(strings.TrimPrefix(tag(), "stem test "), " ", "-")
 		s := lab.DefaultShared
-		s.Root, s.RunRoot, s.UdevRule = filepath.Join(dir, "storage"), filepath.Join(dir, "run"), ""
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.UdevRule = ""
+		if st := lab.EnsureFuse(&lab.Options{Shared: &s}); st.Result == lab.Failed || st.Result == lab.Skipped {
+			return nil, fmt.Errorf("%s: %s", st.Name, st.Detail)
+		}
+		dir, err := os.MkdirTemp("/var/tmp", storePrefix)
+		if err != nil {
 			return nil, err
 		}
+		err = os.Chmod(dir, 0o755) // the accounts read the store
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "owner"), []byte(tag()), 0o644)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.Root, s.RunRoot = filepath.Join(dir, "storage"), filepath.Join(dir, "run")
 		store.s, store.loaded = &s, map[string]bool{}
 	}
 	o := &lab.Options{Shared: store.s, CacheDir: imageCache}
-	if st := lab.EnsureFuse(o); st.Result == lab.Failed || st.Result == lab.Skipped {
-		return nil, fmt.Errorf("%s: %s", st.Name, st.Detail)
-	}
 	ctx := context.Background()
 	for _, ref := range images {
 		if store.loaded[ref] {
@@ -99,16 +108,10 @@ func deleteStore(dir string) {
 
 // sweepStores removes the stores of test processes that are gone.
 func sweepStores() {
-	dirs, _ := filepath.Glob(storePrefix + "*")
+	dirs, _ := filepath.Glob(filepath.Join("/var/tmp", storePrefix+"*"))
 	for _, d := range dirs {
-		var pid int
-		var start string
-		if _, err := fmt.Sscanf(strings.TrimPrefix(d, storePrefix), "pid=%d-start=%s", &pid, &start); err != nil {
-			continue
+		if owner, err := os.ReadFile(filepath.Join(d, "owner")); err == nil && makerGone(string(owner)) {
+			deleteStore(d)
 		}
-		if start != "" && startTime(pid) == start {
-			continue
-		}
-		deleteStore(d)
 	}
 }

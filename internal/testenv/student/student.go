@@ -277,6 +277,17 @@ func tag() string {
 	return fmt.Sprintf("stem test pid=%d start=%s", os.Getpid(), startTime(os.Getpid()))
 }
 
+// makerGone reports whether the test process a tag names has ended (not
+// for what is no tag of this package's).
+func makerGone(tag string) bool {
+	var pid int
+	var start string
+	if _, err := fmt.Sscanf(tag, "stem test pid=%d start=%s", &pid, &start); err != nil {
+		return false
+	}
+	return start == "" || startTime(pid) != start
+}
+
 // startTime is pid's start time, "" when it is gone: a pid reused later
 // differs.
 func startTime(pid int) string {
@@ -298,13 +309,8 @@ func sweep() {
 		if len(f) < 7 || !strings.HasPrefix(f[0], Prefix) {
 			continue
 		}
-		var pid int
-		var start string
-		if _, err := fmt.Sscanf(f[4], "stem test pid=%d start=%s", &pid, &start); err != nil {
+		if !makerGone(f[4]) {
 			continue
-		}
-		if start != "" && startTime(pid) == start {
-			continue // its maker still runs
 		}
 		uid, _ := strconv.Atoi(f[2])
 		gid, _ := strconv.Atoi(f[3])
