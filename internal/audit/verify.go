@@ -64,6 +64,18 @@ func writeHead(logPath string, h Head) error {
 	return nil
 }
 
+// readHead reads the head file beside the log at logPath.
+func readHead(logPath string) (Head, error) {
+	var h Head
+	f, err := os.OpenFile(headPath(logPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return h, err
+	}
+	defer f.Close()
+	err = json.NewDecoder(io.LimitReader(f, 4096)).Decode(&h)
+	return h, err
+}
+
 // CheckHead compares an intact chain read from logPath with the head file
 // beside it (only for a log named audit.jsonl; a copy elsewhere has none).
 // A chain shorter than its head lost entries at the end; one of the same
@@ -73,13 +85,11 @@ func CheckHead(logPath string, res VerifyResult) VerifyResult {
 	if !res.OK || filepath.Base(logPath) != "audit.jsonl" {
 		return res
 	}
-	f, err := os.OpenFile(headPath(logPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
+	h, err := readHead(logPath)
+	if errors.Is(err, os.ErrNotExist) {
 		return res
 	}
-	defer f.Close()
-	var h Head
-	if err := json.NewDecoder(io.LimitReader(f, 4096)).Decode(&h); err != nil {
+	if err != nil {
 		res.OK, res.BrokenLine, res.Reason = false, res.Lines+1, "the head file beside the log is not valid: "+err.Error()
 		return res
 	}
