@@ -179,8 +179,8 @@ func TestPartialEntryOfAKilledWriterIsCutOff(t *testing.T) {
 	f, _ := os.OpenFile(l.Path(), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(partial)
 	f.Close()
-	if res, _ := l.Verify(); res.OK {
-		t.Fatal("control: the log with a partial entry verifies")
+	if res, err := l.Verify(); err != nil || !res.OK || res.Lines != 2 || res.Partial != int64(len(partial)) {
+		t.Fatalf("verify with a partial entry: %+v %v", res, err)
 	}
 	if err := l.Check(ctx); err != nil {
 		t.Fatalf("check with a partial entry: %v", err)
@@ -199,7 +199,7 @@ func TestPartialEntryOfAKilledWriterIsCutOff(t *testing.T) {
 	if len(ents) != 4 || ents[2].Event != LogRepair || !strings.Contains(ents[2].Detail, fmt.Sprintf("removed %d bytes", len(partial))) || ents[3].Event != SessionStart {
 		t.Fatalf("entries after the repair: %+v", ents)
 	}
-	if res, err := l.Verify(); err != nil || !res.OK {
+	if res, err := l.Verify(); err != nil || !res.OK || res.Partial != 0 || res.Lines != 4 {
 		t.Fatalf("verify after the repair: %+v %v", res, err)
 	}
 
@@ -217,5 +217,13 @@ func TestPartialEntryOfAKilledWriterIsCutOff(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(l.Path()); string(got) != string(cut)+partial {
 		t.Fatal("a refused append changed the log")
+	}
+	if res, _ := l.Verify(); res.OK || !strings.Contains(res.Reason, "entries were removed") {
+		t.Fatalf("verify of a log missing an entry before a partial one: %+v", res)
+	}
+	// Bytes that start no entry are not set aside by verify either.
+	os.WriteFile(l.Path(), append(cut, `{"event":"x"}`...), 0o600)
+	if res, _ := l.Verify(); res.OK {
+		t.Fatalf("verify of a log ending in a line that is no entry: %+v", res)
 	}
 }

@@ -118,7 +118,11 @@ type VerifyResult struct {
 	// server ended during it, and then it may have acted.
 	Unfinished      []Unfinished `json:"unfinished,omitempty"`
 	UnfinishedCount int          `json:"unfinished_count,omitempty"`
-	Description     string       `json:"-"`
+	// Partial counts the bytes after the last entry that start one its
+	// writer never finished (it ended mid-write): not part of the chain,
+	// and cut off by the next append.
+	Partial     int64  `json:"partial_bytes,omitempty"`
+	Description string `json:"-"`
 }
 
 // Unfinished is an intent without an outcome.
@@ -224,9 +228,20 @@ func VerifyFile(path string) (VerifyResult, error) {
 		return VerifyResult{}, fmt.Errorf("open audit log: %w", err)
 	}
 	defer f.Close()
-	res, err := Verify(f)
+	// The start of an entry a killed writer left is not part of the chain
+	// (the next append cuts it off): the chain is verified without it.
+	partial, err := chainlog.Partial(f, `{"seq":`, maxLine)
+	if err != nil && !errors.Is(err, chainlog.ErrNotPartial) {
+		return VerifyResult{}, fmt.Errorf("read audit log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("read audit log: %w", err)
+	}
+	res, err := Verify(io.NewSectionReader(f, 0, fi.Size()-partial))
 	if err != nil {
 		return res, err
 	}
+	res.Partial = partial
 	return CheckHead(path, res), nil
 }

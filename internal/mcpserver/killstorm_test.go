@@ -57,7 +57,9 @@ func childNamed(pid, name string) string {
 
 func procsOf(t testing.TB, in *testenv.Instance, gdbPane string) studentProcs {
 	t.Helper()
-	pid := func(args ...string) string { return strings.TrimSpace(in.Tmux(t, append([]string{"display-message", "-p"}, args...)...)) }
+	pid := func(args ...string) string {
+		return strings.TrimSpace(in.Tmux(t, append([]string{"display-message", "-p"}, args...)...))
+	}
 	p := studentProcs{}
 	bridge := pid("-t", gdbPane, "#{pane_pid}")
 	for part, id := range map[string]string{
