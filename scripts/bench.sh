@@ -42,6 +42,12 @@ bench ./internal/tmux/ 'WaitNoticeLatency' 100
 # busy two-core machine, most of it waiting for the server to stall).
 bench ./internal/mcpserver/ 'EditorRestartNextCall' 20
 STEM_STORM_KILLS=${BENCH_STORM_KILLS:-10000} bench ./internal/tmux/ 'SIGKILLStorm' 1 240m
+# stem-mcp itself SIGKILLed mid-work against tmux, Neovim and gdb
+# (BENCH_MCP_KILLS, default 2,000), and the fault-injection suite counted
+# by kind (scripts/faults.sh).
+STEM_MCP_KILLS=${BENCH_MCP_KILLS:-2000} bench ./internal/mcpserver/ 'StemMCPKillStorm' 1 120m
+say "the fault-injection suite, by kind"
+scripts/faults.sh | tee -a "$OUT/bench.txt" >&2
 bench ./internal/gdbmi/ 'StopEventLatency' 50
 bench ./internal/instance/ 'UpCreate' 10
 bench ./internal/instance/ 'UpReuse' 50
@@ -182,6 +188,22 @@ row "SIGKILLs of a control client during captures" BenchmarkSIGKILLStorm/mixed s
 row "student sessions ended by the SIGKILL storm" BenchmarkSIGKILLStorm/mixed server-deaths deaths "0" "the student's tmux server gone after any of those kills"
 row "SIGKILLs of a stopped control client" BenchmarkSIGKILLStorm/stalled sigkills kills "10,000" "as above, every client stopped after a capture so that the server holds output for it"
 row "student sessions ended by those" BenchmarkSIGKILLStorm/stalled server-deaths deaths "0" "the student's tmux server gone after any of those kills"
+row "SIGKILLs of stem-mcp mid-work" BenchmarkStemMCPKillStorm sigkills kills "thousands" "\`stem-mcp serve\` killed at random points of its start, pane captures, a \`pane_wait\` on a printing pane, buffer reads and gdb calls, against one instance"
+row "student processes ended by those" BenchmarkStemMCPKillStorm parts-ended parts "0" "the student's tmux server, Neovim or gdb ended (or replaced) after any of those kills"
+fault() { row "faults survived: $1" "BenchmarkFaults/$2" survived faults "all" "$3"; }
+fault "Podman service killed (engine)" service "the service SIGKILLed during a command and while it holds a call: stem starts it again and the command completes"
+fault "Podman service killed (stemctl, stem-mcp)" service-cli "during \`up\`, \`exec\` and an MCP call"
+fault "a part down" parts "the editor quit, hostile or restarted, no debugger, the debugger without the editor: the tools that need the part fail with what is down, the others work"
+fault "container OOM-killed or stopped" oom-stop "under a running call"
+fault "audit log's disk full or read-only" audit-disk "the effect refused, the error says what to free, the chain still verifies"
+fault "state files damaged" damaged-files "registry, grants, agent record cut short: the file, the line and the repair, no panic"
+fault "grants cut short, at the gate" damaged-grants "every teacher refused with the file and its repair"
+fault "a roster cut short" damaged-roster "the other classes listed, the file, line and repair"
+fault "Ctrl-C of \`up\`" interrupt-up "at each step: exit 130, nothing half-made"
+fault "Ctrl-C of \`agent start\` and \`rm\`" interrupt-agent "at each step"
+fault "the teacher's SSH dropped mid-call" ssh-dropped "the gate's session ends, its tmux client released, the audit chain intact"
+fault "a student gone mid-stream" student-gone "on the class dashboard (real browser): gone or silent"
+fault "stem-mcp SIGKILLed mid-work" stem-mcp-killed "100 kills, the student's processes unchanged"
 row "\`up\`, new instance (in stemctl)" BenchmarkUpCreate p50-ms ms "< 1.5 s" "instance.Manager.Up with the image built: create, start, both sockets answering"
 row "\`stemctl up\`, new instance (wall clock)" CLI:up-create-wall "" ms "< 1.5 s" "bin/stemctl process start to exit, after \`stemctl rm\`"
 row "\`stemctl up\`, new instance, root's Podman" BenchmarkUpNew/rootful p50-ms ms "< 1.5 s" "bin/stemctl process start to exit, as root with rootful Podman"

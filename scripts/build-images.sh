@@ -95,10 +95,35 @@ agent_context() {
 	cp -L "$node" "$stage/node"
 }
 
+# A build whose inputs are those of the image's last build is skipped:
+# podman build with nothing changed still takes seconds (it hashes every
+# COPY source to find its cache). The key covers the build context, the
+# arguments and the base image's id, and for the agent the CLIs' files
+# (names, sizes, times, link targets). --no-cache in PODMAN_BUILD_FLAGS
+# always builds.
+stamps=$repo/.cache/image-stamps
+input_key() {
+	{
+		printf '%s\n' "$1" "${args[@]}" "${extra[@]}"
+		podman image inspect --format '{{.Id}}' "$base" 2>/dev/null || echo "no $base"
+		(cd "$ctx" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+		if [ "$1" = agent ]; then
+			find "${AGENT_CLIS_PREFIX:-$repo/.cache/agent-clis}"/{bin,lib,node} -printf '%P %s %T@ %l\n' 2>&1 | LC_ALL=C sort
+		fi
+	} | sha256sum | cut -d' ' -f1
+}
+image_id() { podman image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
+
 log "base image: $base"
 total=$SECONDS
 for p in "${profiles[@]}"; do
 	tag=localhost/stem-$p:latest
+	key=$(input_key "$p")
+	if [[ " ${extra[*]-} " != *" --no-cache "* && -f $stamps/$p ]] && [ "$(cat "$stamps/$p")" = "$key $(image_id "$tag")" ]; then
+		log "$tag is up to date (its inputs are those of its last build)"
+		continue
+	fi
+	rm -f "$stamps/$p"
 	log "building $tag (stage $p)"
 	start=$SECONDS
 	ctxargs=()
@@ -110,5 +135,7 @@ for p in "${profiles[@]}"; do
 		-f "$ctx/Containerfile" "$ctx"
 	size=$(podman image inspect --format '{{.Size}}' "$tag")
 	log "built $tag in $((SECONDS - start)) s, $((size / 1000000)) MB"
+	mkdir -p "$stamps"
+	echo "$key $(image_id "$tag")" >"$stamps/$p"
 done
 log "done in $((SECONDS - total)) s"

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,11 +206,15 @@ func (r *cliRig) firstRequestIn(t *testing.T, m *modelStandIn, argv []string, pa
 	} else {
 		close(copied)
 		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// The whole group (pty.Start makes a session, Setpgid a group): a CLI
+	// that relaunched itself (Gemini CLI) would otherwise go on writing
+	// into the rig's HOME after the test removed it.
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
 	re := regexp.MustCompile(pathRE)
 	var last []byte
 	for {

@@ -65,13 +65,16 @@ const (
 	// Intent is the creation's Seq).
 	ProposalCreate   = "proposal_create"
 	ProposalDecision = "proposal_decision"
+	// LogRepair is the log's own: the start of an entry a writer killed
+	// mid-write left at the end was cut off (Detail says how much).
+	LogRepair = "log_repair"
 )
 
 // Events lists every event above, in that order: what `stemctl audit
 // show --event` accepts and completes.
 func Events() []string {
 	return []string{SessionStart, SessionEnd, ToolIntent, ToolCall, Refused, Select, Grant, Revoke, Agent,
-		Consent, PolicyFloor, ApprovalRequest, ApprovalDecision, ApprovalExpired, ProposalCreate, ProposalDecision}
+		Consent, PolicyFloor, ApprovalRequest, ApprovalDecision, ApprovalExpired, ProposalCreate, ProposalDecision, LogRepair}
 }
 
 // maxDetail bounds free text so one line can never grow without limit.
@@ -178,46 +181,78 @@ func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 	}
 	e.Detail = termtext.Clip(e.Detail, maxDetail)
 	err := l.withLock(ctx, func() error {
-		f, last, err := l.openTail()
+		f, last, partial, err := l.openTail()
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		e.Seq, e.Prev = last.Seq+1, last.Hash
-		line, h, err := seal(e)
-		if err != nil {
-			return err
-		}
-		e.Hash = h
-		end, err := f.Seek(0, io.SeekEnd)
-		if err != nil {
-			return fmt.Errorf("append: %w", err)
-		}
-		// A full disk can take part of a line: cut it off again, so the
-		// chain ends at its last whole entry and the next append (after
-		// space is freed) continues it. The entry counts as not written.
-		undo := func(err error) error {
-			if terr := f.Truncate(end); terr != nil {
-				return fmt.Errorf("append: %w; removing the partial line also failed (%v)", err, terr)
+		if partial > 0 {
+			// A writer killed in the middle of its line left its start:
+			// it was never in the chain (the head is written after the
+			// line). Cut it off and say so in the chain.
+			if err := cutPartial(f, partial); err != nil {
+				return err
 			}
-			f.Sync()
-			return fmt.Errorf("append: %w", err)
+			rep := Entry{Time: e.Time, Event: LogRepair, Account: e.Account, Result: "ok",
+				Detail: fmt.Sprintf("removed %d bytes at the end of the log: the start of an entry whose writer ended in the middle of writing it (never part of the chain)", partial)}
+			if last, err = appendEntry(f, l.path, last, rep); err != nil {
+				return err
+			}
 		}
-		if _, err := f.Write(line); err != nil {
-			return undo(err)
-		}
-		if err := f.Sync(); err != nil {
-			return undo(err)
-		}
-		if err := writeHead(l.path, Head{Seq: e.Seq, Hash: e.Hash}); err != nil {
-			return undo(err)
-		}
-		return nil
+		e, err = appendEntry(f, l.path, last, e)
+		return err
 	})
 	if err != nil {
 		return e, &WriteError{Path: l.path, Err: err}
 	}
 	return e, nil
+}
+
+// appendEntry writes e after last (the lock held) and records it in the
+// head. A failed write leaves the log as it was.
+func appendEntry(f *os.File, path string, last, e Entry) (Entry, error) {
+	e.Seq, e.Prev = last.Seq+1, last.Hash
+	line, h, err := seal(e)
+	if err != nil {
+		return e, err
+	}
+	e.Hash = h
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return e, fmt.Errorf("append: %w", err)
+	}
+	// A full disk can take part of a line: cut it off again, so the
+	// chain ends at its last whole entry and the next append (after
+	// space is freed) continues it. The entry counts as not written.
+	undo := func(err error) error {
+		if terr := f.Truncate(end); terr != nil {
+			return fmt.Errorf("append: %w; removing the partial line also failed (%v)", err, terr)
+		}
+		f.Sync()
+		return fmt.Errorf("append: %w", err)
+	}
+	if _, err := f.Write(line); err != nil {
+		return e, undo(err)
+	}
+	if err := f.Sync(); err != nil {
+		return e, undo(err)
+	}
+	if err := writeHead(path, Head{Seq: e.Seq, Hash: e.Hash}); err != nil {
+		return e, undo(err)
+	}
+	return e, nil
+}
+
+// cutPartial removes the last n bytes of f, a partial entry.
+func cutPartial(f *os.File, n int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("remove a partial entry: %w", err)
+	}
+	if err := f.Truncate(fi.Size() - n); err != nil {
+		return fmt.Errorf("remove a partial entry: %w", err)
+	}
+	return f.Sync()
 }
 
 // Check reports whether an entry could be appended now (the lock can be
@@ -230,7 +265,7 @@ func (l *Log) Check(ctx context.Context) error {
 		if _, err := os.Lstat(l.path); errors.Is(err, os.ErrNotExist) {
 			return nil // the first append creates it
 		}
-		f, _, err := l.openTail()
+		f, _, _, err := l.openTail() // a partial entry is cut off by the append
 		if err != nil {
 			return err
 		}
@@ -243,29 +278,45 @@ func (l *Log) Check(ctx context.Context) error {
 }
 
 // openTail opens the log for appending (the lock held) and returns the
-// last entry (zero for an empty log).
-func (l *Log) openTail() (*os.File, Entry, error) {
+// last entry (zero for an empty log) and the length of a partial entry
+// after it (chainlog.Partial), which Append cuts off first. A partial
+// entry is only taken for one when the head does not record more than the
+// whole entries before it.
+func (l *Log) openTail() (*os.File, Entry, int64, error) {
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, Entry{}, err
+		return nil, Entry{}, 0, err
 	}
-	last, err := chainlog.LastLine(f, maxLine)
-	if err != nil {
+	fail := func(err error) (*os.File, Entry, int64, error) {
 		f.Close()
-		return nil, Entry{}, fmt.Errorf("read audit log: %w", err)
+		return nil, Entry{}, 0, err
+	}
+	partial, err := chainlog.Partial(f, `{"seq":`, maxLine)
+	if errors.Is(err, chainlog.ErrNotPartial) {
+		return fail(errors.New("last line is not an audit entry (it ends without a newline)"))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("read audit log: %w", err))
+	}
+	last, err := chainlog.LastLineBefore(f, partial, maxLine)
+	if err != nil {
+		return fail(fmt.Errorf("read audit log: %w", err))
 	}
 	var prev Entry
 	if len(last) > 0 {
 		if err := json.Unmarshal(last, &prev); err != nil {
-			f.Close()
-			return nil, Entry{}, fmt.Errorf("last line is not valid JSON (%v)", err)
+			return fail(fmt.Errorf("last line is not valid JSON (%v)", err))
 		}
 		if len(prev.Hash) != 64 || prev.Seq < 1 {
-			f.Close()
-			return nil, Entry{}, errors.New("last line is not an audit entry (no seq or hash)")
+			return fail(errors.New("last line is not an audit entry (no seq or hash)"))
 		}
 	}
-	return f, prev, nil
+	if partial > 0 {
+		if h, err := readHead(l.path); err == nil && h.Seq > prev.Seq {
+			return fail(fmt.Errorf("the log ends in a partial entry after seq %d, but its head records seq %d: entries are missing", prev.Seq, h.Seq))
+		}
+	}
+	return f, prev, partial, nil
 }
 
 // seal returns the line (with hash, newline-terminated) and the hash. The

@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +82,12 @@ func TestCheckAndAppendFailClosed(t *testing.T) {
 	for name, spoil := range map[string]func(dir string){
 		"corrupt tail": func(dir string) {
 			f, _ := os.OpenFile(filepath.Join(dir, "audit.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
-			f.WriteString(`{"seq":2,"trunc`)
+			f.WriteString(`{"seq":2,"trunc` + "\n")
+			f.Close()
+		},
+		"a tail without newline that no entry starts with": func(dir string) {
+			f, _ := os.OpenFile(filepath.Join(dir, "audit.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+			f.WriteString(`{"event":"x"}`)
 			f.Close()
 		},
 		"valid JSON but no entry": func(dir string) {
@@ -155,5 +162,68 @@ func BenchmarkAppend(b *testing.B) {
 		if _, err := l.Append(context.Background(), e); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A writer killed in the middle of its line (a write to a file can stop
+// at a page boundary on SIGKILL) leaves the start of an entry: the next
+// session is not refused for it; the next append cuts it off, says so in
+// the chain, and the log verifies. The start of an entry after what the
+// head records is not taken for one: entries are missing there.
+func TestPartialEntryOfAKilledWriterIsCutOff(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, _ := Open(dir)
+	appendN(t, l, 2)
+	const partial = `{"seq":3,"time":"2026-12-06T13:00:00Z","event":"tool_int`
+	f, _ := os.OpenFile(l.Path(), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(partial)
+	f.Close()
+	if res, err := l.Verify(); err != nil || !res.OK || res.Lines != 2 || res.Partial != int64(len(partial)) {
+		t.Fatalf("verify with a partial entry: %+v %v", res, err)
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Fatalf("check with a partial entry: %v", err)
+	}
+	e, err := l.Append(ctx, Entry{Event: SessionStart, Account: "anna"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Seq != 4 {
+		t.Errorf("the entry after the repair has seq %d, want 4", e.Seq)
+	}
+	ents, err := l.Read(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 4 || ents[2].Event != LogRepair || !strings.Contains(ents[2].Detail, fmt.Sprintf("removed %d bytes", len(partial))) || ents[3].Event != SessionStart {
+		t.Fatalf("entries after the repair: %+v", ents)
+	}
+	if res, err := l.Verify(); err != nil || !res.OK || res.Partial != 0 || res.Lines != 4 {
+		t.Fatalf("verify after the repair: %+v %v", res, err)
+	}
+
+	// The head records seq 4; a log cut back to seq 3 with a partial
+	// entry after it lost an entry: refused, nothing removed.
+	data, _ := os.ReadFile(l.Path())
+	cut := data[:bytes.LastIndexByte(data[:len(data)-1], '\n')+1]
+	os.WriteFile(l.Path(), append(cut, partial...), 0o600)
+	err = l.Check(ctx)
+	if err == nil || !strings.Contains(err.Error(), "head records seq 4") {
+		t.Fatalf("check of a log missing an entry before a partial one: %v", err)
+	}
+	if _, err := l.Append(ctx, Entry{Event: ToolIntent}); err == nil {
+		t.Fatal("append to a log missing an entry before a partial one")
+	}
+	if got, _ := os.ReadFile(l.Path()); string(got) != string(cut)+partial {
+		t.Fatal("a refused append changed the log")
+	}
+	if res, _ := l.Verify(); res.OK || !strings.Contains(res.Reason, "entries were removed") {
+		t.Fatalf("verify of a log missing an entry before a partial one: %+v", res)
+	}
+	// Bytes that start no entry are not set aside by verify either.
+	os.WriteFile(l.Path(), append(cut, `{"event":"x"}`...), 0o600)
+	if res, _ := l.Verify(); res.OK {
+		t.Fatalf("verify of a log ending in a line that is no entry: %+v", res)
 	}
 }

@@ -64,6 +64,18 @@ func writeHead(logPath string, h Head) error {
 	return nil
 }
 
+// readHead reads the head file beside the log at logPath.
+func readHead(logPath string) (Head, error) {
+	var h Head
+	f, err := os.OpenFile(headPath(logPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return h, err
+	}
+	defer f.Close()
+	err = json.NewDecoder(io.LimitReader(f, 4096)).Decode(&h)
+	return h, err
+}
+
 // CheckHead compares an intact chain read from logPath with the head file
 // beside it (only for a log named audit.jsonl; a copy elsewhere has none).
 // A chain shorter than its head lost entries at the end; one of the same
@@ -73,13 +85,11 @@ func CheckHead(logPath string, res VerifyResult) VerifyResult {
 	if !res.OK || filepath.Base(logPath) != "audit.jsonl" {
 		return res
 	}
-	f, err := os.OpenFile(headPath(logPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
+	h, err := readHead(logPath)
+	if errors.Is(err, os.ErrNotExist) {
 		return res
 	}
-	defer f.Close()
-	var h Head
-	if err := json.NewDecoder(io.LimitReader(f, 4096)).Decode(&h); err != nil {
+	if err != nil {
 		res.OK, res.BrokenLine, res.Reason = false, res.Lines+1, "the head file beside the log is not valid: "+err.Error()
 		return res
 	}
@@ -108,7 +118,11 @@ type VerifyResult struct {
 	// server ended during it, and then it may have acted.
 	Unfinished      []Unfinished `json:"unfinished,omitempty"`
 	UnfinishedCount int          `json:"unfinished_count,omitempty"`
-	Description     string       `json:"-"`
+	// Partial counts the bytes after the last entry that start one its
+	// writer never finished (it ended mid-write): not part of the chain,
+	// and cut off by the next append.
+	Partial     int64  `json:"partial_bytes,omitempty"`
+	Description string `json:"-"`
 }
 
 // Unfinished is an intent without an outcome.
@@ -214,9 +228,20 @@ func VerifyFile(path string) (VerifyResult, error) {
 		return VerifyResult{}, fmt.Errorf("open audit log: %w", err)
 	}
 	defer f.Close()
-	res, err := Verify(f)
+	// The start of an entry a killed writer left is not part of the chain
+	// (the next append cuts it off): the chain is verified without it.
+	partial, err := chainlog.Partial(f, `{"seq":`, maxLine)
+	if err != nil && !errors.Is(err, chainlog.ErrNotPartial) {
+		return VerifyResult{}, fmt.Errorf("read audit log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("read audit log: %w", err)
+	}
+	res, err := Verify(io.NewSectionReader(f, 0, fi.Size()-partial))
 	if err != nil {
 		return res, err
 	}
+	res.Partial = partial
 	return CheckHead(path, res), nil
 }

@@ -59,3 +59,35 @@ func file(t *testing.T, content string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+func TestPartial(t *testing.T) {
+	const line = `{"seq":1,"prev":"","hash":"h"}` + "\n"
+	for _, c := range []struct {
+		content string
+		want    int64
+		err     error
+	}{
+		{"", 0, nil},
+		{line, 0, nil},
+		{line + line, 0, nil},
+		{line + `{"seq":2,"pr`, 12, nil},
+		{line + `{"se`, 4, nil},
+		{`{"seq":1,"pr`, 12, nil},
+		{line + `{`, 1, nil},
+		{line + `garbage`, 0, ErrNotPartial},
+		{line + ` {"seq":2`, 0, ErrNotPartial},
+		{line + strings.Repeat("x", 100), 0, ErrNotPartial},
+		{`{"seq":` + strings.Repeat("x", 100), 0, ErrNotPartial}, // longer than any line
+	} {
+		f, err := os.CreateTemp(t.TempDir(), "log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(c.content)
+		got, err := Partial(f, `{"seq":`, 64)
+		f.Close()
+		if got != c.want || !errors.Is(err, c.err) {
+			t.Errorf("Partial(%q) = %d, %v; want %d, %v", c.content, got, err, c.want, c.err)
+		}
+	}
+}

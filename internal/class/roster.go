@@ -160,7 +160,7 @@ func Parse(name, path string, data []byte) (*Roster, error) {
 	var rf rosterFile
 	md, err := toml.Decode(string(data), &rf)
 	if err != nil {
-		return nil, explainTOML(path, err)
+		return nil, explainTOML(path, data, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
@@ -220,11 +220,13 @@ func checkDuplicates(ss []Student) *dupError {
 }
 
 // explainTOML turns a decoder error into "FILE line N: what to fix".
-func explainTOML(path string, err error) error {
+func explainTOML(path string, data []byte, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		msg := pe.Message
+		msg := strings.ReplaceAll(pe.Message, `'\x00'`, "the end of the file")
 		switch {
+		case cutShort(data, pe.Position.Line):
+			msg += "; the file ends in the middle of this line (cut short, by a full disk or an interrupted copy?): complete the line or remove it"
 		case strings.Contains(msg, "has already been defined"):
 			msg += ": each student has one [student.NAME] table; rename or remove the second one"
 		case strings.Contains(msg, "expected") || strings.Contains(msg, "unexpected"):
@@ -234,6 +236,12 @@ func explainTOML(path string, err error) error {
 	}
 	// Type errors carry "line N" in their text already.
 	return fmt.Errorf("%s %w", path, tomlmsg.Explain(err))
+}
+
+// cutShort says whether line is the last of data and has no newline: a
+// file cut short ends that way, one a person wrote almost never does.
+func cutShort(data []byte, line int) bool {
+	return len(data) > 0 && data[len(data)-1] != '\n' && line == bytes.Count(data, []byte{'\n'})+1
 }
 
 // headerLine is the line of [student.NAME] (bare or quoted), or 0.

@@ -26,6 +26,8 @@ func TestParseReportsLineAndFix(t *testing.T) {
 		{"case duplicate", "[student.anna]\nhost = \"anna@lab-03\"\n[student.Anna]\nhost = \"anna@lab-04\"\n", 3, []string{`"Anna" and "anna" differ only in case`}},
 		{"same account twice", "[student.anna]\nhost = \"anna@lab-03\"\n[student.ania]\nhost = \"anna@lab-03\"\n", 3, []string{"both reach anna@lab-03"}},
 		{"relative key", "key = \"stem_k\"\n", 1, []string{`key "stem_k" must be an absolute path`}},
+		{"cut short in a value", "[student.anna]\nhost = \"anna@lab-03\"\n\n[student.bob]\nhost = \"bob@la", 5, []string{"ends in the middle of this line", "complete the line or remove it"}},
+		{"cut short in a header", "[student.anna]\nhost = \"anna@lab-03\"\n\n[stud", 4, []string{"the end of the file", "ends in the middle of this line"}},
 		{"forbidden ssh option", "ssh_options = [\"LocalCommand=touch /tmp/x\"]\n", 1, []string{"not allowed here"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

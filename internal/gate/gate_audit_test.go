@@ -31,7 +31,7 @@ var spoilers = map[string]func(t *testing.T, state string){
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.WriteString(`{"seq":2,"event":"tool_ca`)
+		f.WriteString(`{"seq":2,"event":"tool_ca` + "\n") // a whole line, not an entry
 		f.Close()
 	},
 	"log is a directory": func(t *testing.T, state string) {
@@ -180,7 +180,7 @@ func TestSessionStatusIsTheVerbsAndAudited(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			lf.WriteString(`{"seq":99,"event":"tool_ca`)
+			lf.WriteString(`{"seq":99,"event":"tool_ca` + "\n") // a whole line, not an entry
 			lf.Close()
 			if _, err := req.Status(ctx); err == nil || !strings.Contains(err.Error(), "status not given") {
 				t.Errorf("status with an unwritable audit log: %v", err)

@@ -257,6 +257,29 @@ func TestRefusedWhenGrantGoneExpiredOrStoreUnsafe(t *testing.T) {
 			t.Fatalf("%d %q", code, errOut)
 		}
 	})
+	t.Run("store cut short", func(t *testing.T) {
+		// A full disk or a crash left the grants file half written: every
+		// teacher is refused, with the file and its repair, and nothing is
+		// served. The fixture's intact store serves (the other subtests).
+		f := newFixture(t, levels.Full.String())
+		data, err := os.ReadFile(f.mgr.Store.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.mgr.Store.Path(), data[:len(data)/2], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		code, _, errOut := f.run(t, "mcp", rec)
+		if code != ExitRefused || len(rec.calls) != 0 || !strings.HasPrefix(errOut, "stem-mcp gate: [bad_setup] refused: ") {
+			t.Fatalf("%d %q", code, errOut)
+		}
+		for _, want := range []string{f.mgr.Store.Path(), "not valid JSON", "stemctl access grant"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("refusal lacks %q: %s", want, errOut)
+			}
+		}
+	})
 	t.Run("unknown id", func(t *testing.T) {
 		f := newFixture(t, levels.Full.String())
 		var errOut bytes.Buffer

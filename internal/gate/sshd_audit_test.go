@@ -25,7 +25,7 @@ func TestSSHRefusedWhenAuditLogUnwritable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"seq":7,"event":"tool_ca`)
+	f.WriteString(`{"seq":7,"event":"tool_ca` + "\n") // a whole line, not an entry
 	f.Close()
 	for _, c := range []struct {
 		remote []string

@@ -23,8 +23,9 @@ import (
 	"github.com/stem-edu/stem/internal/testenv"
 )
 
-// corruptTail appends half an entry to the log, as a crash in the middle of
-// a write or a careless edit leaves it. Root cannot append past it either.
+// corruptTail appends a line that is not an entry, as a careless edit
+// leaves it (the start of an entry a killed writer left is cut off by the
+// next append instead). Root cannot append past it either.
 func corruptTail(t testing.TB, state string) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(state, "audit.jsonl"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
@@ -32,7 +33,7 @@ func corruptTail(t testing.TB, state string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteString(`{"seq":99,"event":"tool_ca`); err != nil {
+	if _, err := f.WriteString(`{"seq":99,"event":"tool_ca` + "\n"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -36,7 +36,7 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 // startBridge runs gdb under stem-mcp gdb-bridge in a new "gdb" window, as
 // the debug layout does, and waits for g.sock and gdb's prompt.
-func startBridge(t *testing.T, in *testenv.Instance, prog string) string {
+func startBridge(t testing.TB, in *testenv.Instance, prog string) string {
 	t.Helper()
 	cmd := fmt.Sprintf("exec %s gdb-bridge --dir %s -- gdb -q -nx %s", shq(stemMCP(t)), shq(in.Dir.Path), shq(prog))
 	pane := strings.TrimSpace(in.Tmux(t, "new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "stem:", "-n", "gdb", "-c", in.Resolved.TaskDir, cmd))

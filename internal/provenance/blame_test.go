@@ -307,3 +307,44 @@ func TestSplitFile(t *testing.T) {
 		t.Error("a DOS line end changes the hash")
 	}
 }
+
+// TestPartialRecordOfAKilledWriter: the start of a record a writer killed
+// mid-write left is cut off by the next record, and the history reads
+// whole; after a record the head does not reach, or bytes that start no
+// record, nothing is removed and the record is refused.
+func TestPartialRecordOfAKilledWriter(t *testing.T) {
+	ctx := context.Background()
+	l := Open(t.TempDir())
+	change := func(i int) Change {
+		return Change{Card: testCard, Path: "x.c", Who: Who{Agent: fmt.Sprint(i)},
+			Before: []string{"a"}, Hunks: []Hunk{{Start: 1, End: 1, Lines: []string{fmt.Sprint(i)}}}}
+	}
+	for i := range 2 {
+		if _, err := l.Record(ctx, change(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := l.File(testCard, "x.c")
+	whole, _ := os.ReadFile(file)
+	const partial = `{"seq":3,"time":"2026-12-06T13:00:00Z","ki`
+	os.WriteFile(file, append(whole, partial...), 0o600)
+	if seq, err := l.Record(ctx, change(2)); err != nil || seq != 3 {
+		t.Fatalf("record after a partial one: seq %d, %v", seq, err)
+	}
+	if h, err := l.Read(testCard, "x.c"); err != nil || len(h.Problems) > 0 || len(h.Changes) != 3 {
+		t.Fatalf("history after the repair: %v %+v", err, h)
+	}
+
+	for name, content := range map[string][]byte{
+		"a record missing before it": append(whole, partial...), // the head records seq 3 now
+		"bytes that start no record": append(whole, `{"kind":`...),
+	} {
+		os.WriteFile(file, content, 0o600)
+		if _, err := l.Record(ctx, change(9)); err == nil {
+			t.Errorf("%s: recorded", name)
+		}
+		if got, _ := os.ReadFile(file); string(got) != string(content) {
+			t.Errorf("%s: the refused record changed the file", name)
+		}
+	}
+}

@@ -286,7 +286,7 @@ func (l *Log) append(ctx context.Context, r record) (int64, error) {
 		return fail(err)
 	}
 	defer f.Close()
-	last, err := lastRecord(f)
+	last, err := lastRecord(f, file)
 	if err != nil {
 		return fail(err)
 	}
@@ -336,11 +336,41 @@ func writeHead(file string, h head) error {
 	return nil
 }
 
-// lastRecord reads the last line of f (the lock held), backwards in
-// chunks. A file whose last line is not a record cannot be appended to:
-// its chain would not verify and the record would be lost in the noise.
-func lastRecord(f *os.File) (record, error) {
-	tail, err := chainlog.LastLine(f, maxLineBytes)
+// lastRecord reads the last line of f, the log file (the lock held),
+// backwards in chunks. A file whose last line is not a record cannot be
+// appended to: its chain would not verify and the record would be lost
+// in the noise. The start of a record that a writer killed mid-write left
+// after it (chainlog.Partial) is cut off: it was never in the chain, as
+// long as the head does not record more than the whole records.
+func lastRecord(f *os.File, file string) (record, error) {
+	partial, err := chainlog.Partial(f, `{"seq":`, maxLineBytes)
+	if errors.Is(err, chainlog.ErrNotPartial) {
+		return record{}, errors.New("its last line is not a provenance record: move the file aside (keep it as the record) to start a new one")
+	}
+	if err != nil {
+		return record{}, fmt.Errorf("read the last record: %w", err)
+	}
+	last, err := lastWhole(f, partial)
+	if err != nil || partial == 0 {
+		return last, err
+	}
+	var h head
+	if data, err := os.ReadFile(headFile(file)); err == nil && json.Unmarshal(data, &h) == nil && h.Seq > last.Seq {
+		return record{}, fmt.Errorf("it ends in a partial record after seq %d, but its head records seq %d: records are missing; move the file aside (keep it as the record) to start a new one", last.Seq, h.Seq)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = f.Truncate(fi.Size() - partial)
+	}
+	if err != nil {
+		return record{}, fmt.Errorf("remove a partial record: %w", err)
+	}
+	return last, nil
+}
+
+// lastWhole is the last record of f before its last skip bytes.
+func lastWhole(f *os.File, skip int64) (record, error) {
+	tail, err := chainlog.LastLineBefore(f, skip, maxLineBytes)
 	if errors.Is(err, chainlog.ErrLongLine) {
 		return record{}, errors.New("the last record is longer than any stem writes: move the file aside (keep it as the record) to start a new one")
 	}

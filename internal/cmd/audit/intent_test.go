@@ -53,7 +53,7 @@ func TestVerifySaysABrokenTailStopsAuditing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"seq":4,"ev`)
+	f.WriteString(`{"seq":4,"ev` + "\n") // a whole line, not an entry
 	f.Close()
 	err = e.run(t, "verify")
 	var ee *cmdutil.ExitError
@@ -100,5 +100,25 @@ func TestShowIntentsAndOutcomes(t *testing.T) {
 		if !slices.Equal(seqs, c.want) {
 			t.Errorf("show %v = %v, want %v", c.args, seqs, c.want)
 		}
+	}
+}
+
+// The start of an entry a killed writer left is not a broken chain: verify
+// says what it is and that the next entry cuts it off.
+func TestVerifyNamesAPartialEntry(t *testing.T) {
+	e := newEnv(t)
+	e.writeChain(t, 3)
+	f, err := os.OpenFile(e.log.Path(), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":4,"ev`)
+	f.Close()
+	if err := e.run(t, "verify"); err != nil {
+		t.Fatalf("verify: %v\n%s", err, e.out)
+	}
+	out := e.out.String()
+	if !strings.Contains(out, "chain intact, 3 lines") || !strings.Contains(out, "after them, 12 bytes start an entry") || strings.Contains(out, "refuses") {
+		t.Fatalf("verify:\n%s", out)
 	}
 }

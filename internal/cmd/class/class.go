@@ -15,6 +15,7 @@ import (
 
 	"github.com/stem-edu/stem/internal/class"
 	"github.com/stem-edu/stem/internal/cmdutil"
+	"github.com/stem-edu/stem/internal/termtext"
 )
 
 // NewCmdClass builds the group.
@@ -234,6 +235,29 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 	return cmd
 }
 
+// listRosters writes the classes' table (or JSON).
+func listRosters(opts *ListOptions, cfg string, rosters []*class.Roster, more bool) error {
+	out := opts.F.IOStreams.Out
+	if opts.JSON {
+		if rosters == nil {
+			rosters = []*class.Roster{}
+		}
+		return cmdutil.WriteJSON(out, rosters)
+	}
+	if len(rosters) == 0 {
+		if !more {
+			fmt.Fprintf(out, "no classes in %s: make one with `stemctl class init NAME`\n", class.Dir(cfg))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASS\tSTUDENTS\tFILE")
+	for _, r := range rosters {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Name, len(r.Students), r.Path)
+	}
+	return tw.Flush()
+}
+
 func runList(_ context.Context, opts *ListOptions) error {
 	cfg, err := configDir(opts.F)
 	if err != nil {
@@ -245,30 +269,27 @@ func runList(_ context.Context, opts *ListOptions) error {
 		if err != nil {
 			return err
 		}
+		// A damaged roster is reported, and the others are listed still.
 		var rosters []*class.Roster
+		var damaged []error
 		for _, n := range names {
 			r, err := class.Load(cfg, n)
 			if err != nil {
-				return err
+				damaged = append(damaged, err)
+				continue
 			}
 			rosters = append(rosters, r)
 		}
-		if opts.JSON {
-			if rosters == nil {
-				rosters = []*class.Roster{}
-			}
-			return cmdutil.WriteJSON(out, rosters)
+		if err := listRosters(opts, cfg, rosters, len(damaged) > 0); err != nil {
+			return err
 		}
-		if len(rosters) == 0 {
-			fmt.Fprintf(out, "no classes in %s: make one with `stemctl class init NAME`\n", class.Dir(cfg))
-			return nil
+		for _, err := range damaged {
+			fmt.Fprintf(opts.F.IOStreams.ErrOut, "stemctl: %s\n", termtext.String(err.Error()))
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLASS\tSTUDENTS\tFILE")
-		for _, r := range rosters {
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Name, len(r.Students), r.Path)
+		if len(damaged) > 0 {
+			return &cmdutil.ExitError{Code: 1}
 		}
-		return tw.Flush()
+		return nil
 	}
 	r, err := class.Load(cfg, opts.Class)
 	if err != nil {

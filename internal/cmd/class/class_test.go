@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,4 +179,37 @@ func TestRenderCraftedTasks(t *testing.T) {
 	if !strings.Contains(lines[len(lines)-1], "(56 more instances: --json lists them)") {
 		t.Fatalf("last line: %q", lines[len(lines)-1])
 	}
+}
+
+// A roster cut short is reported with its file, line and repair, and the
+// other classes are listed still; the class alone is refused.
+func TestListWithADamagedRoster(t *testing.T) {
+	e := newEnv(t)
+	e.must(t, "init", "lab3")
+	e.must(t, "add", "lab3", "anna@lab-03")
+	e.must(t, "init", "lab4")
+	path := class.Path(e.cfg, "lab4")
+	if err := os.WriteFile(path, []byte("[student.bob]\nhost = \"bob@la"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := e.run(t, "list")
+	var ee *cmdutil.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
+		t.Fatalf("list with a damaged roster: %v", err)
+	}
+	if !strings.Contains(e.out.String(), "lab3") || strings.Contains(e.out.String(), "lab4") {
+		t.Errorf("the intact class is not listed alone:\n%s", e.out)
+	}
+	for _, want := range []string{path + " line 2:", "cut short", "complete the line or remove it"} {
+		if !strings.Contains(e.errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, e.errOut)
+		}
+	}
+	if err := e.run(t, "list", "--json"); !errors.As(err, &ee) || !strings.Contains(e.out.String(), `"lab3"`) {
+		t.Errorf("list --json: %v\n%s", err, e.out)
+	}
+	if err := e.run(t, "list", "lab4"); err == nil || !strings.Contains(err.Error(), path+" line 2:") {
+		t.Errorf("list lab4: %v", err)
+	}
+	e.must(t, "list", "lab3")
 }

@@ -29,11 +29,13 @@ func TestUpInterruptedAtEachStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			var said []string
+			sent := false
 			sc := bufio.NewScanner(stderr)
 			for sc.Scan() {
 				said = append(said, sc.Text())
 				if strings.HasPrefix(sc.Text(), step) {
 					cmd.Process.Signal(os.Interrupt)
+					sent = true
 					break
 				}
 			}
@@ -42,8 +44,16 @@ func TestUpInterruptedAtEachStep(t *testing.T) {
 			}
 			cmd.Wait()
 			out := strings.Join(said, "\n")
+			if !sent {
+				t.Fatalf("up never said %q:\n%s", step, out)
+			}
 			if strings.Contains(out, "context canceled") || strings.Contains(out, "http://d/") {
 				t.Errorf("the interruption is reported as a transport error:\n%s", out)
+			}
+			// Up waits for the servers after "starting": the signal lands
+			// before it is done, and the user is told so.
+			if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(out, "stemctl: interrupted") {
+				t.Errorf("interrupted at %q: exit %d, want 130 and \"stemctl: interrupted\":\n%s", step, code, out)
 			}
 			r := a.must(0, "list", "--json")
 			if strings.Contains(r.Stdout, "orphan") {

@@ -87,6 +87,9 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 	} else if res.OK {
 		fmt.Fprintf(out, "%s: chain intact, %d lines\n", path, res.Lines)
+		if res.Partial > 0 {
+			fmt.Fprintf(out, "after them, %d bytes start an entry whose writer ended in the middle of writing it (never part of the chain): the next entry stem writes cuts them off and records a log_repair entry\n", res.Partial)
+		}
 		if res.UnfinishedCount > 0 {
 			fmt.Fprintf(out, "%d effectful call(s) have an intent but no outcome (still running, or their server ended during them; they may have acted):\n", res.UnfinishedCount)
 			for _, u := range res.Unfinished {
