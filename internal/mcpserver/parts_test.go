@@ -8,10 +8,16 @@ package mcpserver_test
 
 import (
 	"context"
+	"github.com/stem-edu/stem/internal/testenv/needs"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,4 +241,111 @@ func TestPartsDebuggerWithoutEditor(t *testing.T) {
 			t.Errorf("%s: %s %s, want %s", part, state, why, want)
 		}
 	}
+}
+
+// TestPartsHungEditor: a Neovim that stopped answering (held in a ptrace
+// stop here: tmux continues a pane stopped by a signal; a busy or hung
+// editor looks the same) costs the editor's tools their timeout and a
+// message saying so; the terminal's answer meanwhile, and the editor's
+// work again when it answers.
+func TestPartsHungEditor(t *testing.T) {
+	needs.Root(t, "holds Neovim with ptrace")
+	in := fixture(t)
+	st := studentOf(t, in)
+	shell := st.pane("shell")
+	st.waitPrompt(shell)
+	s := connect(t, in, "observe")
+	s.ok("nvim_status", nil)
+	pid, err := strconv.Atoi(strings.TrimSpace(in.Tmux(t, "display-message", "-p", "-t", "stem:edit", "#{pane_pid}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdProcess(t, pid)
+	t.Cleanup(release)
+
+	s.ok("pane_capture", map[string]any{"pane": shell})
+	msg := s.refusedWith(errcode.PartDown, "nvim_status", nil)
+	if !strings.Contains(msg, "does not answer") || !strings.Contains(msg, "stemctl up native-amd64 demo hello 1") {
+		t.Errorf("nvim_status with Neovim held: %s", msg)
+	}
+	noSocketPath(t, in, "nvim_status", msg)
+	s.ok("pane_list", nil)
+	release()
+	s.ok("nvim_status", nil)
+}
+
+// holdProcess stops pid in a ptrace stop until the returned func is
+// called (once or more). ptrace wants one OS thread for all of it.
+func holdProcess(t testing.TB, pid int) (release func()) {
+	t.Helper()
+	held, done := make(chan error), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
+		if err := syscall.PtraceAttach(pid); err != nil {
+			held <- err
+			return
+		}
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil)
+		held <- err
+		<-done
+		syscall.PtraceDetach(pid)
+	}()
+	if err := <-held; err != nil {
+		t.Fatalf("hold pid %d: %v", pid, err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// TestPartsEditorSocketReplaced: a link where Neovim's socket was, to a
+// socket the container must not reach through stem (a canary listening
+// on the host), is refused as a replaced socket and never followed; the
+// terminal's tools work. Control: the canary accepts a direct dial.
+func TestPartsEditorSocketReplaced(t *testing.T) {
+	in := fixture(t)
+	in.KillNvim(t)
+	canary := filepath.Join(t.TempDir(), "canary.sock")
+	ln, err := net.Listen("unix", canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	os.Remove(in.Dir.Nvim())
+	if err := os.Symlink(canary, in.Dir.Nvim()); err != nil {
+		t.Fatal(err)
+	}
+
+	s := connect(t, in, "observe")
+	s.ok("pane_list", nil)
+	msg := s.refusedWith(errcode.PartDown, "nvim_status", nil)
+	if !strings.Contains(msg, "is not a socket (something inside the container replaced it)") || !strings.Contains(msg, "stemctl status") {
+		t.Errorf("nvim_status over a replaced socket: %s", msg)
+	}
+	noSocketPath(t, in, "nvim_status", msg)
+	if state, _ := partState(t, s.ok("session_status", nil), "editor"); state != "refused" {
+		t.Errorf("editor over a replaced socket: %s", state)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("stem followed the link to the canary socket")
+	default:
+	}
+	c, err := net.Dial("unix", canary)
+	if err != nil {
+		t.Fatalf("control: the canary does not accept: %v", err)
+	}
+	c.Close()
+	<-accepted
 }

@@ -377,7 +377,10 @@ vim.fn.sign_place(77, 'stemtest', 'StemTestBreak', vim.fn.bufnr(l), {lnum = 10})
 			t.Fatalf("after the host's yes: %q", got[10:13])
 		}
 		lines = want
-		if d := decisionsOf(t, in, p); len(d) != 1 || !strings.Contains(d[0].Detail, "accepted by the student at host terminal /dev/pts/test (stemctl attach)") {
+		// The record is stored before the decision is audited.
+		var d []audit.Entry
+		waitUntil(t, 10*time.Second, "the decision in the audit log", func() bool { d = decisionsOf(t, in, p); return len(d) > 0 })
+		if len(d) != 1 || !strings.Contains(d[0].Detail, "accepted by the student at host terminal /dev/pts/test (stemctl attach)") {
 			t.Fatalf("audit %+v", d)
 		}
 	})

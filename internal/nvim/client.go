@@ -405,10 +405,14 @@ func (s *session) run(ctx context.Context, fn func(*gonvim.Nvim) error) error {
 	err := fn(s.v)
 	if !stop() {
 		// The deadline fired. A result that arrived first is still good.
-		if err != nil {
-			return fmt.Errorf("no answer from Neovim in time: %w", ctx.Err())
+		if err == nil {
+			return nil
 		}
-		return nil
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Neovim is there but does not answer: hung, busy, or stopped.
+			return fmt.Errorf("%w: no answer from Neovim in time: %w", ErrUnavailable, ctx.Err())
+		}
+		return fmt.Errorf("no answer from Neovim in time: %w", ctx.Err())
 	}
 	if err != nil && (errors.Is(err, rpc.ErrClosed) || s.dead.Load()) {
 		if r := s.refusal(); r != nil {

@@ -344,17 +344,25 @@ func (l Layout) CheckExisting(path string) error {
 // missing socket is not an error here (the probes report it).
 func (d Dir) CheckSockets() error {
 	for _, p := range []string{d.Tmux(), d.Nvim(), d.GDB()} {
-		fi, err := os.Lstat(p)
-		if err != nil {
-			continue
+		if err := CheckSocket(p); err != nil {
+			return err
 		}
-		if fi.Mode()&os.ModeSocket == 0 {
-			what := "not a socket"
-			if fi.Mode()&os.ModeSymlink != 0 {
-				what = "a symlink, not a socket"
-			}
-			return &NotOursError{p, what + " (something inside the container replaced it)"}
+	}
+	return nil
+}
+
+// CheckSocket is CheckSockets for one socket path.
+func CheckSocket(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		what := "not a socket"
+		if fi.Mode()&os.ModeSymlink != 0 {
+			what = "a symlink, not a socket"
 		}
+		return &NotOursError{p, what + " (something inside the container replaced it)"}
 	}
 	return nil
 }
