@@ -46,7 +46,7 @@ func TestSSHRefusedWhenAuditLogUnwritable(t *testing.T) {
 		}
 	}
 	data, _ := os.ReadFile(logPath)
-	if want := string(good) + `{"seq":7,"event":"tool_ca`; string(data) != want {
+	if want := string(good) + `{"seq":7,"event":"tool_ca` + "\n"; string(data) != want {
 		t.Errorf("the log changed: %q", strings.TrimPrefix(string(data), string(good)))
 	}
 

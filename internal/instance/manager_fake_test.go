@@ -392,7 +392,10 @@ func TestFakeUpWaitsForTheOpenedTmuxSocket(t *testing.T) {
 	for _, private := range []bool{false, true} {
 		t.Run(map[bool]string{false: "control", true: "never opened"}[private], func(t *testing.T) {
 			w := newFakeWorld(t)
-			w.m.SocketTimeout = time.Second
+			// The never-opened case waits all of it: long enough that the
+			// fake servers answer on a loaded machine, so that what is
+			// missing at the end is the opened socket alone.
+			w.m.SocketTimeout = 5 * time.Second
 			w.e.TmuxPrivate = private
 			_, err := w.up()
 			if !private {
