@@ -254,7 +254,7 @@ func TestAdversarialObserveAssist(t *testing.T) {
 	gp := startBridge(t, in, "./hello")
 	st.run(gp, "break count_words")
 	st.run(gp, "run")
-	st.waitPane(gp, `Breakpoint 1, count_words`, 15*time.Second)
+	st.waitPane(gp, `(?s)Breakpoint 1, count_words.*\(gdb\) `, 15*time.Second) // the prompt after the stop
 	// The student has the editable file open.
 	st.typeInNvim(":e words.c")
 	waitUntil(t, 10*time.Second, "the student opens words.c", func() bool {

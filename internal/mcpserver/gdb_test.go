@@ -482,7 +482,10 @@ func TestGDBHardwareRegisters(t *testing.T) {
 	gp := startBridge(t, rp, "./spin")
 	st.run(gp, "break main")
 	st.run(gp, "run")
-	st.waitPane(gp, `Breakpoint 1, main`, 15*time.Second)
+	// The prompt after the stop: gdb prints the source line and the prompt
+	// after the breakpoint's line, and a capture between them would differ
+	// from the later one without anything having happened.
+	st.waitPane(gp, `(?s)Breakpoint 1, main.*\(gdb\) `, 15*time.Second)
 	paneBefore := st.capture(gp)
 
 	refused := []string{"*(uint32_t *) 0x40070000", "{int} 0x40070000", "*0x40070000@4", "((char *) 0x5fffffff)[0]", "*(int *) 0xd0000000",
