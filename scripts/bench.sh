@@ -193,7 +193,7 @@ row "student processes ended by those" BenchmarkStemMCPKillStorm parts-ended par
 fault() { row "faults survived: $1" "BenchmarkFaults/$2" survived faults "all" "$3"; }
 fault "Podman service killed (engine)" service "the service SIGKILLed during a command and while it holds a call: stem starts it again and the command completes"
 fault "Podman service killed (stemctl, stem-mcp)" service-cli "during \`up\`, \`exec\` and an MCP call"
-fault "a part down" parts "the editor quit, hostile or restarted, no debugger, the debugger without the editor: the tools that need the part fail with what is down, the others work"
+fault "a part down" parts "the editor quit, hostile, hung, restarted or its socket replaced, no debugger, the debugger without the editor: the tools that need the part fail with what is down, the others work"
 fault "container OOM-killed or stopped" oom-stop "under a running call"
 fault "audit log's disk full or read-only" audit-disk "the effect refused, the error says what to free, the chain still verifies"
 fault "state files damaged" damaged-files "registry, grants, agent record cut short: the file, the line and the repair, no panic"
@@ -203,7 +203,7 @@ fault "Ctrl-C of \`up\`" interrupt-up "at each step: exit 130, nothing half-made
 fault "Ctrl-C of \`agent start\` and \`rm\`" interrupt-agent "at each step"
 fault "the teacher's SSH dropped mid-call" ssh-dropped "the gate's session ends, its tmux client released, the audit chain intact"
 fault "a student gone mid-stream" student-gone "on the class dashboard (real browser): gone or silent"
-fault "stem-mcp SIGKILLed mid-work" stem-mcp-killed "100 kills, the student's processes unchanged"
+fault "stem-mcp SIGKILLed mid-work" stem-mcp-killed "60 kills in make test's version, the student's processes unchanged"
 row "\`up\`, new instance (in stemctl)" BenchmarkUpCreate p50-ms ms "< 1.5 s" "instance.Manager.Up with the image built: create, start, both sockets answering"
 row "\`stemctl up\`, new instance (wall clock)" CLI:up-create-wall "" ms "< 1.5 s" "bin/stemctl process start to exit, after \`stemctl rm\`"
 row "\`stemctl up\`, new instance, root's Podman" BenchmarkUpNew/rootful p50-ms ms "< 1.5 s" "bin/stemctl process start to exit, as root with rootful Podman"
