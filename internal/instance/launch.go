@@ -272,6 +272,7 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	delay := 2 * time.Millisecond
 	var last error
 	for {
@@ -283,8 +284,10 @@ func (m *Manager) waitSockets(ctx context.Context, dir sockets.Dir, id string) e
 			return nil
 		}
 		// A probe our own deadline cut short says only that; the one
-		// before it says what was missing.
-		if last == nil || ctx.Err() == nil {
+		// before it says what was missing. The clock, not ctx.Err(): a
+		// dial's own timer can report the deadline a moment before the
+		// context's does.
+		if last == nil || time.Now().Before(deadline) {
 			last = err
 		}
 		select {
