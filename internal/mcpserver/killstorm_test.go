@@ -6,12 +6,9 @@ package mcpserver_test
 // Neovim and gdb processes keep running and answer the next agent.
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -106,56 +103,36 @@ func stormCalls(shell, printer string) []map[string]any {
 // a result (not an error) before the kill.
 func killMidWork(t testing.TB, in *testenv.Instance, calls []map[string]any, after int, rng *rand.Rand) int {
 	t.Helper()
-	cmd := exec.Command(stemMCP(t), "serve", "--level", "assist")
-	cmd.Env = in.Env
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	answers := make(chan string, len(calls)+1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<22)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), `"id":`) {
-				answers <- sc.Text()
-			}
-		}
-		close(answers)
-	}()
-	send := func(v map[string]any) {
-		b, _ := json.Marshal(v)
-		stdin.Write(append(b, '\n')) // a server killed early may not read it
-	}
+	r := startRaw(t, in, "assist")
+	defer r.cmd.Wait()
 	kill := func() {
 		time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond) // the moment of the kill, not a wait
-		cmd.Process.Kill()
+		r.cmd.Process.Kill()
 	}
-	send(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
+	answer := func() (string, bool) {
+		for line := range r.lines {
+			if strings.Contains(line, `"id":`) {
+				return line, true
+			}
+		}
+		return "", false
+	}
+	r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-03-26", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "storm", "version": "1"}}})
 	if after == 0 {
 		kill() // while it starts
 		return 0
 	}
-	if _, ok := <-answers; !ok {
-		t.Fatal("stem-mcp ended before it answered initialize")
+	if _, ok := answer(); !ok {
+		t.Fatalf("stem-mcp ended before it answered initialize: %s", r.stderr.String())
 	}
-	send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	r.sendJSON(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	for i, c := range calls {
-		send(map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": c})
+		r.sendJSON(map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": c})
 	}
 	results := 0
 	for range after - 1 {
-		a, ok := <-answers
+		a, ok := answer()
 		if !ok {
 			break
 		}
