@@ -278,6 +278,16 @@ func (in *Instance) KillNvim(t testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// And until tmux has closed its window: a window still there (tmux not
+	// yet told of the death) would be the "edit" a later StartNvim's new
+	// window shares its name with, and the next KillNvim would kill the
+	// dead pid again.
+	for strings.Contains(" "+strings.Join(strings.Fields(in.Tmux(t, "list-panes", "-a", "-F", "#{pane_pid}")), " ")+" ", " "+pid+" ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tmux still shows the pane of the killed nvim (pid %s) 10s after SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // StartNvim starts Neovim again in a new "edit" window on the same socket
