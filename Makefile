@@ -15,7 +15,7 @@ PODMAN_ENV := set -a; [ -f .cache/podman.env ] && . .cache/podman.env; set +a;
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: help setup build images agent-image check-images agent-clis demo test check fuzz bench lint clean
+.PHONY: help setup build images agent-image check-images agent-clis demo test test-bin check fuzz bench lint clean
 
 help:
 	@echo "make demo        install what is missing, build images, start the demo instance"
@@ -76,8 +76,20 @@ TEST_PARALLEL ?= 4
 # suites first, so that none of them starts last and runs alone.
 TEST_FIRST := ./internal/agent ./internal/cmd/class ./internal/cmd/lab \
 	./internal/cardgit/e2e ./internal/cmd/e2e ./internal/mcpserver
-test: setup build images check-images agent-clis agent-image lint
-	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp go test -p $(TEST_PARALLEL) -count=1 -timeout 25m $(TEST_FIRST) ./...
+# The commands the suites run, built once as the tests would build them
+# (static, -trimpath) rather than linked again in each package.
+TEST_BIN := .cache/test-bin
+$(TEST_BIN)/stemctl: $(GO_SOURCES)
+	@mkdir -p $(TEST_BIN)
+	CGO_ENABLED=0 go build -trimpath -o $@ ./cmd/stemctl
+$(TEST_BIN)/stem-mcp $(TEST_BIN)/stem-dial: $(TEST_BIN)/%: bin/%
+	@mkdir -p $(TEST_BIN)
+	cp $< $@
+test-bin: $(TEST_BIN)/stemctl $(TEST_BIN)/stem-mcp $(TEST_BIN)/stem-dial
+
+test: setup build images check-images agent-clis agent-image lint test-bin
+	@$(PODMAN_ENV) STEM_MCP_BIN=$(CURDIR)/bin/stem-mcp STEM_TEST_BIN_DIR=$(CURDIR)/$(TEST_BIN) \
+		go test -p $(TEST_PARALLEL) -count=1 -timeout 25m $(TEST_FIRST) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # A bounded fuzz run of the decoders of container bytes: the validating
@@ -117,4 +129,4 @@ lint:
 	GOFLAGS=-buildvcs=false go vet ./...
 
 clean:
-	rm -rf bin
+	rm -rf bin $(TEST_BIN)

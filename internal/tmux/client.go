@@ -92,6 +92,10 @@ type Client struct {
 	// exitReason is the text of %exit, which the client prints last
 	// ("server exited", "detached", ...); reader goroutine only.
 	exitReason string
+
+	// settling, when set (tests only), is called as Run starts waiting for
+	// a pane that reads "tmux" to run its shell.
+	settling func()
 }
 
 type request struct {

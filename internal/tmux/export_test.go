@@ -16,6 +16,10 @@ func (c *Client) CommandForTest(ctx context.Context, cmd string) (string, error)
 	return c.command(ctx, cmd)
 }
 
+// OnSettlingForTest has Run call f as it starts waiting for a pane that
+// reads "tmux" to run its shell.
+func (c *Client) OnSettlingForTest(f func()) { c.settling = f }
+
 // IdentifyForTest sends on conn what a control client's dial sends to
 // attach to session: with fdsOnly, only its first stage (the messages
 // carrying stdin and stdout).

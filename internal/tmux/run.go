@@ -91,6 +91,11 @@ func (c *Client) RunWithOptions(ctx context.Context, pane PaneID, command string
 	if err != nil {
 		return RunResult{}, err
 	}
+	if st.command == "tmux" {
+		if st, err = c.settled(ctx, pane, st); err != nil {
+			return RunResult{}, err
+		}
+	}
 	if err := st.keysAllowed(pane); err != nil {
 		return RunResult{}, err
 	}

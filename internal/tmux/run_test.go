@@ -340,8 +340,10 @@ func TestRunForgedMarks(t *testing.T) {
 
 // A window opened a moment ago may not run its shell yet: tmux's fork
 // before the exec reads as "tmux" (here a shell named tmux holds the exec
-// back until the test lets it go).
-// WaitShell waits for it, where Run alone refuses the pane.
+// back until the test lets it go), and so does the shell's own rc while it
+// runs the integration's tmux set-option. WaitShell waits for it; Run
+// gives such a pane a moment to become its shell, and refuses one that
+// stays so.
 func TestWaitShellOnAWindowStillStarting(t *testing.T) {
 	s := tmuxtest.Start(t)
 	c := s.Dial(t)
@@ -377,12 +379,36 @@ func TestWaitShellOnAWindowStillStarting(t *testing.T) {
 		f.Close()
 	}
 
-	// Control: Run on the pane before its shell runs is refused.
+	// Run on a pane that stays "tmux" is refused.
 	p := held()
 	if _, _, err := c.Run(ctx, p, "echo early"); !errors.Is(err, tmux.ErrNotAtPrompt) {
 		t.Fatalf("Run before the shell started: %v", err)
 	}
 	release()
+
+	// Run called while the pane is still "tmux", released once Run has
+	// found it so: it runs in the shell that comes.
+	p = held()
+	waiting := make(chan struct{})
+	c.OnSettlingForTest(func() { close(waiting) })
+	ran := make(chan error, 1)
+	go func() {
+		out, _, err := c.Run(ctx, p, "echo late")
+		if err == nil && out != "late\n" {
+			err = fmt.Errorf("output %q", out)
+		}
+		ran <- err
+	}()
+	select {
+	case <-waiting:
+		release()
+	case err := <-ran:
+		t.Fatalf("Run on a pane starting its shell did not wait for it: %v", err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run on a pane starting its shell: %v", err)
+	}
+	c.OnSettlingForTest(nil)
 
 	p = held()
 	done := make(chan error, 1)

@@ -2,8 +2,10 @@ package tmux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/stem-edu/stem/internal/termtext"
 )
@@ -55,4 +57,28 @@ func (c *Client) WaitShell(ctx context.Context, pane PaneID) error {
 			return fmt.Errorf("%w: %s did not start its shell: %v", ErrTimeout, pane, ctx.Err())
 		}
 	}
+}
+
+// startGrace is how long Run gives a pane whose program reads "tmux" to
+// become its shell.
+const startGrace = 2 * time.Second
+
+// settled waits up to startGrace for a pane whose program reads "tmux" to
+// run its shell, and returns its state then (st if it still does not).
+// "tmux" is a shell starting: tmux's fork before the exec, or, while the
+// shell reads its rc files, the integration's one `tmux set-option` in the
+// foreground, which WaitShell cannot tell from the shell's exec.
+func (c *Client) settled(ctx context.Context, pane PaneID, st paneState) (paneState, error) {
+	gctx, cancel := context.WithTimeout(ctx, startGrace)
+	defer cancel()
+	if c.settling != nil {
+		c.settling()
+	}
+	if err := c.WaitShell(gctx, pane); err != nil {
+		if errors.Is(err, ErrTimeout) && ctx.Err() == nil {
+			return st, nil
+		}
+		return st, err
+	}
+	return c.paneState(ctx, pane)
 }
