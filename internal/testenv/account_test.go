@@ -15,6 +15,7 @@ func TestBinaryTakesThePrebuiltCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "stemctl"), want, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv(BinDirEnv, "")
 	if got := prebuilt("./cmd/stemctl"); got != "" {
 		t.Fatalf("without %s: prebuilt %q", BinDirEnv, got)
 	}
