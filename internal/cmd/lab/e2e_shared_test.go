@@ -163,7 +163,7 @@ func TestLabClassOfStudents(t *testing.T) {
 			if s.Result != lab.Done {
 				t.Fatalf("the shared store was not filled: %+v", s)
 			}
-			// "ID loaded into DIR in N s"
+			// "ID copied into DIR in N s"
 			if f, err := strconv.ParseFloat(strings.TrimSuffix(s.Detail[strings.LastIndex(s.Detail, " in ")+4:], " s"), 64); err == nil {
 				loaded = time.Duration(f * float64(time.Second))
 			}
