@@ -154,7 +154,9 @@ func killStorm(t testing.TB, n int) (kills int, gone []string) {
 	st := studentOf(t, in)
 	shell := st.pane("shell")
 	printer := strings.TrimSpace(in.Tmux(t, "new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "stem:", "-n", "printer",
-		"exec sh -c 'while :; do seq 200; sleep 0.02; done'"))
+		// A batch five times a second keeps output in flight for pane_wait
+		// without a storm of forks of its own.
+		"exec sh -c 'while :; do seq 200; sleep 0.2; done'"))
 	in.AllowPane(t, printer)
 	in.AllowPane(t, shell)
 	procs := procsOf(t, in, gdbPane)
