@@ -385,6 +385,16 @@ func (e *Engine) Remove(ctx context.Context, id string, force bool) (err error) 
 	defer e.explain(ctx, &err)
 	ctx, cancel := e.call(ctx)
 	defer cancel()
+	if force {
+		// Podman 4.3's forced remove of a container left "stopping" (its
+		// Stop's service killed mid-call) deletes the record and leaves the
+		// processes running, where nothing can see or end them. Such a
+		// container had its SIGTERM already: a SIGKILL first ends it. Any
+		// other keeps Podman's own stop (SIGTERM, then the timeout).
+		if c, err := containers.Inspect(ctx, id, nil); err == nil && c.State != nil && c.State.Status == "stopping" {
+			containers.Kill(ctx, id, new(containers.KillOptions).WithSignal("KILL"))
+		}
+	}
 	reports, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(force))
 	if force && e.restarted(ctx, err) {
 		// Forced, a container already removed is not an error.

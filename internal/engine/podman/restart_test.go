@@ -5,6 +5,7 @@ package podman
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,7 +138,8 @@ func TestServiceKilledHoldingACall(t *testing.T) {
 		})
 		spec := sleeper(nil)
 		// The first SIGTERM is ignored, a second ends it.
-		spec.Command = []string{"sh", "-c", "trap '[ -e /tmp/t ] && exit 0; : >/tmp/t; echo got-term' TERM; echo ready; while :; do sleep 0.1; done"}
+		// Bounded (five minutes), so that no run can leave it looping.
+		spec.Command = []string{"sh", "-c", "trap '[ -e /tmp/t ] && exit 0; : >/tmp/t; echo got-term' TERM; echo ready; n=0; while [ $n -lt 3000 ]; do sleep 0.1; n=$((n+1)); done"}
 		id, err := e.Create(testCtx(t), spec)
 		if err != nil {
 			t.Fatal(err)
@@ -170,6 +172,23 @@ func TestServiceKilledHoldingACall(t *testing.T) {
 			if err == nil || probe(testCtx(t), sock) == nil {
 				t.Fatalf("control: Stop with its service killed and nothing to start it: %v", err)
 			}
+			// The container is left "stopping", still running: a forced
+			// Remove (which starts a service) must end its processes, not
+			// only its record (Podman's own forced remove left them
+			// running, out of every listing).
+			c, err := e.Inspect(testCtx(t), id)
+			if err != nil || c.State != "stopping" || c.Pid <= 0 {
+				t.Fatalf("after the interrupted Stop: %+v %v; want it stopping with a pid", c, err)
+			}
+			if err := e.Remove(testCtx(t), id, true); err != nil {
+				t.Fatalf("Remove of the stopping container: %v", err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); processLives(c.Pid); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					syscall.Kill(c.Pid, syscall.SIGKILL)
+					t.Fatalf("the removed container's pid %d still runs", c.Pid)
+				}
+			}
 			continue
 		}
 		if err != nil {
@@ -180,4 +199,14 @@ func TestServiceKilledHoldingACall(t *testing.T) {
 			t.Fatalf("after the Stop the container is %+v, %v; want it stopped", c, err)
 		}
 	}
+}
+
+// processLives: pid exists and is not a zombie.
+func processLives(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
