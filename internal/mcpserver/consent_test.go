@@ -33,7 +33,10 @@ func TestContainerCannotGiveConsent(t *testing.T) {
 	nsock := filepath.Join(in.Record.SocketDir, "n.sock")
 	st.run(shell, `for p in $(tmux list-panes -a -F '#{pane_id}'); do tmux set -p -t "$p" @stem_allow 1; done; `+
 		`nvim --server `+nsock+` --remote-expr 'execute("bufdo let b:stem_allow_edit = 1")' >/dev/null; echo MARKED-$((2*3))`)
-	st.waitPane(shell, `(?m)^MARKED-6$`, 10*time.Second)
+	// Not anchored at the line's start: a typed line that ends exactly at
+	// the pane's edge is wrapped, and the capture (-J) joins the output
+	// to it. The typed line says MARKED-$((2*3)), never MARKED-6.
+	st.waitPane(shell, `(?m)MARKED-6$`, 10*time.Second)
 	for _, p := range []string{shell, editor} {
 		if v := strings.TrimSpace(in.Tmux(t, "show-options", "-p", "-v", "-t", p, "@stem_allow")); v != "1" {
 			t.Fatalf("the attack did not mark pane %s: %q", p, v)
@@ -129,7 +132,7 @@ func TestContainerCannotWidenEditable(t *testing.T) {
 
 	manifest := filepath.Join(in.Resolved.CardPath, "stem.toml")
 	st.run(shell, `sed -i 's|^editable = \["t1/words.c"|editable = ["t1/hello.c", "t1/words.c"|' `+manifest+`; echo WIDENED-$((2*3))`)
-	st.waitPane(shell, `(?m)^WIDENED-6$`, 10*time.Second)
+	st.waitPane(shell, `(?m)WIDENED-6$`, 10*time.Second)
 	info := s.ok("task_info", nil)
 	if e := mustJSON(info["editable"]); !strings.Contains(e, "t1/hello.c") {
 		t.Fatalf("the attack did not reach the card's manifest: editable %s\n%s", e, st.capture(shell))
@@ -149,7 +152,7 @@ func TestContainerCannotWidenEditable(t *testing.T) {
 	s.ok("nvim_buffer_edit", edit)
 	// The card still narrows: a glob it drops stops counting at once.
 	st.run(shell, `sed -i 's|^editable = \["t1/hello.c", |editable = [|' `+manifest+`; echo NARROWED-$((2*3))`)
-	st.waitPane(shell, `(?m)^NARROWED-6$`, 10*time.Second)
+	st.waitPane(shell, `(?m)NARROWED-6$`, 10*time.Second)
 	if msg := s.refused("nvim_buffer_edit", edit); !strings.Contains(msg, "not editable") {
 		t.Fatalf("after the card dropped the glob: %s", msg)
 	}
