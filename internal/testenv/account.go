@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,8 +45,8 @@ func Binary(t testing.TB, name, pkg string) string {
 		built.dir, built.done = dir, map[string]error{}
 	}
 	err, ok := built.done[name]
-	if !ok && prebuilt(pkg) != "" {
-		err = copyBinary(prebuilt(pkg), filepath.Join(built.dir, name))
+	if p := prebuilt(pkg); !ok && p != "" {
+		err = CopyFile(p, filepath.Join(built.dir, name), 0o755)
 		built.done[name], ok = err, true
 	}
 	if !ok {
@@ -82,23 +81,15 @@ func prebuilt(pkg string) string {
 	return path
 }
 
-// copyBinary copies a prebuilt command, so that the test's directory holds
-// its commands side by side as a build there would.
-func copyBinary(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return fmt.Errorf("prebuilt command: %w", err)
+// CopyFile copies with cp, never through a descriptor of this process: a
+// file the process holds open for writing is inherited by every child it
+// forks meanwhile (other tests run side by side), and running the copy
+// fails with "text file busy" until that child has exec'd.
+func CopyFile(src, dst string, mode os.FileMode) error {
+	if out, err := exec.Command("cp", "--", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp %s: %v: %s", src, err, bytes.TrimSpace(out))
 	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return fmt.Errorf("prebuilt command: %w", err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return fmt.Errorf("prebuilt command %s: %w", from, err)
-	}
-	return dst.Close()
+	return os.Chmod(dst, mode)
 }
 
 // RemoveBinaries deletes what Binary built; call it from TestMain after

@@ -1,7 +1,6 @@
 package student
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -61,24 +60,13 @@ func (s *Student) binaries(bin string) (string, error) {
 	}
 	os.Chmod(d, 0o755)
 	for _, name := range []string{"stemctl", "stem-mcp"} {
-		if err := copyFile(filepath.Join(bin, name), filepath.Join(d, name), 0o755); err != nil {
+		if err := testenv.CopyFile(filepath.Join(bin, name), filepath.Join(d, name), 0o755); err != nil {
 			os.RemoveAll(d)
 			return "", fmt.Errorf("copy %s for the student: %w", name, err)
 		}
 	}
 	s.bins[bin] = d
 	return d, nil
-}
-
-// copyFile copies with cp, never through a descriptor of this process: a
-// file the process holds open for writing is inherited by every child it
-// forks meanwhile (other tests run side by side), and running the copy
-// fails with "text file busy" until that child has exec'd.
-func copyFile(src, dst string, mode os.FileMode) error {
-	if out, err := exec.Command("cp", "--", src, dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("cp %s: %v: %s", src, err, bytes.TrimSpace(out))
-	}
-	return os.Chmod(dst, mode)
 }
 
 // Podman runs podman as the student (its own rootless storage and service).
